@@ -1,0 +1,1 @@
+"""Airflow provider: hooks, operators, sensors and the Commits page."""

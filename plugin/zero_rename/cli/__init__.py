@@ -1,0 +1,1 @@
+"""The zero-rename command line."""

@@ -1,0 +1,289 @@
+"""Job commit, journaled so that a retry after a crash at any point finishes it once.
+
+1. Validate the manifests and resolve conflicts; save the plan (create-only,
+   under a fresh name). Nothing is visible yet; a crash here changes nothing.
+2. Point of no return: compare-and-swap the job record from ``setup`` to
+   ``committing``, naming the plan. Exactly one of a commit and an abort wins.
+3. Complete the plan's uploads in parallel, journaling progress. A retry skips
+   journaled uploads and, for the rest, completes again or, if the upload is
+   gone, checks by HEAD that the object carries the ETag S3 computes from the
+   recorded parts: the outcome of a lost response is checked, never guessed.
+4. Delete the files being replaced: only now, after the new files are
+   visible, so a crash never leaves a partition empty.
+5. Write ``_SUCCESS``, swap the record to ``committed``, then clean up.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+from zero_rename.core.abort import abort_uploads, remove_temporary
+from zero_rename.core.conflicts import resolve_conflicts
+from zero_rename.core.jobs import JobRecords, step_finished, step_started
+from zero_rename.core.layout import Destination
+from zero_rename.core.manifests import load_manifests
+from zero_rename.core.model import (
+    CommitPlan,
+    JobRecord,
+    JobSummary,
+    JournalEntry,
+    PendingUpload,
+    TaskManifest,
+    dump,
+    load,
+)
+from zero_rename.core.stats import combined
+from zero_rename.core.store import S3Store
+from zero_rename.core.success import build_success, success_summary
+from zero_rename.core.validate import Expected, validate
+from zero_rename.errors import (
+    CommitStateUnknownError,
+    JobDecidedError,
+    ManifestError,
+    NoSuchUpload,
+    PreconditionFailed,
+)
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+# Journal a checkpoint after this many completions or seconds, whichever first.
+JOURNAL_EVERY_FILES = 1000
+JOURNAL_EVERY_SECONDS = 5.0
+
+
+def commit_job(store: S3Store, dest: Destination, job_id: str,
+               manifests: Sequence[TaskManifest] | None = None, expected: Expected = None,
+               progress: Progress | None = None) -> JobSummary:
+    """Job commit; safe to call again after any failure, and after success.
+
+    Raises:
+        ValidationError, ConflictError: before the point of no return; nothing changed.
+        JobDecidedError: the job was aborted.
+        StoreError, CommitStateUnknownError: after it; retry the commit.
+    """
+    started = time.monotonic()
+    records = JobRecords(store, dest)
+    record = records.get(job_id)
+    if record.state == "aborted":
+        raise JobDecidedError(f"job {job_id} was aborted; it cannot commit")
+    if record.state == "committed":
+        log.info("job %s is already committed", job_id)
+        assert record.summary is not None
+        return record.summary
+    if record.state == "setup":
+        record = _plan_and_decide(store, dest, record, manifests, expected)
+    plan = _load_plan(store, dest, record)
+    etags = _complete_all(store, dest, plan, record.options.threads, progress)
+    _delete_replaced(store, dest, plan)
+    success = build_success(dest, record, plan, etags, store.stats)
+    store.put_object(dest.bucket, dest.success_key, dump(success))
+    summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
+    records.update(job_id, lambda r: _finished(r, summary))
+    _cleanup_after_commit(store, dest, job_id, record.options.threads)
+    log.info("committed job %s: %d file(s), %d bytes in %d partition(s) to %s", job_id,
+             summary.files, summary.bytes, len(summary.partitions), dest.url)
+    return summary
+
+
+def prepare_plan(store: S3Store, dest: Destination, record: JobRecord,
+                 manifests: Sequence[TaskManifest] | None,
+                 expected: Expected = None) -> tuple[CommitPlan, str]:
+    """Validate, resolve conflicts and save the plan; changes nothing visible."""
+    if manifests is None:
+        manifests = load_manifests(store, dest, record.job_id, record.options.threads)
+    if expected is None:
+        expected = record.expected_tasks
+    validate(store, dest, record, manifests, expected)
+    uploads = sorted((u for m in manifests for u in m.uploads), key=lambda u: u.key)
+    dirs, replaced = resolve_conflicts(store, dest, record, uploads)
+    plan = CommitPlan(
+        job_id=record.job_id, plan_id=uuid.uuid4().hex, uploads=tuple(uploads),
+        attempts=tuple(sorted(m.task_attempt_id for m in manifests)),
+        replaced=tuple(replaced),
+        partitions=tuple(d.rstrip("/") for d in dirs if d),
+        task_stats=combined(m.stats for m in manifests).snapshot())
+    key = dest.job(record.job_id).plan_key(plan.plan_id)
+    store.put_object(dest.bucket, key, dump(plan), if_none_match=True)
+    return plan, key
+
+
+def _plan_and_decide(store: S3Store, dest: Destination, record: JobRecord,
+                     manifests: Sequence[TaskManifest] | None,
+                     expected: Expected) -> JobRecord:
+    plan, key = prepare_plan(store, dest, record, manifests, expected)
+
+    def decide(current: JobRecord) -> JobRecord | None:
+        if current.state == "aborted":
+            raise JobDecidedError(f"job {current.job_id} was aborted while it was being planned")
+        if current.state != "setup":
+            return None  # another commit decided first: finish its plan, not ours
+        steps = step_finished(current, "validate")
+        steps = {**steps, "commit": step_started(current, "commit")["commit"]}
+        return current.model_copy(update={"state": "committing", "plan_key": key,
+                                          "committed_attempts": plan.attempts, "steps": steps})
+
+    decided = JobRecords(store, dest).update(record.job_id, decide)
+    log.info("job %s passed its point of no return: %d file(s) to complete, %d to replace",
+             record.job_id, len(plan.uploads), len(plan.replaced))
+    return decided
+
+
+def _load_plan(store: S3Store, dest: Destination, record: JobRecord) -> CommitPlan:
+    if not record.plan_key:
+        raise ManifestError(f"job {record.job_id} is {record.state} but names no plan")
+    found = store.get_object(dest.bucket, record.plan_key)
+    if found is None:
+        raise ManifestError(f"plan {record.plan_key} of job {record.job_id} is missing")
+    plan = load(CommitPlan, found[0], record.plan_key)
+    if plan.job_id != record.job_id:
+        raise ManifestError(f"plan {record.plan_key} belongs to job {plan.job_id}")
+    return plan
+
+
+def _journaled(store: S3Store, dest: Destination, plan: CommitPlan) -> tuple[set[int], int]:
+    """Indexes already completed, and the next journal sequence number."""
+    done: set[int] = set()
+    seq = 0
+    for obj in store.list_objects(dest.bucket, dest.job(plan.job_id).journal_dir):
+        found = store.get_object(dest.bucket, obj.key)
+        if found is None:
+            continue
+        entry = load(JournalEntry, found[0], obj.key)
+        if entry.plan_id == plan.plan_id:
+            done.update(entry.completed)
+        seq = max(seq, entry.seq + 1)
+    return done, seq
+
+
+class _Journal:
+    """Writes create-only checkpoints of completed uploads."""
+
+    def __init__(self, store: S3Store, dest: Destination, plan: CommitPlan, seq: int) -> None:
+        self.store, self.dest, self.plan, self.seq = store, dest, plan, seq
+        self.pending: list[int] = []
+        self.last = time.monotonic()
+
+    def add(self, index: int) -> None:
+        self.pending.append(index)
+        if (len(self.pending) >= JOURNAL_EVERY_FILES
+                or time.monotonic() - self.last >= JOURNAL_EVERY_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        entry = JournalEntry(job_id=self.plan.job_id, plan_id=self.plan.plan_id, seq=self.seq,
+                             completed=tuple(sorted(self.pending)))
+        while True:
+            key = self.dest.job(self.plan.job_id).journal_key(self.seq)
+            try:
+                self.store.put_object(self.dest.bucket, key, dump(entry), if_none_match=True)
+                break
+            except PreconditionFailed:
+                self.seq += 1  # a concurrent commit wrote this number; take the next
+                entry = entry.model_copy(update={"seq": self.seq})
+        self.seq += 1
+        self.pending = []
+        self.last = time.monotonic()
+
+
+def _complete_all(store: S3Store, dest: Destination, plan: CommitPlan, threads: int,
+                  progress: Progress | None) -> dict[str, str]:
+    """Complete every upload of the plan; returns key -> ETag of those completed now."""
+    done, seq = _journaled(store, dest, plan)
+    todo = [i for i in range(len(plan.uploads)) if i not in done]
+    total = len(plan.uploads)
+    if done:
+        log.info("job %s: %d of %d file(s) already complete by the journal", plan.job_id,
+                 len(done), total)
+    journal = _Journal(store, dest, plan, seq)
+    reporter = _Reporter(plan.job_id, total, len(done), progress)
+    etags: dict[str, str] = {}
+    with ThreadPoolExecutor(max(1, min(threads, len(todo) or 1))) as pool:
+        futures = {pool.submit(_complete_one, store, dest, plan.uploads[i]): i for i in todo}
+        try:
+            while futures:
+                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    index = futures.pop(future)
+                    etags[plan.uploads[index].key] = future.result()
+                    journal.add(index)
+                    reporter.advance()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        finally:
+            journal.flush()
+    reporter.finish()
+    return etags
+
+
+def _complete_one(store: S3Store, dest: Destination, upload: PendingUpload) -> str:
+    try:
+        return store.complete_upload(dest.bucket, upload.key, upload.upload_id,
+                                     upload.part_list())
+    except NoSuchUpload:
+        # Completed by an earlier attempt whose response was lost, or gone:
+        # the object's ETag tells which.
+        info = store.head_object(dest.bucket, upload.key)
+        expected = upload.expected_etag()
+        if info is not None and (info.etag == expected if expected else info.size == upload.bytes):
+            return info.etag
+        raise CommitStateUnknownError(
+            f"upload {upload.upload_id} of {upload.key} is no longer pending and the object "
+            f"there is {'missing' if info is None else 'not the one this job wrote'}; "
+            "check whether another process aborted or overwrote it") from None
+
+
+class _Reporter:
+    """Logs "files completed of total" every 10% or 10 seconds."""
+
+    def __init__(self, job_id: str, total: int, done: int, callback: Progress | None) -> None:
+        self.job_id, self.total, self.done, self.callback = job_id, total, done, callback
+        self.step = max(1, total // 10)
+        self.last = time.monotonic()
+
+    def advance(self) -> None:
+        self.done += 1
+        if self.callback:
+            self.callback(self.done, self.total)
+        if self.done % self.step == 0 or time.monotonic() - self.last > 10:
+            log.info("job %s: completed %d of %d file(s)", self.job_id, self.done, self.total)
+            self.last = time.monotonic()
+
+    def finish(self) -> None:
+        if self.callback and self.total == 0:
+            self.callback(0, 0)
+
+
+def _delete_replaced(store: S3Store, dest: Destination, plan: CommitPlan) -> None:
+    new_keys = {u.key for u in plan.uploads}
+    keys = [o.key for o in plan.replaced if o.key not in new_keys]
+    if keys:
+        store.delete_objects(dest.bucket, keys)
+        log.info("job %s: deleted %d replaced file(s)", plan.job_id, len(keys))
+
+
+def _finished(record: JobRecord, summary: JobSummary) -> JobRecord | None:
+    if record.state == "committed":
+        return None
+    return record.model_copy(update={"state": "committed", "summary": summary,
+                                     "steps": step_finished(record, "commit",
+                                                            detail=f"{summary.files} file(s)")})
+
+
+def _cleanup_after_commit(store: S3Store, dest: Destination, job_id: str, threads: int) -> None:
+    """Abort stray uploads (losing attempts) and remove temporary objects, best effort:
+    the job is committed whatever happens here; the cleanup step can run it again."""
+    try:
+        abort_uploads(store, dest, job_id, threads)
+        remove_temporary(store, dest, job_id)
+    except Exception:
+        log.warning("cleanup after committing job %s failed; run cleanup again", job_id,
+                    exc_info=True)

@@ -1,0 +1,141 @@
+"""The protocol's steps on one destination, for any Python worker.
+
+    committer = Committer("s3://bucket/table", StoreConfig(endpoint_url=...))
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    attempt = committer.task_attempt(job, "00000")
+    with attempt.open({"dt": "2024-01-01"}) as f: f.write(data)
+    attempt.commit()
+    committer.commit_job(job.job_id)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from zero_rename.core import abort as abort_mod
+from zero_rename.core import commit as commit_mod
+from zero_rename.core import conflicts, manifests, validate
+from zero_rename.core.jobs import JobRecords, setup_job, step_finished, step_started
+from zero_rename.core.layout import Destination
+from zero_rename.core.model import JobRecord, JobSummary, SuccessData, TaskManifest, load
+from zero_rename.core.options import JobOptions, parse_options
+from zero_rename.core.store import S3Store, StoreConfig, UploadInfo
+from zero_rename.core.task import TaskAttempt
+from zero_rename.errors import JobDecidedError, ZeroRenameError
+
+log = logging.getLogger(__name__)
+
+
+class Committer:
+    """Job setup, task attempts, validation, conflict resolution, job commit, abort, cleanup."""
+
+    def __init__(self, destination: str | Destination, config: StoreConfig | None = None,
+                 store: S3Store | None = None) -> None:
+        self.dest = (destination if isinstance(destination, Destination)
+                     else Destination.parse(destination))
+        self.store = store or S3Store.connect(config or StoreConfig())
+        self.records = JobRecords(self.store, self.dest)
+
+    def _job_store(self) -> S3Store:
+        """A view of the connection pool counting one step's requests."""
+        return self.store.scoped()
+
+    def setup_job(self, options: JobOptions | Mapping[str, Any] | None = None,
+                  job_id: str | None = None, expected_tasks: int | None = None) -> JobRecord:
+        opts = options if isinstance(options, JobOptions) else parse_options(options)
+        return setup_job(self._job_store(), self.dest, opts, job_id, expected_tasks)
+
+    def job(self, job_id: str) -> JobRecord:
+        return self.records.get(job_id)
+
+    def jobs(self) -> list[JobRecord]:
+        return self.records.list()
+
+    def task_attempt(self, job: JobRecord | str, task_id: str, attempt: int = 0,
+                     spool_dir: str | None = None) -> TaskAttempt:
+        record = job if isinstance(job, JobRecord) else self.job(job)
+        return TaskAttempt(self.store, self.dest, record, task_id, attempt, spool_dir)
+
+    def save_stage_manifest(self, job_id: str, task_manifests: Sequence[TaskManifest],
+                            engine: str = "") -> str:
+        return manifests.save_stage_manifest(self.store, self.dest, job_id, task_manifests,
+                                             engine)
+
+    def load_manifests(self, job_id: str) -> list[TaskManifest]:
+        return manifests.load_manifests(self.store, self.dest, job_id)
+
+    def validate(self, job_id: str, task_manifests: Sequence[TaskManifest] | None = None,
+                 expected: validate.Expected = None) -> JobSummary:
+        """Manifest validation as its own step; raises ValidationError."""
+        return self._step(job_id, "validate", lambda store, record: self._validate(
+            store, record, task_manifests, expected))
+
+    def _validate(self, store: S3Store, record: JobRecord,
+                  task_manifests: Sequence[TaskManifest] | None,
+                  expected: validate.Expected) -> JobSummary:
+        found = list(task_manifests) if task_manifests is not None else \
+            manifests.load_manifests(store, self.dest, record.job_id, record.options.threads)
+        validate.validate(store, self.dest, record, found,
+                          expected if expected is not None else record.expected_tasks)
+        uploads = [u for m in found for u in m.uploads]
+        return JobSummary(job_id=record.job_id, destination=self.dest.url, state=record.state,
+                          files=len(uploads), bytes=sum(u.bytes for u in uploads),
+                          rows=sum(u.rows or 0 for u in uploads), tasks=len(found))
+
+    def resolve_conflicts(self, job_id: str,
+                          task_manifests: Sequence[TaskManifest] | None = None) -> JobSummary:
+        """Conflict resolution as its own step: fails early for ``fail``, reports ``replace``."""
+        def run(store: S3Store, record: JobRecord) -> JobSummary:
+            found = list(task_manifests) if task_manifests is not None else \
+                manifests.load_manifests(store, self.dest, record.job_id, record.options.threads)
+            uploads = [u for m in found for u in m.uploads]
+            dirs, replaced = conflicts.resolve_conflicts(store, self.dest, record, uploads)
+            return JobSummary(job_id=record.job_id, destination=self.dest.url,
+                              state=record.state, files=len(uploads),
+                              partitions=tuple(d.rstrip("/") for d in dirs if d),
+                              replaced_files=len(replaced))
+        return self._step(job_id, "resolve_conflicts", run)
+
+    def _step(self, job_id: str, step: str, run: Any) -> JobSummary:
+        started = time.monotonic()
+        store = self._job_store()
+        record = self.records.get(job_id)
+        if record.state != "setup":
+            raise JobDecidedError(f"job {job_id} is {record.state}; {step} runs before commit")
+        self.records.update(job_id, lambda r: r.model_copy(
+            update={"steps": step_started(r, step)}))
+        try:
+            summary: JobSummary = run(store, record)
+        except ZeroRenameError as exc:
+            self.records.update(job_id, lambda r: r.model_copy(update={
+                "steps": step_finished(r, step, ok=False, detail=str(exc)[:500])}))
+            raise
+        self.records.update(job_id, lambda r: r.model_copy(update={"steps": step_finished(r, step)}))
+        return summary.model_copy(update={"requests": store.stats.total_requests,
+                                          "seconds": round(time.monotonic() - started, 3)})
+
+    def commit_job(self, job_id: str, task_manifests: Sequence[TaskManifest] | None = None,
+                   expected: validate.Expected = None,
+                   progress: commit_mod.Progress | None = None) -> JobSummary:
+        return commit_mod.commit_job(self._job_store(), self.dest, job_id, task_manifests,
+                                     expected, progress)
+
+    def abort_job(self, job_id: str) -> JobSummary:
+        return abort_mod.abort_job(self._job_store(), self.dest, job_id)
+
+    def cleanup_job(self, job_id: str) -> JobSummary:
+        return abort_mod.cleanup_job(self._job_store(), self.dest, job_id)
+
+    def pending_uploads(self, job_id: str | None = None) -> list[UploadInfo]:
+        if job_id is not None:
+            return abort_mod.job_uploads(self.store, self.dest, job_id)
+        return list(self.store.list_uploads(self.dest.bucket, self.dest.dir))
+
+    def read_success(self) -> SuccessData | None:
+        found = self.store.get_object(self.dest.bucket, self.dest.success_key)
+        if found is None:
+            return None
+        return load(SuccessData, found[0], f"s3://{self.dest.bucket}/{self.dest.success_key}")

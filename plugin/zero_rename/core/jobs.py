@@ -1,0 +1,155 @@
+"""Job records and job setup.
+
+The job record (``_zero_rename/jobs/<job id>/job.json``) is the job's one
+mutable object. It is created with If-None-Match and advanced only by
+compare-and-swap (If-Match on the ETag read), so two processes can never both
+decide a job: one commit and one abort race, exactly one wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from zero_rename.core.layout import Destination, is_visible, new_job_id
+from zero_rename.core.model import JobRecord, StepTiming, dump, load, utcnow
+from zero_rename.core.options import JobOptions
+from zero_rename.core.store import S3Store
+from zero_rename.errors import (
+    ConfigError,
+    ConflictError,
+    DestinationError,
+    JobNotFoundError,
+    PreconditionFailed,
+    ZeroRenameError,
+)
+
+log = logging.getLogger(__name__)
+
+# Compare-and-swap rounds before giving up; each lost round means another
+# process changed the record, which in this protocol happens a handful of
+# times at most (a commit racing an abort, step timings).
+CAS_ROUNDS = 20
+
+
+class JobRecords:
+    """Read, create and compare-and-swap job records of one destination."""
+
+    def __init__(self, store: S3Store, dest: Destination) -> None:
+        self.store = store
+        self.dest = dest
+
+    def read(self, job_id: str) -> tuple[JobRecord, str]:
+        key = self.dest.job(job_id).record_key
+        found = self.store.get_object(self.dest.bucket, key)
+        if found is None:
+            raise JobNotFoundError(f"no job {job_id} at {self.dest.url}")
+        record = load(JobRecord, found[0], f"s3://{self.dest.bucket}/{key}")
+        if record.job_id != job_id:
+            raise ZeroRenameError(f"job record at {key} names job {record.job_id}, not {job_id}")
+        return record, found[1]
+
+    def get(self, job_id: str) -> JobRecord:
+        return self.read(job_id)[0]
+
+    def create(self, record: JobRecord) -> None:
+        key = self.dest.job(record.job_id).record_key
+        self.store.put_object(self.dest.bucket, key, dump(record), if_none_match=True)
+
+    def update(self, job_id: str,
+               change: Callable[[JobRecord], JobRecord | None]) -> JobRecord:
+        """Apply ``change`` by compare-and-swap; it may raise, or return None for no change.
+
+        ``change`` must be safe to call again on a newer record: after a lost
+        round it sees what the other process wrote and decides anew.
+        """
+        key = self.dest.job(job_id).record_key
+        for _ in range(CAS_ROUNDS):
+            record, etag = self.read(job_id)
+            new = change(record)
+            if new is None:
+                return record
+            new = new.model_copy(update={"updated": utcnow()})
+            try:
+                self.store.put_object(self.dest.bucket, key, dump(new), if_match=etag)
+                return new
+            except PreconditionFailed:
+                log.info("job record %s changed underneath; reading it again", job_id)
+        raise ZeroRenameError(f"job record {job_id} kept changing; gave up after {CAS_ROUNDS} rounds")
+
+    def list(self) -> list[JobRecord]:
+        """Every job record under the destination, oldest first."""
+        records = []
+        for obj in self.store.list_objects(self.dest.bucket, self.dest.jobs_dir):
+            if obj.key.endswith("/job.json"):
+                found = self.store.get_object(self.dest.bucket, obj.key)
+                if found is not None:
+                    records.append(load(JobRecord, found[0], obj.key))
+        return sorted(records, key=lambda r: r.created)
+
+
+def step_started(record: JobRecord, step: str) -> dict[str, StepTiming]:
+    return {**record.steps, step: StepTiming(started=utcnow())}
+
+
+def step_finished(record: JobRecord, step: str, ok: bool = True,
+                  detail: str = "") -> dict[str, StepTiming]:
+    started = record.steps[step].started if step in record.steps else utcnow()
+    return {**record.steps, step: StepTiming(started=started, finished=utcnow(),
+                                             status="succeeded" if ok else "failed",
+                                             detail=detail)}
+
+
+def check_destination(store: S3Store, dest: Destination) -> None:
+    """The bucket exists and is ours, and the destination is not a file."""
+    store.check_bucket(dest.bucket)
+    if store.head_object(dest.bucket, dest.prefix) is not None:
+        raise DestinationError(f"destination {dest.url} is a file, not a directory")
+
+
+def visible_files(store: S3Store, dest: Destination, relative_dir: str = "") -> list[str]:
+    """Keys under ``dest/relative_dir`` that table readers would see."""
+    prefix = dest.dir + relative_dir
+    return [o.key for o in store.list_objects(dest.bucket, prefix)
+            if is_visible(o.key[len(dest.dir):])]
+
+
+def setup_job(store: S3Store, dest: Destination, options: JobOptions,
+              job_id: str | None = None, expected_tasks: int | None = None) -> JobRecord:
+    """Job setup: check the destination and create the job record.
+
+    Running it again with the same job id and options returns the existing
+    record, so an orchestrator may retry it.
+
+    Raises:
+        DestinationError: missing bucket, refused credentials, a file at the destination.
+        ConflictError: conflict mode ``fail`` without partitions, and files already there.
+        ConfigError: the job id exists with other options, or is already decided.
+    """
+    job_id = dest.job(job_id or new_job_id()).job_id
+    check_destination(store, dest)
+    if options.conflict_mode == "fail" and not options.partition_columns:
+        existing = visible_files(store, dest)
+        if existing:
+            raise ConflictError(
+                f"destination {dest.url} already has {len(existing)} file(s) (first: "
+                f"{existing[0]}) and conflict mode is 'fail'; use 'append' or 'replace', "
+                "or write elsewhere")
+    now = utcnow()
+    record = JobRecord(job_id=job_id, destination=dest.url, options=options,
+                       expected_tasks=expected_tasks,
+                       steps={"setup": StepTiming(started=now, finished=now, status="succeeded")})
+    records = JobRecords(store, dest)
+    try:
+        records.create(record)
+    except PreconditionFailed:
+        existing_record = records.get(job_id)
+        if existing_record.options != options or existing_record.state != "setup":
+            raise ConfigError(
+                f"job {job_id} already exists at {dest.url} (state {existing_record.state}) "
+                "with other options; use a new job id") from None
+        log.info("job %s already set up at %s", job_id, dest.url)
+        return existing_record
+    log.info("set up job %s at %s (%s committer, conflict mode %s)", job_id, dest.url,
+             options.mode_name, options.conflict_mode)
+    return record

@@ -1,0 +1,243 @@
+"""Commit data as typed, versioned, validated JSON.
+
+Each persistent object carries ``kind`` and ``version``; loading one of the
+wrong kind or version, or a malformed one, raises :class:`ManifestError`
+naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from zero_rename.core.options import MAX_PARTS, JobOptions
+from zero_rename.errors import ManifestError
+
+M = TypeVar("M", bound=BaseModel)
+
+JobState = Literal["setup", "committing", "committed", "aborted"]
+DECIDED_STATES = ("committing", "committed", "aborted")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Part(_Frozen):
+    number: int = Field(ge=1, le=MAX_PARTS)
+    etag: str = Field(min_length=1)
+    size: int = Field(ge=0)
+
+
+class PendingUpload(_Frozen):
+    """One file of a task attempt: a multipart upload waiting to be completed."""
+
+    key: str = Field(min_length=1)
+    upload_id: str = Field(min_length=1)
+    parts: tuple[Part, ...] = Field(min_length=1)
+    bytes: int = Field(ge=0)
+    rows: int | None = Field(default=None, ge=0)
+    partition: dict[str, str | None] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _parts_in_order(self) -> PendingUpload:
+        numbers = [p.number for p in self.parts]
+        if numbers != list(range(1, len(numbers) + 1)):
+            raise ValueError(f"parts of {self.key} must be numbered 1..n in order, got {numbers}")
+        if sum(p.size for p in self.parts) != self.bytes:
+            raise ValueError(f"parts of {self.key} add up to {sum(p.size for p in self.parts)} "
+                             f"bytes, not the {self.bytes} recorded")
+        return self
+
+    def part_list(self) -> list[tuple[int, str]]:
+        return [(p.number, p.etag) for p in self.parts]
+
+    def expected_etag(self) -> str | None:
+        """The ETag S3 gives the completed object: md5 of the parts' binary md5s, '-', count.
+
+        None when a part ETag is not an MD5 (some servers use opaque ETags).
+        """
+        digests = b""
+        for part in self.parts:
+            text = part.etag.strip('"')
+            if len(text) != 32:
+                return None
+            try:
+                digests += bytes.fromhex(text)
+            except ValueError:
+                return None
+        return f'"{hashlib.md5(digests).hexdigest()}-{len(self.parts)}"'  # noqa: S324
+
+
+class TaskManifest(_Frozen):
+    """What one task attempt committed: its pending uploads and request statistics."""
+
+    kind: Literal["zero-rename/task-manifest"] = "zero-rename/task-manifest"
+    version: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int = Field(ge=0)
+    task_attempt_id: str
+    committer: str
+    hostname: str = Field(default_factory=hostname)
+    created: datetime = Field(default_factory=utcnow)
+    uploads: tuple[PendingUpload, ...] = ()
+    stats: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def bytes(self) -> int:
+        return sum(u.bytes for u in self.uploads)
+
+    @property
+    def rows(self) -> int:
+        return sum(u.rows or 0 for u in self.uploads)
+
+
+class StageManifest(_Frozen):
+    """The task manifests an engine (Spark's driver) chose for a job, saved for a later commit."""
+
+    kind: Literal["zero-rename/stage-manifest"] = "zero-rename/stage-manifest"
+    version: Literal[1] = 1
+    job_id: str
+    engine: str = ""
+    created: datetime = Field(default_factory=utcnow)
+    manifests: tuple[TaskManifest, ...] = ()
+
+
+class StepTiming(_Frozen):
+    started: datetime
+    finished: datetime | None = None
+    status: Literal["running", "succeeded", "failed"] = "running"
+    detail: str = ""
+
+
+class JobSummary(_Frozen):
+    """What a step reports: counts, requests and seconds. Safe for XCom and logs."""
+
+    job_id: str
+    destination: str
+    state: JobState
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    partitions: tuple[str, ...] = ()
+    tasks: int = 0
+    replaced_files: int = 0
+    aborted_uploads: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+
+
+class JobRecord(_Frozen):
+    """The job's one mutable object, advanced only by compare-and-swap (If-Match)."""
+
+    kind: Literal["zero-rename/job"] = "zero-rename/job"
+    version: Literal[1] = 1
+    job_id: str
+    destination: str
+    options: JobOptions
+    state: JobState = "setup"
+    created: datetime = Field(default_factory=utcnow)
+    updated: datetime = Field(default_factory=utcnow)
+    hostname: str = Field(default_factory=hostname)
+    expected_tasks: int | None = Field(default=None, ge=0)
+    steps: dict[str, StepTiming] = Field(default_factory=dict)
+    plan_key: str | None = None
+    committed_attempts: tuple[str, ...] = ()
+    summary: JobSummary | None = None
+    error: str = ""
+
+    @property
+    def decided(self) -> bool:
+        return self.state in DECIDED_STATES
+
+
+class ReplacedObject(_Frozen):
+    key: str
+    etag: str
+    size: int
+
+
+class CommitPlan(_Frozen):
+    """Everything job commit will do, fixed before its point of no return."""
+
+    kind: Literal["zero-rename/commit-plan"] = "zero-rename/commit-plan"
+    version: Literal[1] = 1
+    job_id: str
+    plan_id: str
+    created: datetime = Field(default_factory=utcnow)
+    uploads: tuple[PendingUpload, ...] = ()
+    attempts: tuple[str, ...] = ()
+    replaced: tuple[ReplacedObject, ...] = ()
+    partitions: tuple[str, ...] = ()
+    task_stats: dict[str, Any] = Field(default_factory=dict)
+
+
+class JournalEntry(_Frozen):
+    """Progress of a job commit: indexes into the plan's uploads now visible."""
+
+    kind: Literal["zero-rename/journal"] = "zero-rename/journal"
+    version: Literal[1] = 1
+    job_id: str
+    plan_id: str
+    seq: int = Field(ge=0)
+    completed: tuple[int, ...] = ()
+    created: datetime = Field(default_factory=utcnow)
+
+
+class CommittedFile(_Frozen):
+    path: str
+    bytes: int
+    rows: int | None = None
+    etag: str = ""
+
+
+class SuccessData(_Frozen):
+    """``_SUCCESS``: Hadoop's SuccessData fields, plus every file and partition written."""
+
+    name: Literal["org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"] = (
+        "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1")
+    committer: str
+    job_id: str = Field(alias="jobId")
+    job_id_source: str = Field(default="zero-rename", alias="jobIdSource")
+    success: bool = True
+    timestamp: int
+    date: str
+    hostname: str = Field(default_factory=hostname)
+    description: str = ""
+    filenames: tuple[str, ...] = ()
+    metrics: dict[str, int] = Field(default_factory=dict)
+    iostatistics: dict[str, Any] = Field(default_factory=dict)
+    diagnostics: dict[str, str] = Field(default_factory=dict)
+    destination: str = ""
+    files: tuple[CommittedFile, ...] = ()
+    partitions: tuple[str, ...] = ()
+
+
+def dump(model: BaseModel) -> bytes:
+    return model.model_dump_json(by_alias=True, indent=1).encode("utf-8")
+
+
+def load(cls: type[M], data: bytes, where: str) -> M:
+    """Parse ``data`` as ``cls``; raises ManifestError saying what is wrong and where."""
+    try:
+        return cls.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(document)"
+        raise ManifestError(
+            f"{where} is not a valid {cls.__name__}: {loc}: {first['msg']}"
+            + (f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else "")
+        ) from None

