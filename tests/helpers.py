@@ -1,0 +1,54 @@
+"""Assertions on what a destination holds: visible files, hidden objects, pending uploads."""
+
+from __future__ import annotations
+
+from zero_rename.core.committer import Committer
+from zero_rename.core.layout import is_visible
+from zero_rename.core.model import JobRecord, TaskManifest
+
+MIB = 1024 * 1024
+
+
+def visible(c: Committer, under: str = "") -> dict[str, bytes]:
+    """Files table readers see under the destination, relative path -> content."""
+    out = {}
+    for obj in c.store.list_objects(c.dest.bucket, c.dest.dir + under):
+        relative = obj.key[len(c.dest.dir):]
+        if is_visible(relative):
+            found = c.store.get_object(c.dest.bucket, obj.key)
+            assert found is not None
+            out[relative] = found[0]
+    return out
+
+
+def all_keys(c: Committer) -> list[str]:
+    return sorted(o.key[len(c.dest.dir):] for o in c.store.list_objects(c.dest.bucket, c.dest.dir))
+
+
+def pending(c: Committer, job_id: str | None = None) -> list[str]:
+    """Keys of pending uploads under the destination (of one job, if given)."""
+    return sorted(u.key for u in c.pending_uploads(job_id))
+
+
+def pending_in_bucket(c: Committer) -> list[str]:
+    """Every pending upload in the destination's bucket, whatever its prefix."""
+    paginator = c.store.client.get_paginator("list_multipart_uploads")
+    return sorted(u["Key"] for page in paginator.paginate(Bucket=c.dest.bucket)
+                  for u in page.get("Uploads", []))
+
+
+def write_task(c: Committer, job: JobRecord, task_id: str, files: dict[str, bytes] | list[bytes],
+               attempt: int = 0, publish: bool = True, commit: bool = True,
+               rows: int = 1) -> TaskManifest | None:
+    """Write files in one task attempt. ``files`` maps a partition value (of the
+    first partition column) to content, or is a list of contents for an
+    unpartitioned job."""
+    ta = c.task_attempt(job, task_id, attempt)
+    columns = job.options.partition_columns
+    items = files.items() if isinstance(files, dict) else [(None, b) for b in files]
+    for value, body in items:
+        partition = {columns[0]: value} if columns else None
+        with ta.open(partition) as out:
+            out.write(body)
+            out.rows = rows
+    return ta.commit(publish=publish) if commit else None
