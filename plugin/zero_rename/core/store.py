@@ -204,11 +204,11 @@ class S3Store:
                 return parts
             marker = int(response["NextPartNumberMarker"])
 
-    def list_uploads(self, bucket: str, prefix: str) -> Iterator[UploadInfo]:
+    def list_uploads(self, bucket: str, prefix: str, page_size: int = 1000) -> Iterator[UploadInfo]:
         """Pending uploads whose keys start with ``prefix``, which must end in '/'."""
         if not prefix.endswith("/"):
             raise ValueError(f"upload listing prefix {prefix!r} must end in '/'")
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxUploads": page_size}
         while True:  # S3: at most 1,000 uploads a page.
             response = self._call("ListMultipartUploads", _url(bucket, prefix), **kwargs)
             for u in response.get("Uploads", []):
@@ -258,8 +258,8 @@ class S3Store:
             raise
         return ObjectInfo(key, int(r["ContentLength"]), str(r["ETag"]), r.get("LastModified"))
 
-    def list_objects(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    def list_objects(self, bucket: str, prefix: str, page_size: int = 1000) -> Iterator[ObjectInfo]:
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": page_size}
         while True:  # S3: at most 1,000 keys a page.
             response = self._call("ListObjectsV2", _url(bucket, prefix), **kwargs)
             for o in response.get("Contents", []):

@@ -1,0 +1,127 @@
+"""The store layer against the real S3 server."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.errors import DestinationError, NoSuchUpload, PreconditionFailed
+
+pytestmark = pytest.mark.s3
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def store(store_config: StoreConfig) -> S3Store:
+    return S3Store.connect(store_config)
+
+
+def test_multipart_lifecycle(store: S3Store, bucket: str) -> None:
+    uid = store.create_upload(bucket, "d/f")
+    e1 = store.upload_part(bucket, "d/f", uid, 1, b"a" * (5 * MIB))
+    e2 = store.upload_part(bucket, "d/f", uid, 2, b"b")
+    assert [(p.number, p.size) for p in store.list_parts(bucket, "d/f", uid)] == [(1, 5 * MIB), (2, 1)]
+    assert store.head_object(bucket, "d/f") is None  # invisible until complete
+    etag = store.complete_upload(bucket, "d/f", uid, [(1, e1), (2, e2)])
+    info = store.head_object(bucket, "d/f")
+    assert info is not None and info.size == 5 * MIB + 1 and info.etag == etag
+    assert [u.key for u in store.list_uploads(bucket, "d/")] == []
+    with pytest.raises(NoSuchUpload):
+        store.list_parts(bucket, "d/f", uid)
+    # Aborting a completed upload (AWS: NoSuchUpload; SeaweedFS: 204) never
+    # takes the visible object away.
+    store.abort_upload(bucket, "d/f", uid)
+    assert store.head_object(bucket, "d/f") == info
+
+
+def test_upload_listing_is_paged_and_prefix_exact(store: S3Store, bucket: str) -> None:
+    for key in ["out/ds1/a", "out/ds1/b", "out/ds1/c", "out/ds10/a"]:
+        store.create_upload(bucket, key)
+    found = [u.key for u in store.list_uploads(bucket, "out/ds1/", page_size=2)]
+    assert sorted(found) == ["out/ds1/a", "out/ds1/b", "out/ds1/c"]
+    with pytest.raises(ValueError, match="must end in '/'"):
+        list(store.list_uploads(bucket, "out/ds1"))
+
+
+def test_conditional_create_and_replace(store: S3Store, bucket: str) -> None:
+    etag = store.put_object(bucket, "rec", b"1", if_none_match=True)
+    with pytest.raises(PreconditionFailed):
+        store.put_object(bucket, "rec", b"2", if_none_match=True)
+    new = store.put_object(bucket, "rec", b"2", if_match=etag)
+    with pytest.raises(PreconditionFailed):
+        store.put_object(bucket, "rec", b"3", if_match=etag)  # stale etag
+    with pytest.raises(PreconditionFailed):
+        store.put_object(bucket, "missing", b"3", if_match=new)
+    assert store.get_object(bucket, "rec") == (b"2", new)
+
+
+def test_listing_and_bulk_delete_past_one_page(store: S3Store, bucket: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    keys = [f"p/k{i:05d}" for i in range(1203)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda k: store.put_object(bucket, k, b""), keys))
+    assert [o.key for o in store.list_objects(bucket, "p/")] == keys
+    before = store.stats.requests("DeleteObjects")
+    assert store.delete_objects(bucket, keys + ["p/never-there"]) == 1204
+    assert store.stats.requests("DeleteObjects") - before == 2  # 1,000 keys a request
+    assert list(store.list_objects(bucket, "p/")) == []
+
+
+def test_missing_bucket_and_bad_credentials(store_config: StoreConfig, store: S3Store,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(DestinationError, match="does not exist"):
+        store.check_bucket("no-such-bucket-here")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
+    bad = S3Store.connect(store_config)
+    with pytest.raises(DestinationError) as err:
+        bad.put_object("whatever", "k", b"x")
+    assert "wrong-secret" not in str(err.value)
+
+
+def test_slowdown_and_5xx_are_retried_with_backoff(store: S3Store, bucket: str) -> None:
+    replies = iter([503, 500])
+
+    def throttle(request, **_):  # noqa: ANN001, ANN003
+        status = next(replies, None)
+        if status is None:
+            return None  # send for real
+        body = b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
+        return AWSResponse(request.url, status, {}, _Raw(body))
+
+    store.client.meta.events.register("before-send.s3.PutObject", throttle, unique_id="throttle")
+    try:
+        store.put_object(bucket, "k", b"x")
+    finally:
+        store.client.meta.events.unregister("before-send.s3.PutObject", unique_id="throttle")
+    snap = store.stats.snapshot()["counters"]
+    assert snap["s3.PutObject"] == 1 and snap["s3.PutObject.retries"] == 2
+    assert store.get_object(bucket, "k") is not None
+
+
+def test_pool_is_sized_to_the_commit_threads(store_config: StoreConfig) -> None:
+    store = S3Store.connect(StoreConfig(endpoint_url=store_config.endpoint_url,
+                                        max_pool_connections=96))
+    assert store.pool_size == 96
+    assert StoreConfig().max_pool_connections == 64
+
+
+def test_scoped_stats_count_separately(store: S3Store, bucket: str) -> None:
+    task = store.scoped()
+    task.put_object(bucket, "a", b"12345")
+    assert task.stats.requests("PutObject") == 1
+    assert store.stats.requests("PutObject") == 0
+    assert task.stats.snapshot()["counters"]["s3.PutObject.bytes"] == 5
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_):  # noqa: ANN003, ANN201
+        yield self.body
+
+    def read(self, *_):  # noqa: ANN002, ANN201
+        b, self.body = self.body, b""
+        return b
