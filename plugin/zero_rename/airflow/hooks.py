@@ -1,0 +1,81 @@
+"""The hook: an Airflow AWS connection turned into the core's S3 store.
+
+Credentials, region, role and endpoint come from the connection (``aws_conn_id``;
+a custom endpoint such as MinIO or SeaweedFS goes in its extra as
+``endpoint_url``), exactly as for the amazon provider's ``S3Hook``. What this
+hook adds is the client shape the commit protocol needs: a connection pool as
+large as the commit's thread pool, standard retries and the long read timeout
+that ``CompleteMultipartUpload`` may take.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+from botocore.config import Config
+
+from zero_rename.core.committer import Committer
+from zero_rename.core.options import JobOptions
+from zero_rename.core.store import S3Store, StoreConfig
+
+DEFAULT_POOL_SIZE: int = JobOptions.model_fields["threads"].default
+
+
+def commit_client_config(pool_size: int, s3: dict[str, Any] | None = None) -> Config:
+    """The botocore settings the core's own clients use, for a pool of ``pool_size``."""
+    defaults = StoreConfig()
+    return Config(
+        max_pool_connections=pool_size,
+        # Standard mode retries 5xx, throttling and timeouts; never 409 or 412,
+        # which the protocol reads as answers.
+        retries={"mode": "standard", "max_attempts": defaults.max_attempts},
+        connect_timeout=defaults.connect_timeout,
+        read_timeout=defaults.read_timeout,
+        # Conditional writes (If-Match, If-None-Match) need SigV4.
+        signature_version="s3v4",
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+        **({"s3": s3} if s3 else {}),
+    )
+
+
+class ZeroRenameHook(S3Hook):
+    """``S3Hook`` whose client is sized and retried for commit work.
+
+    :param aws_conn_id: the AWS connection; ``endpoint_url`` in its extra selects
+        an S3-compatible store.
+    :param pool_size: HTTP connections in the client's pool; give at least the
+        job's ``threads`` option, or commit threads queue for connections.
+    """
+
+    hook_name = "zero-rename (S3)"
+
+    def __init__(self, aws_conn_id: str | None = S3Hook.default_conn_name, *,
+                 pool_size: int = DEFAULT_POOL_SIZE, **kwargs: Any) -> None:
+        super().__init__(aws_conn_id=aws_conn_id, **kwargs)
+        self.pool_size = pool_size
+
+    @property
+    def endpoint_url(self) -> str | None:
+        """The connection's S3 endpoint, or None for AWS itself. Not a secret."""
+        return self.conn_config.get_service_endpoint_url("s3")
+
+    @property
+    def config(self) -> Config:
+        """The connection's botocore settings (``config_kwargs``), with the pool,
+        retries and timeouts the commit needs laid over them."""
+        base = super().config
+        s3 = dict(base.s3 or {})
+        if self.endpoint_url:
+            # Custom endpoints rarely resolve virtual-host bucket names; the
+            # connection may still choose otherwise in config_kwargs.
+            s3.setdefault("addressing_style", "path")
+        return base.merge(commit_client_config(self.pool_size, s3))
+
+    def store(self) -> S3Store:
+        """The core's store over this hook's boto3 client."""
+        return S3Store(self.get_conn())
+
+    def committer(self, destination: str) -> Committer:
+        return Committer(destination, store=self.store())

@@ -1,0 +1,273 @@
+"""The commit protocol's steps as Airflow operators, one task per step.
+
+Each operator is a thin layer over :class:`~zero_rename.core.committer.Committer`:
+it builds the committer from the AWS connection, runs one step, logs what
+happened and pushes the step's summary (files, bytes, rows, partitions, S3
+requests, seconds) to XCom under ``summary``. Every step is idempotent, so
+Airflow's retries, and clearing a whole run, finish the job instead of
+starting a second one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import Asset, BaseOperator, Context, TriggerRule
+from airflow.sdk.exceptions import AirflowFailException
+
+from zero_rename.airflow.failures import protocol_errors
+from zero_rename.airflow.hooks import DEFAULT_POOL_SIZE, ZeroRenameHook
+from zero_rename.airflow.links import CommitsLink
+from zero_rename.airflow.runs import setup_run_job, xcom_summary
+from zero_rename.core.committer import Committer
+from zero_rename.core.model import JobRecord, JobSummary
+from zero_rename.errors import JobNotFoundError
+
+SUMMARY_KEY = "summary"
+# Rendered templates show a missing XCom as the text "None".
+_NO_JOB = (None, "", "None")
+
+
+class JobStepOperator(BaseOperator):
+    """Shared parts: destination, job id, the AWS connection and the summary push.
+
+    :param destination: ``s3://bucket/table`` of the job.
+    :param job_id: the job's id, usually ``{{ ti.xcom_pull(task_ids='setup_job') }}``.
+    :param aws_conn_id: AWS connection; ``endpoint_url`` in its extra for S3-compatible stores.
+    :param pool_size: HTTP connections to S3; at least the job's ``threads`` option.
+    """
+
+    template_fields: Sequence[str] = ("destination", "job_id", "aws_conn_id")
+    operator_extra_links = (CommitsLink(),)
+    ui_color = "#d6eaf8"
+    step = ""
+
+    def __init__(self, *, destination: str, job_id: str | None = None,
+                 aws_conn_id: str | None = "aws_default", pool_size: int = DEFAULT_POOL_SIZE,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.destination = destination
+        self.job_id = job_id
+        self.aws_conn_id = aws_conn_id
+        self.pool_size = pool_size
+
+    @cached_property
+    def hook(self) -> ZeroRenameHook:
+        return ZeroRenameHook(aws_conn_id=self.aws_conn_id, pool_size=self.pool_size)
+
+    @cached_property
+    def committer(self) -> Committer:
+        return self.hook.committer(self.destination)
+
+    @property
+    def job(self) -> str:
+        if self.job_id in _NO_JOB:
+            raise AirflowFailException(f"{self.task_id}: no job id; did the setup task run?")
+        return str(self.job_id)
+
+    def report(self, context: Context, summary: JobSummary) -> dict[str, Any]:
+        """Log and push the step's summary; returns it as pushed."""
+        self.log.info("%s of job %s at %s: %s file(s), %s byte(s), %s row(s), %s partition(s), "
+                      "%s task(s), %s S3 request(s), %.3f s", self.step, summary.job_id,
+                      summary.destination, summary.files, summary.bytes, summary.rows,
+                      len(summary.partitions), summary.tasks, summary.requests, summary.seconds)
+        pushed = xcom_summary(summary, self.step)
+        context["ti"].xcom_push(key=SUMMARY_KEY, value=pushed)
+        return pushed
+
+
+def decided_summary(record: JobRecord, destination: str) -> JobSummary | None:
+    """The summary to report when a pre-commit step finds its job already past it."""
+    if record.state not in ("committing", "committed"):
+        return None
+    return record.summary or JobSummary(job_id=record.job_id, destination=destination,
+                                        state=record.state)
+
+
+class CommitJobSetupOperator(JobStepOperator):
+    """Job setup; returns the job id (XCom ``return_value``).
+
+    Without ``job_id`` the id is derived from the DAG id, the run id and the
+    destination, so a retry, or a cleared run, finds the same job again.
+
+    :param options: job options (``partition_columns``, ``conflict_mode``,
+        ``committer``, ``threads``...); they must match those the writer uses.
+    """
+
+    template_fields: Sequence[str] = (*JobStepOperator.template_fields, "options")
+    template_fields_renderers = {"options": "json"}
+    step = "setup"
+
+    def __init__(self, *, options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        threads = str((options or {}).get("threads", ""))
+        if "pool_size" not in kwargs and threads.isdigit():
+            kwargs["pool_size"] = int(threads)
+        super().__init__(**kwargs)
+        self.options = dict(options or {})
+
+    def execute(self, context: Context) -> str:
+        with protocol_errors():
+            if self.job_id in _NO_JOB:
+                record = setup_run_job(self.committer, self.dag_id, context["run_id"],
+                                       self.options)
+            else:
+                record = self.committer.setup_job(self.options, job_id=str(self.job_id))
+        # Read back by the Commits link when the task finishes.
+        self.job_id = record.job_id
+        self.report(context, JobSummary(job_id=record.job_id, destination=self.committer.dest.url,
+                                        state=record.state))
+        return record.job_id
+
+
+class ValidateTaskManifestsOperator(JobStepOperator):
+    """Validates the job's task manifests (from the stage manifest); changes nothing."""
+
+    step = "validate"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        with protocol_errors():
+            record = self.committer.job(self.job)
+            summary = decided_summary(record, self.destination)
+            if summary is not None:
+                self.log.info("job %s is already %s; its manifests were validated then",
+                              record.job_id, record.state)
+            else:
+                summary = self.committer.validate(self.job)
+        return self.report(context, summary)
+
+
+class ResolvePartitionConflictsOperator(JobStepOperator):
+    """Applies the job's conflict mode: fails early for ``fail``, lists what ``replace`` replaces."""
+
+    step = "resolve_conflicts"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        with protocol_errors():
+            record = self.committer.job(self.job)
+            summary = decided_summary(record, self.destination)
+            if summary is not None:
+                self.log.info("job %s is already %s; its conflicts were resolved then",
+                              record.job_id, record.state)
+            else:
+                summary = self.committer.resolve_conflicts(self.job)
+        return self.report(context, summary)
+
+
+class _ProgressLog:
+    """Logs "files completed of total" every 10% or 10 seconds."""
+
+    def __init__(self, operator: BaseOperator, job_id: str) -> None:
+        self.operator, self.job_id = operator, job_id
+        self.last_step, self.last_time = -1, 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        step = done * 10 // total if total else 10
+        now = time.monotonic()
+        if step != self.last_step or now - self.last_time >= 10 or done == total:
+            self.operator.log.info("job %s: completed %d of %d file(s)", self.job_id, done, total)
+            self.last_step, self.last_time = step, now
+
+
+class CommitJobOperator(JobStepOperator):
+    """Job commit: publishes every file of the job, resumably.
+
+    A retry after any failure, even a killed worker, finishes the interrupted
+    commit; a retry after success reports the committed job again.
+
+    :param asset: the destination as an asset; the commit emits an event for it
+        with the committed partitions (as partition keys, e.g. ``dt=2024-01-01``)
+        and the summary as extra.
+    """
+
+    step = "commit"
+
+    def __init__(self, *, asset: Asset | None = None, **kwargs: Any) -> None:
+        if asset is not None:
+            kwargs["outlets"] = [*kwargs.get("outlets", []), asset]
+        super().__init__(**kwargs)
+        self.asset = asset
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        with protocol_errors():
+            summary = self.committer.commit_job(self.job, progress=_ProgressLog(self, self.job))
+        pushed = self.report(context, summary)
+        if self.asset is not None:
+            event = context["outlet_events"][self.asset]
+            if summary.partitions:
+                event.add_partitions(list(summary.partitions))
+            event.extra = pushed
+        return pushed
+
+
+class AbortJobOperator(JobStepOperator):
+    """Job abort: decides "aborted" and aborts every pending upload of the job.
+
+    Runs, by default, when an upstream step failed (``one_failed``). It refuses
+    a job past its commit's point of no return: that job must be committed by a
+    retry of the commit instead.
+
+    :param fail_run: after a successful abort, fail this task anyway, so that
+        the DAG run, whose result is read from its last tasks, shows that a step
+        failed; set False where aborting is the purpose (a manual abort).
+    """
+
+    step = "abort"
+    ui_color = "#fadbd8"
+
+    def __init__(self, *, fail_run: bool = True, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", TriggerRule.ONE_FAILED)
+        super().__init__(**kwargs)
+        self.fail_run = fail_run
+
+    def execute(self, context: Context) -> dict[str, Any] | None:
+        pushed = None
+        if self.job_id in _NO_JOB:
+            self.log.warning("no job was set up at %s; nothing to abort", self.destination)
+        else:
+            with protocol_errors():
+                summary = self.committer.abort_job(self.job)
+            pushed = self.report(context, summary)
+            self.log.info("job %s is aborted: nothing of it was published, %d pending upload(s) "
+                          "were aborted", summary.job_id, summary.aborted_uploads)
+        if self.fail_run:
+            raise AirflowFailException(
+                f"{self._failed_upstream(context) or 'an upstream step'} failed; "
+                + (f"job {self.job_id} was aborted and nothing was published" if pushed
+                   else "no job was set up") + ". This task fails so that the run shows it.")
+        return pushed
+
+    def _failed_upstream(self, context: Context) -> str:
+        """The failed upstream task ids, for the message; empty if they cannot be read."""
+        try:
+            states = context["ti"].get_task_states(
+                dag_id=self.dag_id, task_ids=sorted(self.upstream_task_ids),
+                run_ids=[context["run_id"]])
+            found = states.get(context["run_id"], {})
+            return ", ".join(sorted(t for t, s in found.items()
+                                    if s in ("failed", "upstream_failed")))
+        except Exception:  # only the message depends on it
+            self.log.debug("could not read upstream task states", exc_info=True)
+            return ""
+
+
+class CleanupJobOperator(JobStepOperator):
+    """Job cleanup (a teardown): aborts stray uploads of a decided job and removes
+    its temporary objects. A job still undecided is left alone, with a warning."""
+
+    step = "cleanup"
+    ui_color = "#e8e8e8"
+
+    def execute(self, context: Context) -> dict[str, Any] | None:
+        if self.job_id in _NO_JOB:
+            self.log.warning("no job was set up at %s; nothing to clean up", self.destination)
+            return None
+        with protocol_errors():
+            try:
+                summary = self.committer.cleanup_job(self.job)
+            except JobNotFoundError:
+                self.log.warning("no job %s at %s; nothing to clean up", self.job, self.destination)
+                return None
+        return self.report(context, summary)

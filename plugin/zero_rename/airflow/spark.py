@@ -1,0 +1,109 @@
+"""The Spark stage: ``spark-submit`` of an application that writes a job's files.
+
+The application receives ``--destination``, ``--job-id`` and one
+``--option key=value`` per writer option (the S3 endpoint of the AWS
+connection among them) after its own arguments. In orchestrated mode its
+driver saves the job's stage manifest and publishes nothing; the commit step
+does that later. Credentials are never passed: the Spark cluster has its own,
+and a local ``spark-submit`` inherits the worker's environment.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowFailException
+
+from zero_rename.airflow.failures import protocol_errors
+from zero_rename.airflow.hooks import ZeroRenameHook
+from zero_rename.airflow.links import CommitsLink
+from zero_rename.airflow.runs import xcom_summary
+from zero_rename.core.committer import Committer
+from zero_rename.core.manifests import load_stage_manifest
+from zero_rename.core.model import JobSummary, TaskManifest
+
+SUMMARY_KEY = "summary"
+
+
+def stage_arguments(destination: str, job_id: str, options: Mapping[str, Any]) -> list[str]:
+    """The arguments naming the job, appended to the application's own."""
+    args = ["--destination", destination, "--job-id", job_id]
+    for key, value in sorted(options.items()):
+        args += ["--option", f"{key}={value}"]
+    return args
+
+
+def stage_summary(destination: str, job_id: str, manifests: list[TaskManifest],
+                  seconds: float = 0.0) -> JobSummary:
+    uploads = [u for m in manifests for u in m.uploads]
+    return JobSummary(job_id=job_id, destination=destination, state="setup",
+                      files=len(uploads), bytes=sum(u.bytes for u in uploads),
+                      rows=sum(u.rows or 0 for u in uploads), tasks=len(manifests),
+                      seconds=round(seconds, 3))
+
+
+class SparkStageSubmitOperator(SparkSubmitOperator):
+    """``SparkSubmitOperator`` for a job's stage; skips the submit once the stage is done.
+
+    A retry after the application saved its stage manifest, or a cleared run
+    whose job is already committing or committed, does not write the job again.
+
+    :param destination: ``s3://bucket/table`` of the job.
+    :param job_id: the job's id, usually ``{{ ti.xcom_pull(task_ids='setup_job') }}``.
+    :param options: writer options passed as ``--option key=value``.
+    :param aws_conn_id: connection whose endpoint (not its credentials) is passed on.
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "destination",
+                                      "job_id", "options")
+    operator_extra_links = (CommitsLink(),)
+
+    def __init__(self, *, destination: str, job_id: str, options: Mapping[str, Any] | None = None,
+                 aws_conn_id: str | None = "aws_default", **kwargs: Any) -> None:
+        kwargs.setdefault("name", "zero-rename-stage")
+        super().__init__(**kwargs)
+        self.destination = destination
+        self.job_id = job_id
+        self.options = dict(options or {})
+        self.aws_conn_id = aws_conn_id
+
+    @cached_property
+    def committer(self) -> Committer:
+        return ZeroRenameHook(aws_conn_id=self.aws_conn_id).committer(self.destination)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        with protocol_errors():
+            record = self.committer.job(self.job_id)
+            staged = load_stage_manifest(self.committer.store, self.committer.dest, self.job_id)
+        if record.state != "setup" or staged is not None:
+            self.log.info("job %s is %s%s; its stage is not submitted again", self.job_id,
+                          record.state, " and its stage manifest is saved" if staged else "")
+            return self._report(context, stage_summary(self.destination, self.job_id,
+                                                       staged or []))
+        options = dict(self.options)
+        if endpoint := ZeroRenameHook(aws_conn_id=self.aws_conn_id).endpoint_url:
+            options.setdefault("endpoint", endpoint)
+        self.application_args = [*(self.application_args or []),
+                                 *stage_arguments(self.committer.dest.url, self.job_id, options)]
+        started = time.monotonic()
+        super().execute(context)
+        with protocol_errors():
+            staged = load_stage_manifest(self.committer.store, self.committer.dest, self.job_id)
+        if staged is None:
+            raise AirflowFailException(
+                f"the application finished but saved no stage manifest for job {self.job_id}; "
+                "does it write through the zero-rename format in orchestrated mode (--job-id)?")
+        return self._report(context, stage_summary(self.destination, self.job_id, staged,
+                                                   time.monotonic() - started))
+
+    def _report(self, context: Context, summary: JobSummary) -> dict[str, Any]:
+        self.log.info("stage of job %s: %d task(s), %d file(s), %d byte(s), %d row(s) pending",
+                      summary.job_id, summary.tasks, summary.files, summary.bytes, summary.rows)
+        pushed = xcom_summary(summary, "stage")
+        context["ti"].xcom_push(key=SUMMARY_KEY, value=pushed)
+        return pushed

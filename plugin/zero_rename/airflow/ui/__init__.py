@@ -1,0 +1,1 @@
+"""The Commits page of the Airflow plugin."""

@@ -1,0 +1,144 @@
+"""What the Commits page shows about a destination, read from S3 only.
+
+Reads job records, stage manifests, the pending-upload listing and ``_SUCCESS``:
+the protocol's own metadata, never data files. Nothing here carries a
+credential or the endpoint.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from zero_rename.core.committer import Committer
+from zero_rename.core.manifests import load_stage_manifest
+from zero_rename.core.model import JobRecord, JobSummary
+from zero_rename.errors import ZeroRenameError
+
+# Every data file name carries its job id (a UUID); pending uploads are
+# attributed to jobs by it.
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+STEP_ORDER = ("setup", "validate", "resolve_conflicts", "commit", "abort")
+
+
+@dataclass(frozen=True)
+class StepView:
+    name: str
+    status: str
+    started: datetime
+    finished: datetime | None
+    seconds: float | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class JobView:
+    job_id: str
+    state: str
+    created: datetime
+    updated: datetime
+    conflict_mode: str
+    partition_columns: tuple[str, ...]
+    steps: tuple[StepView, ...]
+    tasks: int | None
+    files: int | None
+    bytes: int | None
+    rows: int | None
+    partitions: tuple[str, ...]
+    pending_uploads: int
+
+
+@dataclass(frozen=True)
+class SuccessView:
+    job_id: str
+    committer: str
+    date: str
+    files: int
+    bytes: int
+    rows: int
+    partitions: tuple[str, ...]
+
+
+@dataclass
+class DestinationView:
+    url: str
+    jobs: list[JobView] = field(default_factory=list)
+    total_jobs: int = 0
+    success: SuccessView | None = None
+    error: str = ""
+
+
+def step_views(record: JobRecord) -> tuple[StepView, ...]:
+    names = sorted(record.steps, key=lambda n: STEP_ORDER.index(n) if n in STEP_ORDER else 99)
+    views = []
+    for name in names:
+        t = record.steps[name]
+        seconds = (t.finished - t.started).total_seconds() if t.finished else None
+        views.append(StepView(name, t.status, t.started, t.finished, seconds, t.detail))
+    return tuple(views)
+
+
+def _counts(committer: Committer, record: JobRecord) -> JobSummary | None:
+    """Committed jobs report their summary; staged ones what their stage manifest holds."""
+    if record.summary is not None:
+        return record.summary
+    if record.state == "aborted":
+        return None
+    manifests = load_stage_manifest(committer.store, committer.dest, record.job_id)
+    if manifests is None:
+        return None
+    uploads = [u for m in manifests for u in m.uploads]
+    return JobSummary(job_id=record.job_id, destination=committer.dest.url, state=record.state,
+                      files=len(uploads), bytes=sum(u.bytes for u in uploads),
+                      rows=sum(u.rows or 0 for u in uploads), tasks=len(manifests))
+
+
+def job_view(committer: Committer, record: JobRecord, pending: Counter[str]) -> JobView:
+    counts = _counts(committer, record)
+    return JobView(
+        job_id=record.job_id, state=record.state, created=record.created, updated=record.updated,
+        conflict_mode=record.options.conflict_mode,
+        partition_columns=record.options.partition_columns, steps=step_views(record),
+        tasks=counts.tasks if counts else None, files=counts.files if counts else None,
+        bytes=counts.bytes if counts else None, rows=counts.rows if counts else None,
+        partitions=counts.partitions if counts else (), pending_uploads=pending[record.job_id])
+
+
+def pending_by_job(committer: Committer) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for upload in committer.pending_uploads():
+        match = _UUID.search(upload.key.rsplit("/", 1)[-1])
+        if match:
+            found[match.group(0)] += 1
+    return found
+
+
+def success_view(committer: Committer) -> SuccessView | None:
+    success = committer.read_success()
+    if success is None:
+        return None
+    metrics = success.metrics
+    return SuccessView(job_id=success.job_id, committer=success.committer, date=success.date,
+                       files=metrics.get("committer_files_committed", len(success.files)),
+                       bytes=metrics.get("committer_bytes_committed", 0),
+                       rows=metrics.get("committer_rows_committed", 0),
+                       partitions=success.partitions)
+
+
+def destination_view(committer: Committer, limit: int, job_id: str | None = None) -> DestinationView:
+    """The newest ``limit`` jobs (and ``job_id`` if older), newest first."""
+    view = DestinationView(url=committer.dest.url)
+    try:
+        records = committer.jobs()
+        view.total_jobs = len(records)
+        shown = records[::-1][:limit]
+        shown += [r for r in records if r.job_id == job_id and r not in shown]
+        pending = pending_by_job(committer)
+        view.jobs = [job_view(committer, r, pending) for r in shown]
+        view.success = success_view(committer)
+    except ZeroRenameError as exc:
+        # Store errors name the call and the key, never a credential.
+        view.error = f"{type(exc).__name__}: {exc}"
+    return view
