@@ -21,13 +21,22 @@ CRASH_EXIT_CODE = 86
 
 
 class Fault:
-    def __init__(self, op: str, when: str, nth: int, times: int, action: str) -> None:
+    def __init__(self, op: str, when: str, nth: int, times: int, action: str,
+                 key_contains: str | None, code: str, status: int) -> None:
         self.op, self.when, self.nth, self.times, self.action = op, when, nth, times, action
+        self.key_contains, self.code, self.status = key_contains, code, status
         self.seen = 0
         self.fired = 0
         self._lock = threading.Lock()
 
-    def __call__(self, **_: Any) -> None:
+    def mark(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        """Runs before the request is built: pick out the calls on matching keys."""
+        key = str(params.get("Key", ""))
+        context[f"fault-{id(self)}"] = self.key_contains is None or self.key_contains in key
+
+    def __call__(self, context: dict[str, Any], **_: Any) -> None:
+        if not context.get(f"fault-{id(self)}"):
+            return
         with self._lock:
             self.seen += 1
             if self.seen < self.nth or self.fired >= self.times:
@@ -35,30 +44,40 @@ class Fault:
             self.fired += 1
         if self.action == "exit":
             os._exit(CRASH_EXIT_CODE)
-        raise ClientError({"Error": {"Code": "InternalError",
+        raise ClientError({"Error": {"Code": self.code,
                                      "Message": f"injected fault in {self.op} #{self.seen}"},
-                           "ResponseMetadata": {"HTTPStatusCode": 500}}, self.op)
+                           "ResponseMetadata": {"HTTPStatusCode": self.status}}, self.op)
 
 
 def inject(client: Any, op: str, when: str = "before", nth: int = 1, times: int = 1,
-           action: str = "raise") -> Fault:
-    """Fail the ``nth`` call of ``op`` (and the next ``times - 1``) on this client."""
-    fault = Fault(op, when, nth, times, action)
+           action: str = "raise", key_contains: str | None = None,
+           code: str = "InternalError", status: int = 500) -> Fault:
+    """Fail the ``nth`` matching call of ``op`` (and the next ``times - 1``) on this client."""
+    fault = Fault(op, when, nth, times, action, key_contains, code, status)
     event = "before-call" if when == "before" else "after-call"
+    client.meta.events.register(f"before-parameter-build.s3.{op}", fault.mark,
+                                unique_id=f"mark-{id(fault)}")
     client.meta.events.register(f"{event}.s3.{op}", fault, unique_id=f"fault-{id(fault)}")
     return fault
 
 
 def clear(client: Any, fault: Fault) -> None:
     event = "before-call" if fault.when == "before" else "after-call"
+    client.meta.events.unregister(f"before-parameter-build.s3.{fault.op}",
+                                  unique_id=f"mark-{id(fault)}")
     client.meta.events.unregister(f"{event}.s3.{fault.op}", unique_id=f"fault-{id(fault)}")
 
 
 def run_until_crash(target: Callable[[], Any]) -> int:
     """Run ``target`` in a forked child and return its exit code (CRASH_EXIT_CODE if a
-    fault with action="exit" fired). The child must build its own clients."""
+    fault with action="exit" fired, 0 if it finished). The child builds its own clients."""
     ctx = multiprocessing.get_context("fork")
-    proc = ctx.Process(target=target)
+
+    def main() -> None:
+        target()
+        os._exit(0)
+
+    proc = ctx.Process(target=main)
     proc.start()
     proc.join(300)
     assert proc.exitcode is not None, "child did not finish"

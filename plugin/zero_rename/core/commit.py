@@ -46,6 +46,7 @@ from zero_rename.errors import (
     ManifestError,
     NoSuchUpload,
     PreconditionFailed,
+    ZeroRenameError,
 )
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,15 @@ def prepare_plan(store: S3Store, dest: Destination, record: JobRecord,
 def _plan_and_decide(store: S3Store, dest: Destination, record: JobRecord,
                      manifests: Sequence[TaskManifest] | None,
                      expected: Expected) -> JobRecord:
-    plan, key = prepare_plan(store, dest, record, manifests, expected)
+    try:
+        plan, key = prepare_plan(store, dest, record, manifests, expected)
+    except ZeroRenameError as exc:
+        # An abort racing this commit makes its uploads vanish mid-validation;
+        # say that, rather than the validation problem it caused.
+        if JobRecords(store, dest).get(record.job_id).state == "aborted":
+            raise JobDecidedError(f"job {record.job_id} was aborted while it was being "
+                                  "validated; it cannot commit") from exc
+        raise
 
     def decide(current: JobRecord) -> JobRecord | None:
         if current.state == "aborted":

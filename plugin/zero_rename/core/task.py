@@ -25,6 +25,7 @@ from zero_rename.core.writers import MagicOutput, OutputFile, StagingOutput
 from zero_rename.errors import (
     JobDecidedError,
     PreconditionFailed,
+    StoreError,
     TaskCommitConflict,
     ZeroRenameError,
 )
@@ -140,6 +141,12 @@ class TaskAttempt:
             return
         except PreconditionFailed:
             pass
+        except StoreError:
+            # Outcome unknown: the PUT may have landed before its response was
+            # lost. If our manifest is there, this attempt is committed.
+            if self._published_is_ours(key):
+                return
+            raise
         # The key exists: another attempt won, or our own earlier PUT did and
         # its response was lost. Read it before deciding.
         found = self.store.get_object(self.dest.bucket, key)
@@ -151,6 +158,11 @@ class TaskAttempt:
                 f"task {self.task_id} was already committed by {winner.task_attempt_id}; "
                 f"{self.attempt_id} aborted its uploads")
         raise TaskCommitConflict(f"task manifest {key} could not be created")
+
+    def _published_is_ours(self, key: str) -> bool:
+        found = self.store.get_object(self.dest.bucket, key)
+        return found is not None and load(TaskManifest, found[0], key).task_attempt_id == \
+            self.attempt_id
 
     def _check_fence(self) -> None:
         record = JobRecords(self.store, self.dest).get(self.job.job_id)

@@ -1,0 +1,281 @@
+"""Failure is the main path: a crash before, during and after every protocol step.
+
+A crash is a forked process that ends itself (``os._exit``) at an exact S3
+call, so no cleanup handler runs, as with a killed worker. Each test then
+retries the step, or aborts, and checks the destination's rows, its files and
+its pending uploads: exactly once, or nothing at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from tests.faults import CRASH_EXIT_CODE, clear, inject, run_until_crash
+from tests.helpers import pending_in_bucket, visible, write_task
+from zero_rename.core.committer import Committer
+from zero_rename.core.model import JobRecord
+from zero_rename.core.store import StoreConfig
+from zero_rename.errors import (
+    AbortRefusedError,
+    CommitStateUnknownError,
+    StoreError,
+    ZeroRenameError,
+)
+
+pytestmark = pytest.mark.s3
+
+FILES = {f"2024-01-0{d}": f"day {d}".encode() for d in range(1, 4)}
+
+
+def crash_at(dest: str, config: StoreConfig, op: str, step: Callable[[Committer], object],
+             when: str = "before", nth: int = 1, key_contains: str | None = None) -> None:
+    """Run ``step`` in a child process that dies at the ``nth`` matching ``op``."""
+
+    def child() -> None:
+        c = Committer(dest, config)
+        inject(c.store.client, op, when=when, nth=nth, action="exit", key_contains=key_contains)
+        step(c)
+
+    assert run_until_crash(child) == CRASH_EXIT_CODE, f"no crash at {op} #{nth}"
+
+
+def tasks_written(c: Committer, conflict_mode: str = "replace", mode: str = "magic") -> JobRecord:
+    job = c.setup_job({"committer": mode, "partition_columns": "dt",
+                       "conflict_mode": conflict_mode, "threads": 4})
+    for i, (day, body) in enumerate(FILES.items()):
+        write_task(c, job, f"{i:05d}", {day: body})
+    return job
+
+
+def assert_committed_once(c: Committer, job: JobRecord) -> None:
+    files = visible(c)
+    assert sorted(files.values()) == sorted(FILES.values())
+    assert all(job.job_id in name for name in files)
+    assert pending_in_bucket(c) == []
+    success = json.loads(c.store.get_object(c.dest.bucket, c.dest.success_key)[0])
+    assert success["jobId"] == job.job_id and len(success["files"]) == len(FILES)
+    record = c.job(job.job_id)
+    assert record.state == "committed"
+    hidden = [o.key for o in c.store.list_objects(c.dest.bucket, c.dest.job(job.job_id).dir)]
+    assert hidden == [c.dest.job(job.job_id).record_key]
+
+
+# -- job commit ---------------------------------------------------------------
+COMMIT_CRASHES = [
+    pytest.param("ListParts", "before", 2, None, "setup", id="during-validation"),
+    pytest.param("PutObject", "before", 1, "plan-", "setup", id="before-plan-saved"),
+    pytest.param("PutObject", "before", 1, "job.json", "setup", id="before-point-of-no-return"),
+    pytest.param("PutObject", "after", 1, "job.json", "committing", id="after-point-of-no-return"),
+    pytest.param("CompleteMultipartUpload", "before", 1, None, "committing", id="before-first-complete"),
+    pytest.param("CompleteMultipartUpload", "after", 2, None, "committing", id="after-second-complete"),
+    pytest.param("PutObject", "after", 1, "journal/", "committing", id="after-journal"),
+    pytest.param("PutObject", "before", 1, "_SUCCESS", "committing", id="before-success-marker"),
+    pytest.param("PutObject", "after", 2, "job.json", "committed", id="after-final-record"),
+    pytest.param("DeleteObjects", "before", 1, None, "committed", id="during-cleanup"),
+]
+
+
+@pytest.mark.parametrize("op,when,nth,key,state", COMMIT_CRASHES)
+def test_job_commit_crash_then_retry_commits_once(committer: Committer, dest: str,
+                                                  store_config: StoreConfig, op: str, when: str,
+                                                  nth: int, key: str | None, state: str) -> None:
+    job = tasks_written(committer, conflict_mode="append")
+    crash_at(dest, store_config, op, lambda c: c.commit_job(job.job_id), when, nth, key)
+    assert committer.job(job.job_id).state == state
+    if state == "setup":
+        assert visible(committer) == {}
+    if state == "committing":
+        with pytest.raises(AbortRefusedError, match="Retry the commit"):
+            committer.abort_job(job.job_id)
+    summary = committer.commit_job(job.job_id)
+    if state == "committed":  # the crash hit cleanup: the cleanup step finishes it
+        committer.cleanup_job(job.job_id)
+    assert summary.files == len(FILES)
+    assert_committed_once(committer, job)
+
+
+def test_setup_state_crash_then_abort_leaves_nothing(committer: Committer, dest: str,
+                                                     store_config: StoreConfig) -> None:
+    job = tasks_written(committer)
+    crash_at(dest, store_config, "PutObject", lambda c: c.commit_job(job.job_id),
+             key_contains="job.json")
+    committer.abort_job(job.job_id)
+    assert visible(committer) == {} and pending_in_bucket(committer) == []
+    assert [o.key for o in committer.store.list_objects(committer.dest.bucket, dest.split("/", 3)[3])
+            ] == [committer.dest.job(job.job_id).record_key]
+
+
+def test_replace_crash_between_complete_and_delete_rolls_forward(
+        committer: Committer, dest: str, store_config: StoreConfig) -> None:
+    """S3A deletes before completing; we delete after, so a crash never empties a partition."""
+    for day in FILES:
+        committer.store.put_object(committer.dest.bucket, f"{committer.dest.dir}dt={day}/old.parquet",
+                                   b"old " + day.encode())
+    job = tasks_written(committer, conflict_mode="replace")
+    crash_at(dest, store_config, "DeleteObjects", lambda c: c.commit_job(job.job_id))
+    during = visible(committer)
+    assert len(during) == 2 * len(FILES)  # old and new side by side, never neither
+    committer.commit_job(job.job_id)
+    assert_committed_once(committer, job)
+
+
+def test_lost_complete_response_is_checked_not_guessed(committer: Committer) -> None:
+    """After a lost response, a retried complete may get NoSuchUpload (MinIO does);
+    the committer then checks the object's ETag against the one the parts imply."""
+    job = tasks_written(committer, conflict_mode="append")
+    lost = inject(committer.store.client, "CompleteMultipartUpload", when="after", nth=1,
+                  times=len(FILES))
+    with pytest.raises(StoreError, match="injected fault"):
+        committer.commit_job(job.job_id)
+    clear(committer.store.client, lost)
+    gone = inject(committer.store.client, "CompleteMultipartUpload", when="before", nth=1,
+                  times=len(FILES), code="NoSuchUpload", status=404)
+    committer.commit_job(job.job_id)
+    clear(committer.store.client, gone)
+    assert_committed_once(committer, job)
+
+
+def test_commit_refuses_to_guess_when_an_upload_vanished(committer: Committer) -> None:
+    job = tasks_written(committer, conflict_mode="append")
+    crash = inject(committer.store.client, "CompleteMultipartUpload", when="before", nth=1)
+    with pytest.raises(StoreError):
+        committer.commit_job(job.job_id)
+    clear(committer.store.client, crash)
+    plan_uploads = [u for m in committer.load_manifests(job.job_id) for u in m.uploads]
+    victim = plan_uploads[0]
+    committer.store.abort_upload(committer.dest.bucket, victim.key, victim.upload_id)
+    with pytest.raises(CommitStateUnknownError, match=victim.key):
+        committer.commit_job(job.job_id)
+    assert committer.job(job.job_id).state == "committing"
+
+
+def test_concurrent_commit_and_abort_one_wins(committer: Committer, store_config: StoreConfig) -> None:
+    """The job record's compare-and-swap lets exactly one of a commit and an abort decide."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    job = tasks_written(committer, conflict_mode="append")
+    other = Committer(committer.dest, store_config)
+    with ThreadPoolExecutor(2) as pool:
+        commit = pool.submit(committer.commit_job, job.job_id)
+        abort = pool.submit(other.abort_job, job.job_id)
+        outcomes = []
+        for future in (commit, abort):
+            try:
+                future.result()
+                outcomes.append("ok")
+            except ZeroRenameError as exc:
+                outcomes.append(type(exc).__name__)
+    state = committer.job(job.job_id).state
+    if state == "committed":
+        assert outcomes == ["ok", "AbortRefusedError"]
+        assert_committed_once(committer, job)
+    else:
+        assert state == "aborted" and outcomes == ["JobDecidedError", "ok"]
+        assert visible(committer) == {} and pending_in_bucket(committer) == []
+
+
+# -- job abort and cleanup ----------------------------------------------------
+@pytest.mark.parametrize("op,key", [("PutObject", "job.json"), ("AbortMultipartUpload", None),
+                                    ("DeleteObjects", None)])
+def test_abort_crash_then_retry_leaves_nothing(committer: Committer, dest: str,
+                                               store_config: StoreConfig, op: str,
+                                               key: str | None) -> None:
+    job = tasks_written(committer)
+    crash_at(dest, store_config, op, lambda c: c.abort_job(job.job_id), key_contains=key)
+    committer.abort_job(job.job_id)
+    assert committer.job(job.job_id).state == "aborted"
+    assert visible(committer) == {} and pending_in_bucket(committer) == []
+    assert committer.job(job.job_id).steps["abort"].status == "succeeded"
+
+
+# -- job setup ----------------------------------------------------------------
+def test_setup_lost_response_then_retry_is_the_same_job(committer: Committer) -> None:
+    job_id = "6f1c2e9a-1b2c-4d3e-8f4a-5b6c7d8e9f00"
+    lost = inject(committer.store.client, "PutObject", when="after", key_contains="job.json")
+    with pytest.raises(StoreError):
+        committer.setup_job({"conflict_mode": "append"}, job_id=job_id)
+    clear(committer.store.client, lost)
+    job = committer.setup_job({"conflict_mode": "append"}, job_id=job_id)
+    write_task(committer, job, "00000", [b"x"])
+    assert committer.commit_job(job_id).files == 1
+
+
+# -- task attempts ------------------------------------------------------------
+@pytest.mark.parametrize("op,nth", [("CreateMultipartUpload", 2), ("UploadPart", 2)])
+def test_staging_task_commit_failure_aborts_its_uploads(committer: Committer, op: str,
+                                                        nth: int) -> None:
+    job = committer.setup_job({"committer": "staging", "conflict_mode": "append"})
+    attempt = committer.task_attempt(job, "00000")
+    for body in (b"one", b"two", b"three"):
+        with attempt.open() as f:
+            f.write(body)
+    fault = inject(committer.store.client, op, nth=nth)
+    with pytest.raises(StoreError, match="injected"):
+        attempt.commit()
+    clear(committer.store.client, fault)
+    assert pending_in_bucket(committer) == []
+    assert attempt._spool is None  # spool removed
+    retry = committer.task_attempt(job, "00000", attempt=1)
+    with retry.open() as f:
+        f.write(b"retried")
+    retry.commit()
+    committer.commit_job(job.job_id)
+    assert list(visible(committer).values()) == [b"retried"]
+
+
+@pytest.mark.parametrize("op,nth", [("CreateMultipartUpload", 1), ("UploadPart", 2)])
+def test_magic_write_failure_then_task_abort(committer: Committer, op: str, nth: int) -> None:
+    job = committer.setup_job({"committer": "magic", "conflict_mode": "append",
+                               "part_size": 5 * 1024 * 1024})
+    attempt = committer.task_attempt(job, "00000")
+    with attempt.open() as f:
+        f.write(b"first file")
+    fault = inject(committer.store.client, op, nth=nth)
+    with pytest.raises(StoreError):
+        with attempt.open() as f:
+            f.write(b"x" * (6 * 1024 * 1024))
+    clear(committer.store.client, fault)
+    attempt.abort()
+    assert pending_in_bucket(committer) == []
+    committer.commit_job(job.job_id)
+    assert visible(committer) == {}
+
+
+def test_task_killed_mid_write_then_retried(committer: Committer, dest: str,
+                                            store_config: StoreConfig) -> None:
+    job = committer.setup_job({"committer": "magic", "conflict_mode": "append",
+                               "part_size": 5 * 1024 * 1024})
+
+    def write(c: Committer) -> None:
+        attempt = c.task_attempt(job, "00000", 0)
+        with attempt.open() as f:
+            f.write(b"y" * (11 * 1024 * 1024))
+        attempt.commit()
+
+    crash_at(dest, store_config, "UploadPart", write, nth=2)
+    assert len(pending_in_bucket(committer)) == 1  # the killed attempt's upload
+    write_task(committer, job, "00000", [b"attempt 1"], attempt=1)
+    committer.commit_job(job.job_id, expected=1)
+    assert list(visible(committer).values()) == [b"attempt 1"]
+    assert pending_in_bucket(committer) == []
+
+
+def test_task_killed_after_publishing_counts_as_committed(committer: Committer, dest: str,
+                                                          store_config: StoreConfig) -> None:
+    job = committer.setup_job({"conflict_mode": "append"})
+    crash_at(dest, store_config, "GetObject",  # the fence read after publishing
+             lambda c: write_task(c, job, "00000", [b"published"]), key_contains="job.json")
+    committer.commit_job(job.job_id, expected=1)
+    assert list(visible(committer).values()) == [b"published"]
+
+
+def test_manifest_publish_lost_response_is_checked(committer: Committer) -> None:
+    job = committer.setup_job({"conflict_mode": "append"})
+    lost = inject(committer.store.client, "PutObject", when="after", key_contains="tasks/")
+    write_task(committer, job, "00000", [b"kept"])  # finds its own manifest, stays committed
+    clear(committer.store.client, lost)
+    committer.commit_job(job.job_id, expected=1)
+    assert list(visible(committer).values()) == [b"kept"]
