@@ -246,3 +246,19 @@ def test_step_timings_are_recorded(committer: Committer) -> None:
     steps = committer.job(job.job_id).steps
     assert set(steps) >= {"setup", "validate", "resolve_conflicts", "commit"}
     assert all(s.status == "succeeded" and s.finished for s in steps.values())
+
+
+def test_tasks_commit_concurrently(committer: Committer, mode: str) -> None:
+    """Concurrent: many task attempts of one job commit side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    job = committer.setup_job(opts(mode, partition_columns="dt"))
+    bodies = {f"{i:05d}": f"task {i}".encode() for i in range(24)}
+    with ThreadPoolExecutor(12) as pool:
+        list(pool.map(lambda item: write_task(committer, job, item[0],
+                                              {f"2024-01-{int(item[0]) % 3 + 1:02d}": item[1]}),
+                      bodies.items()))
+    summary = committer.commit_job(job.job_id, expected=list(bodies))
+    assert summary.files == 24 and len(summary.partitions) == 3
+    assert sorted(visible(committer).values()) == sorted(bodies.values())
+    assert pending_in_bucket(committer) == []
