@@ -1,0 +1,67 @@
+"""What every command gets: parsed options, the output, and one S3 connection."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+
+from zero_rename.cli.exits import NotFound, missing_bucket
+from zero_rename.cli.output import Output
+from zero_rename.core.committer import Committer
+from zero_rename.core.layout import Destination
+from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.errors import DestinationError
+
+# Worker threads for many small requests (aborts, listings). S3 takes far
+# more in parallel; the bound keeps a laptop's connection pool sane.
+DEFAULT_THREADS = 32
+
+
+def default_endpoint() -> str | None:
+    """The endpoint boto3 itself would use: the S3-specific variable wins."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+@dataclass
+class Context:
+    args: argparse.Namespace
+    out: Output
+    config: StoreConfig
+    _store: S3Store | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, out: Output) -> Context:
+        # Credentials are never options: boto3's chain (environment, profile,
+        # instance role) supplies them, so they appear in no argv or log.
+        endpoint = getattr(args, "endpoint_url", None) or default_endpoint()
+        config = StoreConfig(endpoint_url=endpoint, region=getattr(args, "region", None),
+                             max_pool_connections=DEFAULT_THREADS * 2)
+        return cls(args=args, out=out, config=config)
+
+    @property
+    def verbose(self) -> int:
+        return int(getattr(self.args, "verbose", 0) or 0)
+
+    def store(self) -> S3Store:
+        if self._store is None:
+            self._store = S3Store.connect(self.config)
+        return self._store
+
+    def destination(self, url: str) -> Destination:
+        """Parse DEST and check that its bucket exists. Raises ConfigError or NotFound."""
+        dest = Destination.parse(url)
+        self.require_bucket(dest.bucket)
+        return dest
+
+    def committer(self, url: str) -> Committer:
+        return Committer(self.destination(url), store=self.store())
+
+    def require_bucket(self, bucket: str) -> None:
+        try:
+            self.store().check_bucket(bucket)
+        except DestinationError as exc:
+            if missing_bucket(exc):
+                raise NotFound(f"bucket {bucket!r} does not exist at "
+                               f"{self.config.endpoint_url or 'AWS S3'}") from exc
+            raise

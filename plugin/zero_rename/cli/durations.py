@@ -1,0 +1,60 @@
+"""Durations on the command line (``90m``, ``24h``, ``7d``, ``1d12h``) and in output."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import timedelta
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_TOKEN = re.compile(r"(\d+)([smhdw])")
+_WHOLE = re.compile(r"(?:\d+[smhdw])+")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``24h`` -> 24 hours. Units: s, m, h, d, w; several may follow each other (``1h30m``).
+
+    Raises:
+        ValueError: naming the text and the accepted form.
+    """
+    cleaned = text.strip().lower()
+    if not _WHOLE.fullmatch(cleaned):
+        raise ValueError(f"invalid duration {text!r}: use a number and a unit "
+                         "(s, m, h, d, w), e.g. 90m, 24h, 7d or 1d12h")
+    return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in _TOKEN.findall(cleaned)))
+
+
+def duration_arg(text: str) -> timedelta:
+    """argparse ``type=`` for durations: a bad value is a usage error (exit code 2)."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def format_span(seconds: float | None) -> str:
+    """A threshold the way it is typed: ``24h``, ``90m``, ``1d12h``, ``0s``."""
+    if seconds is None:
+        return "-"
+    whole, parts = int(seconds), []
+    for unit in ("w", "d", "h", "m", "s"):
+        count, whole = divmod(whole, _UNITS[unit])
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
+def format_duration(seconds: float | None) -> str:
+    """Short human form: ``0.42s``, ``12.3s``, ``4m 10s``, ``3h 5m``, ``2d 4h``."""
+    if seconds is None:
+        return "-"
+    if seconds < 10:
+        return f"{seconds:.2f}s"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    for unit, size, sub_unit, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60),
+                                          ("m", 60, "s", 1)):
+        if whole >= size:
+            return f"{whole // size}{unit} {(whole % size) // sub_size}{sub_unit}"
+    return f"{whole}s"
