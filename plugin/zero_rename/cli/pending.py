@@ -1,0 +1,214 @@
+"""Pending uploads under a destination, whose job they belong to, and which may go.
+
+A zero-rename upload carries its job id (a UUID) in its file name. The job's
+record lives under the job's destination, which is DEST itself or any
+directory on the key's path (DEST may be a parent of many tables, or one
+partition of a table), so the record is looked for at each of them. Knowing
+the job's state is what keeps an abort from destroying a commit:
+
+- ``committing``: the uploads are the commit's; a retry completes them. Never abort.
+- ``committed``: every upload of the plan is complete; what is still pending is
+  a stray of an attempt that did not commit. Abort.
+- ``aborted`` or no record: leftovers and orphans. Abort.
+- ``setup``: the job may still run. Aborting its uploads under it could let a
+  commit without upload verification pass its point of no return and fail
+  half-published, so the job itself is aborted first (compare-and-swap on
+  its record), which fences every attempt; see :mod:`zero_rename.core.abort`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from zero_rename.core.jobs import JobRecords
+from zero_rename.core.layout import HIDDEN_DIR, Destination
+from zero_rename.core.store import S3Store, UploadInfo
+from zero_rename.errors import JobNotFoundError
+
+log = logging.getLogger(__name__)
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# S3: "it might be necessary to abort a given multipart upload multiple
+# times" while parts are in flight, and a zombie attempt may still create
+# uploads: list again after each pass, a bounded number of times.
+ABORT_ROUNDS = 3
+
+ABORT = "abort"
+ABORT_JOB = "abort-job"
+KEEP = "keep"
+REFUSE = "refuse"
+
+
+def job_id_of(key: str) -> str | None:
+    """The job id in the key's file name, or None for an upload zero-rename did not write."""
+    found = _UUID.search(key.rsplit("/", 1)[-1])
+    return found.group(0) if found else None
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The job an upload belongs to, as its record says."""
+
+    job_id: str | None
+    state: str | None = None  # None: no record found
+    destination: Destination | None = None  # where the record was found
+
+
+@dataclass(frozen=True)
+class Pending:
+    upload: UploadInfo
+    owner: Owner
+
+    @property
+    def key(self) -> str:
+        return self.upload.key
+
+    def age(self, now: datetime) -> timedelta | None:
+        if self.upload.initiated is None:
+            return None
+        return now - self.upload.initiated
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # ABORT, ABORT_JOB, KEEP or REFUSE
+    reason: str
+
+
+class Owners:
+    """Looks up (and remembers) the job record of each job id seen under DEST."""
+
+    def __init__(self, store: S3Store, dest: Destination) -> None:
+        self.store = store
+        self.dest = dest
+        self._known: dict[str, Owner] = {}
+
+    def of(self, key: str) -> Owner:
+        job_id = job_id_of(key)
+        if job_id is None:
+            return Owner(None)
+        if job_id not in self._known:
+            self._known[job_id] = self._find(job_id, key)
+        return self._known[job_id]
+
+    def of_job(self, job_id: str, keys: Sequence[str] = ()) -> Owner:
+        """The owner of a job named on the command line: at DEST, or above its uploads."""
+        if job_id not in self._known:
+            self._known[job_id] = self._find(job_id, keys[0] if keys else self.dest.dir)
+        return self._known[job_id]
+
+    def _find(self, job_id: str, key: str) -> Owner:
+        for candidate in candidate_destinations(self.dest, key):
+            try:
+                record = JobRecords(self.store, candidate).get(job_id)
+            except JobNotFoundError:
+                continue
+            return Owner(job_id, record.state, candidate)
+        return Owner(job_id)
+
+
+def candidate_destinations(dest: Destination, key: str) -> list[Destination]:
+    """Where the record of the job that wrote ``key`` may be: DEST first (the usual
+    place), then every other directory on the key's path."""
+    elements = key.split("/")[:-1]
+    prefixes = ["/".join(elements[: n + 1]) for n in range(len(elements))]
+    ordered = [dest.prefix] + [p for p in prefixes if p != dest.prefix]
+    return [Destination(dest.bucket, p) for p in ordered
+            if p and not any(e.startswith(HIDDEN_DIR) for e in p.split("/"))]
+
+
+def pending_uploads(store: S3Store, dest: Destination, owners: Owners,
+                    job_id: str | None = None, older_than: timedelta | None = None,
+                    now: datetime | None = None) -> list[Pending]:
+    """Pending uploads under DEST (the listing prefix ends in '/': never DEST10's)."""
+    now = now or datetime.now(UTC)
+    found = []
+    for upload in store.list_uploads(dest.bucket, dest.dir):
+        if job_id is not None and job_id_of(upload.key) != job_id:
+            continue
+        if older_than is not None and not _older(upload, older_than, now):
+            continue
+        found.append(Pending(upload, owners.of(upload.key)))
+    return sorted(found, key=lambda p: (p.key, p.upload.upload_id))
+
+
+def _older(upload: UploadInfo, older_than: timedelta, now: datetime) -> bool:
+    # An upload without a start time cannot be shown to be old: keep it.
+    return upload.initiated is not None and now - upload.initiated >= older_than
+
+
+def decide_for_job(owner: Owner) -> Decision:
+    """What ``uploads abort DEST --job ID`` may do with that job's uploads."""
+    state = owner.state
+    if state == "committing":
+        return Decision(REFUSE, f"job {owner.job_id} is committing: its pending uploads are "
+                        "the commit's and a commit retry completes them. Retry the commit")
+    if state == "setup":
+        return Decision(REFUSE, f"job {owner.job_id} is still in setup and may be running. "
+                        "Abort the job instead (zero-rename jobs abort DEST JOB): it records "
+                        "the abort first, so no attempt can commit afterwards")
+    return Decision(ABORT, _abort_reason(state))
+
+
+def decide_for_sweep(owner: Owner) -> Decision:
+    """What ``uploads abort DEST --all-older-than AGE`` does with an old upload."""
+    if owner.job_id is None:
+        return Decision(KEEP, "not written by a zero-rename job (no job id in the file name)")
+    if owner.state == "committing":
+        return Decision(REFUSE, "job is committing: its commit needs these uploads; retry it")
+    if owner.state == "setup":
+        return Decision(ABORT_JOB, "job left in setup: aborted as a job, so no attempt can "
+                        "commit afterwards")
+    return Decision(ABORT, _abort_reason(owner.state))
+
+
+def _abort_reason(state: str | None) -> str:
+    if state == "committed":
+        return "job is committed: stray upload of an attempt that did not commit"
+    if state == "aborted":
+        return "job was aborted: leftover upload"
+    return "no job record: orphaned upload"
+
+
+def abort_pending(store: S3Store, bucket: str, uploads: Sequence[Pending], threads: int,
+                  advance: Callable[[int], None] = lambda n: None) -> tuple[int, int]:
+    """Abort each upload; returns (aborted, already gone)."""
+    if not uploads:
+        return 0, 0
+    aborted = gone = 0
+    with ThreadPoolExecutor(max(1, min(threads, len(uploads)))) as pool:
+        futures = [pool.submit(store.abort_upload, bucket, p.key, p.upload.upload_id)
+                   for p in uploads]
+        for future in as_completed(futures):
+            if future.result():
+                aborted += 1
+            else:
+                gone += 1
+            advance(1)
+    return aborted, gone
+
+
+def abort_job_uploads(store: S3Store, dest: Destination, owners: Owners, job_id: str,
+                      first: Sequence[Pending], threads: int,
+                      advance: Callable[[int], None] = lambda n: None) -> tuple[int, int]:
+    """Abort the job's uploads under DEST, listing again until none is left."""
+    aborted = gone = 0
+    batch: Iterable[Pending] = first
+    for round_number in range(ABORT_ROUNDS):
+        batch = list(batch)
+        if not batch:
+            break
+        done, missing = abort_pending(store, dest.bucket, batch, threads, advance)
+        aborted, gone = aborted + done, gone + missing
+        if round_number + 1 < ABORT_ROUNDS:
+            time.sleep(0.1)
+            batch = pending_uploads(store, dest, owners, job_id)
+    log.info("aborted %d upload(s) of job %s under %s (%d already gone)", aborted, job_id,
+             dest.url, gone)
+    return aborted, gone

@@ -1,0 +1,225 @@
+"""``zero-rename uploads list|abort``: pending uploads, job by job or by age."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from zero_rename.cli import pending as pend
+from zero_rename.cli.context import DEFAULT_THREADS, Context
+from zero_rename.cli.arguments import duration_arg, job_id_arg, positive_int
+from zero_rename.cli.durations import format_duration, format_span
+from zero_rename.cli.exits import ExitCode, NotFound, Refused
+from zero_rename.cli.output import Output, Result, iso, shown
+from zero_rename.cli.pending import Decision, Owners, Pending
+from zero_rename.core.committer import Committer
+from zero_rename.core.layout import Destination
+from zero_rename.errors import AbortRefusedError
+
+
+def register(groups: Any, common: argparse.ArgumentParser) -> None:
+    parser = groups.add_parser("uploads", help="list and abort pending (invisible) uploads")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    listing = commands.add_parser(
+        "list", parents=[common], help="pending uploads under DEST, with their job's state",
+        description="List pending multipart uploads under DEST, with the job each belongs "
+                    "to and the state of that job.")
+    listing.add_argument("dest", metavar="DEST", help="s3://bucket/path")
+    listing.add_argument("--job", type=job_id_arg, metavar="ID", help="only this job's")
+    listing.add_argument("--older-than", type=duration_arg, metavar="AGE",
+                         help="only uploads started at least AGE ago (90m, 24h, 7d)")
+    listing.set_defaults(handler=run_list)
+
+    abort = commands.add_parser(
+        "abort", parents=[common], help="abort one job's uploads, or sweep old ones",
+        description="Abort pending uploads under DEST: those of one job (--job), or those "
+                    "of any job started at least AGE ago (--all-older-than). Uploads of a "
+                    "job that is committing are never aborted: they are its commit's.")
+    abort.add_argument("dest", metavar="DEST", help="s3://bucket/path")
+    scope = abort.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--job", type=job_id_arg, metavar="ID",
+                       help="abort this job's uploads (it must be committed or aborted)")
+    scope.add_argument("--all-older-than", type=duration_arg, metavar="AGE",
+                       help="sweep uploads of any job started at least AGE ago")
+    abort.add_argument("--dry-run", action="store_true", help="show what would go, change nothing")
+    abort.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
+                       help=f"parallel requests (default {DEFAULT_THREADS})")
+    abort.set_defaults(handler=run_abort)
+
+
+# -- list ------------------------------------------------------------------
+def run_list(ctx: Context, args: argparse.Namespace) -> Result:
+    dest = ctx.destination(args.dest)
+    now = datetime.now(UTC)
+    found = pend.pending_uploads(ctx.store(), dest, Owners(ctx.store(), dest), args.job,
+                                 args.older_than, now)
+    data = {"destination": dest.url, "job_id": args.job,
+            "older_than_seconds": _seconds(args.older_than),
+            "count": len(found), "uploads": [_upload_json(dest, p, now) for p in found]}
+    return Result(data, lambda out: _render_list(out, dest, found, now, args.older_than))
+
+
+def _render_list(out: Output, dest: Destination, found: Sequence[Pending], now: datetime,
+                 older_than: timedelta | None) -> None:
+    if not found:
+        age = f" older than {format_span(older_than.total_seconds())}" if older_than else ""
+        out.say(f"no pending uploads{age} under {dest.url}")
+        return
+    out.table(["key", "job", "state", "started", "age", "upload id"],
+              ([_relative(dest, p.key), p.owner.job_id, _state(p), p.upload.initiated,
+                format_duration(_age(p, now)), _short(p.upload.upload_id)] for p in found))
+    jobs = Counter(p.owner.job_id for p in found)
+    out.say(f"{len(found)} pending upload(s) of {len(jobs)} job(s) under {dest.url}")
+
+
+# -- abort -----------------------------------------------------------------
+def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
+    dest = ctx.destination(args.dest)
+    if args.job is not None:
+        return _abort_job(ctx, dest, args.job, args.dry_run, args.threads)
+    return _sweep(ctx, dest, args.all_older_than, args.dry_run, args.threads)
+
+
+def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool,
+               threads: int) -> Result:
+    store, owners = ctx.store(), Owners(ctx.store(), dest)
+    found = pend.pending_uploads(store, dest, owners, job_id)
+    owner = owners.of_job(job_id, [p.key for p in found])
+    if owner.state is None and not found:
+        raise NotFound(f"no job {job_id} and no pending upload of it under {dest.url}")
+    decision = pend.decide_for_job(owner)
+    if decision.action == pend.REFUSE:
+        raise Refused(f"{decision.reason}; {len(found)} pending upload(s) left untouched")
+    data: dict[str, Any] = {"destination": dest.url, "job_id": job_id, "state": owner.state,
+                            "reason": decision.reason, "dry_run": dry_run,
+                            "uploads": len(found), "aborted": 0, "already_gone": 0}
+    if dry_run:
+        data["keys"] = [p.key for p in found]
+        return Result(data, lambda out: _render_job_dry_run(out, dest, found, decision))
+    with ctx.out.progress(f"aborting uploads of job {job_id[:8]}", len(found)) as advance:
+        aborted, gone = pend.abort_job_uploads(store, dest, owners, job_id, found, threads,
+                                               advance)
+    data.update(aborted=aborted, already_gone=gone)
+    return Result(data, lambda out: out.say(
+        f"aborted {aborted} pending upload(s) of job {job_id} under {dest.url}"
+        + (f" ({gone} already gone)" if gone else "") + f": {decision.reason}"))
+
+
+def _render_job_dry_run(out: Output, dest: Destination, found: Sequence[Pending],
+                        decision: Decision) -> None:
+    out.say(f"dry run: would abort {len(found)} pending upload(s) ({decision.reason})")
+    for p in found:
+        out.say(f"  {_relative(dest, p.key)}")
+
+
+def _sweep(ctx: Context, dest: Destination, older_than: timedelta, dry_run: bool,
+           threads: int) -> Result:
+    store, owners = ctx.store(), Owners(ctx.store(), dest)
+    now = datetime.now(UTC)
+    old = pend.pending_uploads(store, dest, owners, None, older_than, now)
+    plan: dict[str, list[Pending]] = defaultdict(list)
+    decisions: dict[str | None, Decision] = {}
+    for p in old:
+        decision = decisions.setdefault(p.owner.job_id, pend.decide_for_sweep(p.owner))
+        plan[decision.action].append(p)
+    jobs = _sweep_jobs(old, decisions)
+    aborted = gone = 0
+    if not dry_run:
+        aborted, gone = _carry_out(ctx, dest, plan, jobs, threads)
+    refused = [j for j in jobs if j["action"] == pend.REFUSE]
+    data = {"destination": dest.url, "older_than_seconds": _seconds(older_than),
+            "dry_run": dry_run, "uploads": len(old), "aborted": aborted, "already_gone": gone,
+            "jobs": jobs,
+            "kept": [_upload_json(dest, p, now) for p in plan[pend.KEEP] + plan[pend.REFUSE]]}
+    return Result(data, lambda out: _render_sweep(out, dest, data),
+                  ExitCode.REFUSED if refused else ExitCode.OK)
+
+
+def _sweep_jobs(old: Sequence[Pending], decisions: dict[str | None, Decision]) -> list[dict[str, Any]]:
+    """One entry per job (None: uploads zero-rename did not write)."""
+    counts = Counter(p.owner.job_id for p in old)
+    owners = {p.owner.job_id: p.owner for p in old}
+    return [{"job_id": job_id, "state": owners[job_id].state,
+             "destination": owners[job_id].destination.url if owners[job_id].destination else None,
+             "uploads": n, "action": decisions[job_id].action,
+             "reason": decisions[job_id].reason}
+            for job_id, n in counts.items()]
+
+
+def _carry_out(ctx: Context, dest: Destination, plan: dict[str, list[Pending]],
+               jobs: list[dict[str, Any]], threads: int) -> tuple[int, int]:
+    store = ctx.store()
+    uploads = plan[pend.ABORT]
+    with ctx.out.progress("aborting old uploads", len(uploads)) as advance:
+        aborted, gone = pend.abort_pending(store, dest.bucket, uploads, threads, advance)
+    for job in jobs:
+        if job["action"] == pend.ABORT_JOB:
+            aborted += _abort_abandoned_job(ctx, job)
+    return aborted, gone
+
+
+def _abort_abandoned_job(ctx: Context, job: dict[str, Any]) -> int:
+    """Abort a job left in setup through the protocol; a commit that won the race keeps it."""
+    committer = Committer(Destination.parse(job["destination"]), store=ctx.store())
+    try:
+        summary = committer.abort_job(job["job_id"])
+    except AbortRefusedError as exc:
+        job.update(action=pend.REFUSE, reason=str(exc))
+        return 0
+    return summary.aborted_uploads
+
+
+def _render_sweep(out: Output, dest: Destination, data: dict[str, Any]) -> None:
+    age = format_span(data["older_than_seconds"])
+    if not data["jobs"]:
+        out.say(f"no pending uploads older than {age} under {dest.url}")
+        return
+    verb = {pend.ABORT: "abort", pend.ABORT_JOB: "abort job", pend.KEEP: "keep",
+            pend.REFUSE: "refused"}
+    out.table(["job", "state", "old uploads", "action", "why"],
+              ([j["job_id"] or "(not zero-rename)", j["state"] or "no record", j["uploads"],
+                verb[j["action"]], j["reason"]] for j in data["jobs"]), right=["old uploads"])
+    if data["dry_run"]:
+        out.say(f"dry run: nothing changed ({data['uploads']} upload(s) older than {age})")
+    else:
+        out.say(f"aborted {data['aborted']} upload(s) under {dest.url}"
+                + (f" ({data['already_gone']} already gone)" if data["already_gone"] else ""))
+    refused = [j["job_id"] for j in data["jobs"] if j["action"] == pend.REFUSE]
+    if refused:
+        out.say(f"refused for committing job(s) {shown(refused)}: retry their commit",
+                style="yellow")
+
+
+# -- helpers ---------------------------------------------------------------
+def _upload_json(dest: Destination, p: Pending, now: datetime) -> dict[str, Any]:
+    return {"key": p.key, "path": _relative(dest, p.key), "upload_id": p.upload.upload_id,
+            "initiated": iso(p.upload.initiated), "age_seconds": _age(p, now),
+            "job_id": p.owner.job_id, "job_state": p.owner.state,
+            "job_destination": p.owner.destination.url if p.owner.destination else None}
+
+
+def _age(p: Pending, now: datetime) -> float | None:
+    age = p.age(now)
+    return None if age is None else round(age.total_seconds(), 3)
+
+
+def _state(p: Pending) -> str:
+    if p.owner.job_id is None:
+        return "(not zero-rename)"
+    return p.owner.state or "no record"
+
+
+def _relative(dest: Destination, key: str) -> str:
+    return key[len(dest.dir):] if key.startswith(dest.dir) else key
+
+
+def _short(upload_id: str) -> str:
+    return upload_id if len(upload_id) <= 16 else upload_id[:16] + "…"
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    return None if value is None else value.total_seconds()
