@@ -1,0 +1,158 @@
+"""``zero-rename jobs list|show|abort``: the job records of a destination."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from zero_rename.cli.arguments import job_id_arg
+from zero_rename.cli.context import Context
+from zero_rename.cli.durations import format_duration
+from zero_rename.cli.exits import NotFound
+from zero_rename.cli.output import Output, Result, human_bytes, iso, shown
+from zero_rename.core.committer import Committer
+from zero_rename.core.model import JobRecord
+from zero_rename.errors import JobNotFoundError
+
+
+def register(groups: Any, common: argparse.ArgumentParser) -> None:
+    parser = groups.add_parser("jobs", help="job records: list, show, abort")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    listing = commands.add_parser("list", parents=[common], help="every job of DEST",
+                                  description="List every job record of DEST, oldest first.")
+    listing.add_argument("dest", metavar="DEST", help="s3://bucket/path")
+    listing.set_defaults(handler=run_list)
+
+    show = commands.add_parser("show", parents=[common], help="one job in detail",
+                               description="Show one job: state, steps with timings, options, "
+                                           "counts, and its pending uploads.")
+    show.add_argument("dest", metavar="DEST", help="s3://bucket/path")
+    show.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
+    show.set_defaults(handler=run_show)
+
+    abort = commands.add_parser(
+        "abort", parents=[common], help="abort a job that has not committed",
+        description="Job abort: record the job as aborted (compare-and-swap, so it cannot "
+                    "race a commit), abort its pending uploads and remove its temporary "
+                    "objects. Refused once its commit passed the point of no return.")
+    abort.add_argument("dest", metavar="DEST", help="s3://bucket/path")
+    abort.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
+    abort.set_defaults(handler=run_abort)
+
+
+# -- list ------------------------------------------------------------------
+def run_list(ctx: Context, args: argparse.Namespace) -> Result:
+    committer = ctx.committer(args.dest)
+    records = committer.jobs()
+    if not records and not _anything_at(committer):
+        raise NotFound(f"nothing at {committer.dest.url}: no job and no file")
+    data = [_job_row(r) for r in records]
+    return Result(data, lambda out: _render_list(out, committer, data))
+
+
+def _anything_at(committer: Committer) -> bool:
+    store, dest = committer.store, committer.dest
+    return next(iter(store.list_objects(dest.bucket, dest.dir)), None) is not None
+
+
+def _job_row(record: JobRecord) -> dict[str, Any]:
+    summary = record.summary
+    return {"job_id": record.job_id, "state": record.state, "created": iso(record.created),
+            "updated": iso(record.updated), "committer": record.options.mode_name,
+            "conflict_mode": record.options.conflict_mode,
+            "partition_columns": list(record.options.partition_columns),
+            "files": summary.files if summary else None,
+            "bytes": summary.bytes if summary else None,
+            "rows": summary.rows if summary else None,
+            "duration_seconds": duration(record)}
+
+
+def duration(record: JobRecord) -> float | None:
+    """From job setup to the end of its last step, once committed or aborted."""
+    finished = [s.finished for s in record.steps.values() if s.finished is not None]
+    if record.state not in ("committed", "aborted") or not finished:
+        return None
+    return round((max(finished) - record.created).total_seconds(), 3)
+
+
+def _render_list(out: Output, committer: Committer, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        out.say(f"no jobs at {committer.dest.url}")
+        return
+    out.table(["job id", "state", "created", "committer", "conflict", "files", "bytes", "rows",
+               "duration"],
+              ([r["job_id"], r["state"], r["created"].replace("T", " ")[:19] + "Z",
+                r["committer"], r["conflict_mode"], r["files"], human_bytes(r["bytes"]),
+                r["rows"], format_duration(r["duration_seconds"])] for r in rows),
+              right=["files", "bytes", "rows", "duration"])
+    out.say(f"{len(rows)} job(s) at {committer.dest.url}")
+
+
+# -- show ------------------------------------------------------------------
+def run_show(ctx: Context, args: argparse.Namespace) -> Result:
+    committer = ctx.committer(args.dest)
+    record = committer.job(args.job)
+    uploads = committer.pending_uploads(args.job)
+    manifests = _published_manifests(committer, args.job)
+    data = {**record.model_dump(mode="json"), "committer": record.options.mode_name,
+            "duration_seconds": duration(record), "pending_uploads": len(uploads),
+            "published_task_manifests": manifests}
+    return Result(data, lambda out: _render_show(out, record, len(uploads), manifests))
+
+
+def _published_manifests(committer: Committer, job_id: str) -> int:
+    """Task commits so far (one listing); they are removed once the job is decided."""
+    layout = committer.dest.job(job_id)
+    return sum(1 for o in committer.store.list_objects(committer.dest.bucket, layout.tasks_dir)
+               if o.key.endswith(".json"))
+
+
+def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -> None:
+    s, o = record.summary, record.options
+    out.heading(f"job {record.job_id}")
+    out.fields([
+        ("destination", record.destination), ("state", record.state),
+        ("created", record.created), ("updated", record.updated),
+        ("host", record.hostname), ("duration", format_duration(duration(record))),
+        ("expected tasks", record.expected_tasks),
+        ("tasks", s.tasks if s else f"{manifests} task manifest(s) published"),
+        ("files", s.files if s else None), ("bytes", _bytes(s.bytes) if s else None),
+        ("rows", s.rows if s else None), ("replaced files", s.replaced_files if s else None),
+        ("partitions", shown(list(s.partitions)) if s else None),
+        ("commit requests", s.requests if s else None),
+        ("commit seconds", format_duration(s.seconds) if s else None),
+        ("pending uploads", pending), ("error", record.error),
+    ])
+    out.say()
+    out.table(["step", "status", "started", "finished", "took", "detail"],
+              ([name, t.status, t.started, t.finished,
+                format_duration((t.finished - t.started).total_seconds()) if t.finished else None,
+                t.detail] for name, t in record.steps.items()), title="steps")
+    out.say()
+    out.heading("options")
+    out.fields([("committer", f"{o.committer} ({o.mode_name})"),
+                ("conflict mode", o.conflict_mode),
+                ("partition columns", ", ".join(o.partition_columns)),
+                ("part size", _bytes(o.part_size)), ("threads", o.threads),
+                ("verify uploads", o.verify_uploads)])
+
+
+def _bytes(count: int) -> str:
+    return f"{human_bytes(count)} ({count:,} B)"
+
+
+# -- abort -----------------------------------------------------------------
+def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
+    committer = ctx.committer(args.dest)
+    try:
+        committer.job(args.job)
+    except JobNotFoundError:
+        # Without a record the job may still have uploads (its setup failed
+        # after tasks started, or the record was deleted): those are aborted.
+        if not committer.pending_uploads(args.job):
+            raise
+    summary = committer.abort_job(args.job)
+    return Result(summary.model_dump(mode="json"), lambda out: out.say(
+        f"aborted job {args.job} at {committer.dest.url}: {summary.aborted_uploads} pending "
+        f"upload(s) aborted in {format_duration(summary.seconds)}"))

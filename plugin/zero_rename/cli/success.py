@@ -1,0 +1,102 @@
+"""``zero-rename success show`` and ``zero-rename validate``: the committed output."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from zero_rename.cli import checks
+from zero_rename.cli.arguments import positive_int
+from zero_rename.cli.context import DEFAULT_THREADS, Context
+from zero_rename.cli.exits import ExitCode, NotFound
+from zero_rename.cli.output import Output, Result, human_bytes, shown
+from zero_rename.core.committer import Committer
+from zero_rename.core.layout import Destination
+from zero_rename.core.model import SuccessData
+from zero_rename.core.stats import total_requests
+
+
+def register(groups: Any, common: argparse.ArgumentParser) -> None:
+    parser = groups.add_parser("success", help="the _SUCCESS summary of a destination")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    show = commands.add_parser("show", parents=[common], help="what the last commit wrote",
+                               description="Show DEST/_SUCCESS: the job, committer, counts "
+                                           "and partitions of the last commit.")
+    show.add_argument("dest", metavar="DEST", help="s3://bucket/path")
+    show.add_argument("--files", action="store_true", help="list every file too")
+    show.set_defaults(handler=run_show)
+
+    validate = groups.add_parser(
+        "validate", parents=[common], help="check the output against _SUCCESS",
+        description="Check that every file DEST/_SUCCESS lists is there with its size and "
+                    "ETag, and that no visible file carrying the job id is missing from it. "
+                    "Exit code 1 when a problem is found.")
+    validate.add_argument("dest", metavar="DEST", help="s3://bucket/path")
+    validate.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
+                          help=f"partitions listed in parallel (default {DEFAULT_THREADS})")
+    validate.set_defaults(handler=run_validate)
+
+
+def read_success(committer: Committer) -> SuccessData:
+    success = committer.read_success()
+    if success is None:
+        raise NotFound(f"no _SUCCESS at {committer.dest.url}: no job has committed there")
+    return success
+
+
+# -- success show ----------------------------------------------------------
+def run_show(ctx: Context, args: argparse.Namespace) -> Result:
+    committer = ctx.committer(args.dest)
+    success = read_success(committer)
+    data = success.model_dump(mode="json", by_alias=True)
+    return Result(data, lambda out: render_success(out, committer.dest, success, args.files))
+
+
+def render_success(out: Output, dest: Destination, s: SuccessData, files: bool = False) -> None:
+    m = s.metrics
+    out.heading(f"{dest.url}/_SUCCESS")
+    out.fields([
+        ("job id", s.job_id), ("committer", s.committer), ("success", s.success),
+        ("date", s.date), ("host", s.hostname), ("destination", s.destination),
+        ("tasks", m.get("committer_tasks_committed")),
+        ("files", m.get("committer_files_committed", len(s.files))),
+        ("bytes", human_bytes(m.get("committer_bytes_committed",
+                                    sum(f.bytes for f in s.files)))),
+        ("rows", m.get("committer_rows_committed")),
+        ("replaced files", m.get("committer_files_replaced")),
+        ("partitions", f"{len(s.partitions)}: {shown(list(s.partitions))}" if s.partitions
+         else "none (unpartitioned)"),
+        ("requests", total_requests(s.iostatistics)),
+        ("conflict mode", s.diagnostics.get("conflict_mode")),
+    ])
+    if files:
+        out.say()
+        out.table(["path", "bytes", "rows", "etag"],
+                  ([f.path, f.bytes, f.rows, f.etag.strip('"')] for f in s.files),
+                  right=["bytes", "rows"])
+
+
+# -- validate --------------------------------------------------------------
+def run_validate(ctx: Context, args: argparse.Namespace) -> Result:
+    committer = ctx.committer(args.dest)
+    success = read_success(committer)
+    dirs = checks.scan_dirs(success)
+    with ctx.out.progress("listing partitions", len(dirs)) as advance:
+        problems = checks.check_output(committer.store, committer.dest, success, args.threads,
+                                       advance)
+    data = {"destination": committer.dest.url, "job_id": success.job_id,
+            "files_checked": len(success.files), "valid": not problems,
+            "problems": [p.to_json() for p in problems]}
+    return Result(data, lambda out: _render_validate(out, committer.dest, success, problems),
+                  ExitCode.FAILED if problems else ExitCode.OK)
+
+
+def _render_validate(out: Output, dest: Destination, success: SuccessData,
+                     problems: list[checks.Problem]) -> None:
+    if not problems:
+        out.say(f"ok: {dest.url} holds the {len(success.files)} file(s) _SUCCESS lists for "
+                f"job {success.job_id}, sizes and ETags as recorded", style="green")
+        return
+    out.table(["problem", "path", "detail"], ([p.kind, p.path, p.detail] for p in problems))
+    out.say(f"{len(problems)} problem(s) in {dest.url} (job {success.job_id}, "
+            f"{len(success.files)} file(s) listed)", style="red")
