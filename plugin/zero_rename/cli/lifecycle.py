@@ -1,0 +1,265 @@
+"""``zero-rename lifecycle set|show``: a bucket rule that aborts abandoned uploads.
+
+Pending uploads are billed until aborted. A job that dies before its abort
+or cleanup runs leaves them behind; an ``AbortIncompleteMultipartUpload``
+lifecycle rule makes S3 abort them N days after they started. S3 runs it
+asynchronously, with a granularity of days, so it is a backstop, not a
+cleanup step. The rule is merged into the bucket's existing rules under a
+stable id: other rules are kept as they are and a second run updates ours.
+
+S3 has no conditional write for lifecycle configurations: a change made by
+someone else between our read and our write is lost. The rule is read back
+after writing to make sure the server kept it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from zero_rename.cli.arguments import positive_int
+from zero_rename.cli.context import Context
+from zero_rename.cli.output import Output, Result
+from zero_rename.core.store import translate
+from zero_rename.errors import ConfigError, StoreError
+
+log = logging.getLogger(__name__)
+
+RULE_ID = "zero-rename-abort-incomplete-uploads"
+# S3: a lifecycle configuration holds at most 1,000 rules.
+MAX_RULES = 1000
+_NO_CONFIG = "NoSuchLifecycleConfiguration"
+_UNSUPPORTED = {"NotImplemented", "MethodNotAllowed", "MalformedXML", "501", "405"}
+# S3 bucket names: 3-63 lower-case letters, digits, dots and hyphens.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+
+Rule = dict[str, Any]
+
+
+def register(groups: Any, common: argparse.ArgumentParser) -> None:
+    parser = groups.add_parser("lifecycle", help="bucket rule aborting abandoned uploads")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    set_ = commands.add_parser(
+        "set", parents=[common], help="add or update the rule",
+        description="Add (or update in place) a lifecycle rule that aborts multipart "
+                    "uploads still pending DAYS days after they started. The bucket's other "
+                    "rules are kept.")
+    set_.add_argument("bucket", metavar="BUCKET", help="bucket name (or s3://bucket)")
+    set_.add_argument("--days", type=positive_int, required=True, metavar="N",
+                      help="days after initiation (1 suits jobs shorter than a day)")
+    set_.add_argument("--prefix", default="", metavar="P",
+                      help="only keys under this prefix; a trailing '/' is added")
+    set_.add_argument("--rule-id", default=RULE_ID, metavar="ID",
+                      help=f"the rule's id (default {RULE_ID})")
+    set_.set_defaults(handler=run_set)
+
+    show = commands.add_parser("show", parents=[common], help="the bucket's lifecycle rules",
+                               description="Show the bucket's lifecycle rules and which of "
+                                           "them abort incomplete multipart uploads.")
+    show.add_argument("bucket", metavar="BUCKET", help="bucket name (or s3://bucket)")
+    show.set_defaults(handler=run_show)
+
+
+# -- pure rule handling ----------------------------------------------------
+def normalize_prefix(prefix: str) -> str:
+    """A key prefix that ends in '/', so ``out/ds1`` never matches ``out/ds10``."""
+    if "://" in prefix:
+        raise ConfigError(f"--prefix {prefix!r} is a URL; give the key prefix inside the "
+                          "bucket, e.g. warehouse/events")
+    cleaned = prefix.strip().lstrip("/")
+    return cleaned if not cleaned or cleaned.endswith("/") else cleaned + "/"
+
+
+def abort_rule(days: int, prefix: str = "", rule_id: str = RULE_ID) -> Rule:
+    if days < 1:
+        raise ConfigError(f"days must be at least 1, not {days}")
+    return {"ID": rule_id, "Status": "Enabled", "Filter": {"Prefix": prefix},
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": days}}
+
+
+def merge_rule(rules: Sequence[Mapping[str, Any]], rule: Mapping[str, Any]) -> tuple[list[Rule], str]:
+    """``rules`` with ``rule`` in place of the one with its id, or appended.
+
+    Returns the new rule list and what happened: ``added``, ``updated`` or
+    ``unchanged``. Other rules come back unchanged and in their order.
+
+    Raises:
+        ConfigError: adding would exceed S3's 1,000 rules.
+    """
+    merged = [copy.deepcopy(dict(r)) for r in rules]
+    for i, existing in enumerate(merged):
+        if existing.get("ID") == rule["ID"]:
+            if existing == dict(rule):
+                return merged, "unchanged"
+            merged[i] = copy.deepcopy(dict(rule))
+            return merged, "updated"
+    if len(merged) >= MAX_RULES:
+        raise ConfigError(f"the bucket already has {len(merged)} lifecycle rules, S3's limit")
+    return merged + [copy.deepcopy(dict(rule))], "added"
+
+
+def rule_prefix(rule: Mapping[str, Any]) -> str | None:
+    """The key prefix a rule applies to (None when it filters on more than a prefix)."""
+    if "Prefix" in rule:  # the older form, without Filter
+        return str(rule["Prefix"])
+    found = rule.get("Filter", {})
+    if set(found) <= {"Prefix"}:
+        return str(found.get("Prefix", ""))
+    return None
+
+
+def abort_days(rule: Mapping[str, Any]) -> int | None:
+    action = rule.get("AbortIncompleteMultipartUpload")
+    return int(action["DaysAfterInitiation"]) if action else None
+
+
+def overlapping_abort_rules(rules: Sequence[Mapping[str, Any]],
+                            ours: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Other enabled rules that also abort incomplete uploads under our prefix."""
+    prefix = rule_prefix(ours) or ""
+    found = []
+    for rule in rules:
+        other = rule_prefix(rule)
+        if (rule.get("ID") != ours["ID"] and rule.get("Status") == "Enabled"
+                and abort_days(rule) is not None
+                and (other is None or other.startswith(prefix) or prefix.startswith(other))):
+            found.append(rule)
+    return found
+
+
+def describe(rule: Mapping[str, Any]) -> tuple[str, str]:
+    """(what it applies to, what it does), for people."""
+    prefix = rule_prefix(rule)
+    scope = ("all keys" if prefix == "" else f"prefix {prefix}" if prefix is not None
+             else f"filter {rule.get('Filter')}")
+    actions = []
+    if abort_days(rule) is not None:
+        actions.append(f"abort incomplete uploads after {abort_days(rule)} d")
+    if "Expiration" in rule:
+        exp = rule["Expiration"]
+        actions.append(f"expire after {exp['Days']} d" if "Days" in exp else f"expire {exp}")
+    actions += [name for name in ("Transitions", "NoncurrentVersionExpiration",
+                                  "NoncurrentVersionTransitions") if name in rule]
+    return scope, "; ".join(actions) or "-"
+
+
+# -- S3 --------------------------------------------------------------------
+def bucket_name(text: str) -> str:
+    name = text.removeprefix("s3://").removeprefix("s3a://").rstrip("/")
+    if "/" in name:
+        raise ConfigError(f"{text!r} names a path; lifecycle rules belong to a bucket: give "
+                          "the bucket and use --prefix for the path")
+    if not _BUCKET.match(name):
+        raise ConfigError(f"{text!r} is not a valid bucket name")
+    return name
+
+
+def read_rules(client: Any, bucket: str) -> list[Rule]:
+    try:
+        response = client.get_bucket_lifecycle_configuration(Bucket=bucket)
+    except ClientError as exc:
+        if _code(exc) == _NO_CONFIG:
+            return []
+        raise _refusal(exc, "GetBucketLifecycleConfiguration", bucket) from exc
+    except BotoCoreError as exc:
+        raise translate(exc, "GetBucketLifecycleConfiguration", f"s3://{bucket}") from exc
+    return list(response.get("Rules", []))
+
+
+def write_rules(client: Any, bucket: str, rules: list[Rule]) -> None:
+    try:
+        client.put_bucket_lifecycle_configuration(
+            Bucket=bucket, LifecycleConfiguration={"Rules": rules})
+    except ClientError as exc:
+        raise _refusal(exc, "PutBucketLifecycleConfiguration", bucket) from exc
+    except BotoCoreError as exc:
+        raise translate(exc, "PutBucketLifecycleConfiguration", f"s3://{bucket}") from exc
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _refusal(exc: ClientError, op: str, bucket: str) -> Exception:
+    """A server without lifecycle support says so in its own words; name the alternative."""
+    translated = translate(exc, op, f"s3://{bucket}")
+    status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+    if _code(exc) in _UNSUPPORTED or status in _UNSUPPORTED:
+        return StoreError(
+            f"the S3 server refused the lifecycle configuration of bucket {bucket} ({translated}); "
+            "it may not support AbortIncompleteMultipartUpload rules. Sweep abandoned uploads "
+            "on a schedule instead: zero-rename uploads abort DEST --all-older-than 24h",
+            operation=op, code=_code(exc))
+    return translated
+
+
+# -- commands --------------------------------------------------------------
+def run_set(ctx: Context, args: argparse.Namespace) -> Result:
+    bucket = bucket_name(args.bucket)
+    ctx.require_bucket(bucket)
+    client = ctx.store().client
+    prefix = normalize_prefix(args.prefix)
+    ours = abort_rule(args.days, prefix, args.rule_id)
+    before = read_rules(client, bucket)
+    merged, change = merge_rule(before, ours)
+    if change != "unchanged":
+        write_rules(client, bucket, merged)
+        _check_kept(read_rules(client, bucket), ours, bucket)
+    others = overlapping_abort_rules(merged, ours)
+    data = {"bucket": bucket, "change": change, "rule": ours, "rules": len(merged),
+            "overlapping": [r.get("ID") for r in others]}
+    log.info("lifecycle rule %s of bucket %s: %s", ours["ID"], bucket, change)
+    return Result(data, lambda out: _render_set(out, bucket, change, ours, merged, others,
+                                                args.prefix != prefix and bool(args.prefix)))
+
+
+def _check_kept(rules: Sequence[Mapping[str, Any]], ours: Mapping[str, Any], bucket: str) -> None:
+    kept = next((r for r in rules if r.get("ID") == ours["ID"]), None)
+    if kept is None or abort_days(kept) != abort_days(ours) or rule_prefix(kept) != rule_prefix(ours):
+        raise StoreError(f"the S3 server accepted the lifecycle configuration of bucket "
+                         f"{bucket} but did not keep rule {ours['ID']} as written (read back: "
+                         f"{kept}); it may not support AbortIncompleteMultipartUpload",
+                         operation="GetBucketLifecycleConfiguration")
+
+
+def _render_set(out: Output, bucket: str, change: str, ours: Rule, merged: list[Rule],
+                others: list[Mapping[str, Any]], slash_added: bool) -> None:
+    scope, action = describe(ours)
+    if slash_added:
+        out.say(f"prefix ends in '/' so that it cannot match sibling paths: {scope}")
+    out.say(f"{change} rule {ours['ID']} on bucket {bucket}: {action} ({scope}); "
+            f"{len(merged) - 1} other rule(s) kept")
+    for rule in others:
+        out.say(f"note: rule {rule.get('ID')} also aborts incomplete uploads "
+                f"({describe(rule)[1]}, {describe(rule)[0]}); whichever comes first aborts an upload",
+                style="yellow")
+
+
+def run_show(ctx: Context, args: argparse.Namespace) -> Result:
+    bucket = bucket_name(args.bucket)
+    ctx.require_bucket(bucket)
+    rules = read_rules(ctx.store().client, bucket)
+    aborting = [r.get("ID") for r in rules if r.get("Status") == "Enabled"
+                and abort_days(r) is not None]
+    ours = next((r for r in rules if r.get("ID") == RULE_ID), None)
+    data = {"bucket": bucket, "rules": rules, "zero_rename_rule": ours,
+            "aborting_incomplete_uploads": aborting}
+    return Result(data, lambda out: _render_show(out, bucket, rules, aborting))
+
+
+def _render_show(out: Output, bucket: str, rules: list[Rule], aborting: list[Any]) -> None:
+    if not rules:
+        out.say(f"bucket {bucket} has no lifecycle rules")
+    else:
+        out.table(["id", "status", "applies to", "does"],
+                  ([r.get("ID"), r.get("Status"), *describe(r)] for r in rules))
+    if not aborting:
+        out.say(f"no rule aborts abandoned uploads: zero-rename lifecycle set {bucket} --days 1",
+                style="yellow")
