@@ -1,0 +1,115 @@
+"""The ``zero-rename`` command: parse, run one command, turn errors into exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+
+from zero_rename import __version__
+from zero_rename.cli import demo, jobs, lifecycle, serve, success, uploads
+from zero_rename.cli.context import Context
+from zero_rename.cli.exits import EPILOG, ExitCode, exit_code_for
+from zero_rename.cli.output import Output
+from zero_rename.errors import ZeroRenameError
+
+DESCRIPTION = """\
+Inspect and clean up what the zero-rename committer keeps in S3: pending
+uploads, job records, _SUCCESS; set the bucket rule that aborts abandoned
+uploads; run an embedded S3 server or a demo. Credentials come from boto3's
+standard chain (environment, profile, instance role), never from options."""
+
+_HANDLER_MARK = "_zero_rename_cli"
+
+
+def common_options(suppress: bool) -> argparse.ArgumentParser:
+    """Options every command takes, before or after its name.
+
+    The copy on each command has no defaults (SUPPRESS), so it only sets what
+    is given there and never undoes what was given before the command name.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    default = argparse.SUPPRESS if suppress else None
+    group = parser.add_argument_group("common options")
+    group.add_argument("--endpoint-url", metavar="URL", default=default,
+                       help="S3 endpoint (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, "
+                            "else AWS)")
+    group.add_argument("--region", metavar="REGION", default=default,
+                       help="S3 region (default: boto3's, else us-east-1)")
+    group.add_argument("-v", "--verbose", action="count",
+                       default=argparse.SUPPRESS if suppress else 0,
+                       help="log progress (-v) or debug (-vv) to stderr; tracebacks on errors")
+    group.add_argument("--json", action="store_true",
+                       default=argparse.SUPPRESS if suppress else False,
+                       help="print one JSON document on stdout, nothing else")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zero-rename", description=DESCRIPTION, epilog=EPILOG,
+        parents=[common_options(suppress=False)],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
+    common = common_options(suppress=True)
+    for module in (uploads, jobs, success, lifecycle, serve, demo):
+        module.register(groups, common)
+    _share_epilog(parser)
+    return parser
+
+
+def _share_epilog(parser: argparse.ArgumentParser) -> None:
+    """Every command's --help ends with the exit codes."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.epilog = EPILOG
+                sub.formatter_class = argparse.RawDescriptionHelpFormatter
+                _share_epilog(sub)
+
+
+def configure_logging(verbose: int) -> None:
+    """Library logs to stderr: warnings always, progress with -v, debug with -vv."""
+    logger = logging.getLogger("zero_rename")
+    for handler in [h for h in logger.handlers if getattr(h, _HANDLER_MARK, False)]:
+        logger.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    setattr(handler, _HANDLER_MARK, True)
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING if verbose == 0 else logging.INFO if verbose == 1
+                    else logging.DEBUG)
+    logger.propagate = False
+    # botocore's debug log prints request headers; it stays quiet whatever -v says.
+    for noisy in ("botocore", "boto3", "urllib3", "s3transfer"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return int(exc.code or 0) if not isinstance(exc.code, str) else int(ExitCode.USAGE)
+    out = Output(json_mode=bool(args.json))
+    configure_logging(args.verbose or 0)
+    ctx = Context.from_args(args, out)
+    try:
+        result = args.handler(ctx, args)
+    except KeyboardInterrupt:
+        out.error("interrupted")
+        return int(ExitCode.INTERRUPTED)
+    except ZeroRenameError as exc:
+        if ctx.verbose:
+            traceback.print_exc(file=sys.stderr)
+        out.error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return int(exit_code_for(exc))
+    out.emit(result)
+    return int(result.code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
