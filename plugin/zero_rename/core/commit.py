@@ -76,6 +76,12 @@ def commit_job(store: S3Store, dest: Destination, job_id: str,
         log.info("job %s is already committed", job_id)
         assert record.summary is not None
         return record.summary
+    if record.options.threads > store.pool_size:
+        # urllib3 would open and discard connections past the pool's size,
+        # the bottleneck the zero-rename paper reports at job commit.
+        log.warning("job %s commits with %d threads but %d pooled S3 connections; size "
+                    "StoreConfig.max_pool_connections to the threads", job_id,
+                    record.options.threads, store.pool_size)
     if record.state == "setup":
         record = _plan_and_decide(store, dest, record, manifests, expected)
     plan = _load_plan(store, dest, record)
