@@ -10,7 +10,6 @@ starting a second one.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -156,21 +155,6 @@ class ResolvePartitionConflictsOperator(JobStepOperator):
         return self.report(context, summary)
 
 
-class _ProgressLog:
-    """Logs "files completed of total" every 10% or 10 seconds."""
-
-    def __init__(self, operator: BaseOperator, job_id: str) -> None:
-        self.operator, self.job_id = operator, job_id
-        self.last_step, self.last_time = -1, 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        step = done * 10 // total if total else 10
-        now = time.monotonic()
-        if step != self.last_step or now - self.last_time >= 10 or done == total:
-            self.operator.log.info("job %s: completed %d of %d file(s)", self.job_id, done, total)
-            self.last_step, self.last_time = step, now
-
-
 class CommitJobOperator(JobStepOperator):
     """Job commit: publishes every file of the job, resumably.
 
@@ -192,7 +176,8 @@ class CommitJobOperator(JobStepOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         with protocol_errors():
-            summary = self.committer.commit_job(self.job, progress=_ProgressLog(self, self.job))
+            # The core logs "completed n of total file(s)" every 10% or 10 s.
+            summary = self.committer.commit_job(self.job)
         pushed = self.report(context, summary)
         if self.asset is not None:
             event = context["outlet_events"][self.asset]

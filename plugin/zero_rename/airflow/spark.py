@@ -88,8 +88,10 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
         options = dict(self.options)
         if endpoint := ZeroRenameHook(aws_conn_id=self.aws_conn_id).endpoint_url:
             options.setdefault("endpoint", endpoint)
-        self.application_args = [*(self.application_args or []),
-                                 *stage_arguments(self.committer.dest.url, self.job_id, options)]
+        # A template may render an optional argument as "": drop it.
+        own = [str(a) for a in self.application_args or [] if str(a) != ""]
+        self.application_args = [*own, *stage_arguments(self.committer.dest.url, self.job_id,
+                                                        options)]
         started = time.monotonic()
         super().execute(context)
         with protocol_errors():

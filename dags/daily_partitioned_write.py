@@ -1,0 +1,98 @@
+"""Daily partitioned write: one day's partition, committed without renames.
+
+    setup_job ──> stage ──> validate ──> resolve_conflicts ──> commit ──┐
+        │           └───────────┴──────────────┴────────> abort_job ──┴──> cleanup_job
+        └───────────────────────────────────────────────────────────────────────┘ (teardown)
+
+The Spark application writes the day's partition (``dt=<day>``) as pending
+multipart uploads and saves the job's stage manifest; nothing is visible until
+``commit``. Conflict mode ``replace`` swaps the partition's old files for the
+new ones at commit, so a re-run or a backfill of a day leaves exactly one copy.
+If a step fails for good, ``abort_job`` aborts every upload of the job and
+fails the run on purpose, so that the run's colour tells the truth; the
+``cleanup_job`` teardown always runs after it.
+
+Scheduled runs are partitioned (``CronPartitionTimetable``): the run at 01:00
+UTC writes the day before, named by the run's partition key. A manual run
+writes ``params.date``, or the day of its logical date. The commit emits an
+event for the destination's asset with the committed partitions as partition
+keys, so downstream DAGs run on committed data only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.sdk import DAG, Asset, CronPartitionTimetable, Param, chain, conf
+
+from zero_rename.airflow.operators import (
+    AbortJobOperator,
+    CleanupJobOperator,
+    CommitJobOperator,
+    CommitJobSetupOperator,
+    ResolvePartitionConflictsOperator,
+    ValidateTaskManifestsOperator,
+)
+from zero_rename.airflow.spark import SparkStageSubmitOperator
+
+DESTINATION = conf.get("zero_rename", "daily_destination", fallback="s3://warehouse/daily_events")
+APPLICATION = conf.get("zero_rename", "daily_application", fallback="") or str(
+    Path(__file__).parent / "apps" / "daily_partitioned_write.py")
+AWS_CONN_ID = conf.get("zero_rename", "aws_conn_id", fallback="aws_default")
+SPARK_CONN_ID = conf.get("zero_rename", "spark_conn_id", fallback="spark_default")
+# The options the application's writer uses: setup records them, and the
+# writer's own setup must find the same.
+OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace"}
+
+DAY = "{{ params.date or partition_key or ds }}"
+JOB_ID = "{{ ti.xcom_pull(task_ids='setup_job') }}"
+daily_events = Asset(DESTINATION)
+common = {"destination": DESTINATION, "aws_conn_id": AWS_CONN_ID}
+
+with DAG(
+    dag_id="daily_partitioned_write",
+    description="Writes one day's partition through Spark and commits it without renames",
+    schedule=CronPartitionTimetable("0 1 * * *", timezone="UTC", run_offset=-1,
+                                    key_format="%Y-%m-%d"),
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    # Two runs replacing the same partition at once could each miss the
+    # other's files; one run at a time keeps "exactly one copy" true.
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
+    params={
+        "date": Param(None, type=["null", "string"], format="date",
+                      description="Day to write (YYYY-MM-DD); default: the run's partition"),
+        "rows": Param(1000, type="integer", minimum=1, description="Rows to generate"),
+        "input": Param("", type="string", description="Input path instead of generated rows"),
+    },
+    tags=["zero-rename"],
+    doc_md=__doc__,
+) as dag:
+    setup = CommitJobSetupOperator(task_id="setup_job", options=OPTIONS, **common)
+    stage = SparkStageSubmitOperator(
+        task_id="stage",
+        application=APPLICATION,
+        conn_id=SPARK_CONN_ID,
+        name="daily_partitioned_write",
+        application_args=["--date", DAY, "--rows", "{{ params.rows }}",
+                          "{{ '--input=' ~ params.input if params.input else '' }}"],
+        job_id=JOB_ID,
+        # Spark retries its own tasks; a failed driver needs a look, not a resubmit.
+        retries=0,
+        **common,
+    )
+    validate = ValidateTaskManifestsOperator(task_id="validate", job_id=JOB_ID, **common)
+    resolve = ResolvePartitionConflictsOperator(task_id="resolve_conflicts", job_id=JOB_ID,
+                                                **common)
+    commit = CommitJobOperator(task_id="commit", job_id=JOB_ID, asset=daily_events, retries=3,
+                               **common)
+    # Hangs under the steps, never directly under the setup task: Airflow
+    # refuses a one_failed task right below a setup.
+    abort = AbortJobOperator(task_id="abort_job", job_id=JOB_ID, **common)
+    cleanup = CleanupJobOperator(task_id="cleanup_job", job_id=JOB_ID, **common)
+
+    chain(setup, stage, validate, resolve, commit)
+    [stage, validate, resolve, commit] >> abort
+    [commit, abort] >> cleanup.as_teardown(setups=setup)

@@ -1,0 +1,62 @@
+"""Packaging and the hook: provider metadata, plugin registration, the S3 client's shape."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import entry_points
+
+import pytest
+
+from zero_rename.airflow.hooks import ZeroRenameHook
+from zero_rename.embedded_s3 import EmbeddedS3
+
+
+def test_provider_entry_point_names_the_distribution() -> None:
+    (ep,) = [e for e in entry_points(group="apache_airflow_provider") if e.value.startswith(
+        "zero_rename.")]
+    info = ep.load()()
+    assert info["package-name"] == "zero-rename"
+    # Every class path it names imports.
+    for path in info["extra-links"]:
+        module, _, name = path.rpartition(".")
+        assert getattr(__import__(module, fromlist=[name]), name)
+
+
+def test_airflow_loads_the_provider_and_the_plugin() -> None:
+    from airflow import plugins_manager
+    from airflow.providers_manager import ProvidersManager
+
+    assert "zero-rename" in ProvidersManager().providers
+    (plugin,) = [p for p in plugins_manager.get_plugin_info() if p["name"] == "zero_rename"]
+    assert "/zero-rename" in str(plugin["fastapi_apps"])
+    assert "Commits" in str(plugin["external_views"])
+
+
+@pytest.fixture
+def conn(s3_server: EmbeddedS3, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("AIRFLOW_CONN_ZR_TEST", json.dumps({
+        "conn_type": "aws", "login": s3_server.access_key, "password": s3_server.secret_key,
+        "extra": {"endpoint_url": s3_server.endpoint_url,
+                  "config_kwargs": {"connect_timeout": 3, "s3": {"payload_signing_enabled": True}}},
+    }))
+    return "zr_test"
+
+
+def test_hook_sizes_the_pool_and_keeps_the_connection_settings(conn: str, bucket: str) -> None:
+    hook = ZeroRenameHook(aws_conn_id=conn, pool_size=96)
+    client = hook.get_conn()
+    config = client.meta.config
+    assert config.max_pool_connections == 96
+    assert config.retries["mode"] == "standard"
+    # The connection's endpoint, its own config_kwargs, and path style for a custom endpoint.
+    assert client.meta.endpoint_url == hook.endpoint_url
+    assert config.s3 == {"payload_signing_enabled": True, "addressing_style": "path"}
+    store = hook.store()
+    assert store.pool_size == 96
+    store.check_bucket(bucket)  # credentials from the connection, not the environment
+
+
+def test_hook_committer_runs_a_step(conn: str, dest: str) -> None:
+    committer = ZeroRenameHook(aws_conn_id=conn).committer(dest)
+    job = committer.setup_job({"conflict_mode": "append"})
+    assert committer.job(job.job_id).state == "setup"
