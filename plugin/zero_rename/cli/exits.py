@@ -40,7 +40,8 @@ exit codes:
   0    done; nothing wrong found
   1    problems found (validate), or the command failed for a reason other than S3
   2    usage error or bad input (option, duration, URL, job id)
-  3    refused: acting would endanger a commit (its uploads, a committed job); nothing of it was changed
+  3    refused: acting would endanger a commit (its uploads, a committed job);
+       nothing of it was changed
   4    not found: bucket, destination, job or _SUCCESS
   5    S3 failed or refused a request (endpoint unreachable, access denied, unsupported call)
   130  interrupted

@@ -84,7 +84,8 @@ def abort_rule(days: int, prefix: str = "", rule_id: str = RULE_ID) -> Rule:
             "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": days}}
 
 
-def merge_rule(rules: Sequence[Mapping[str, Any]], rule: Mapping[str, Any]) -> tuple[list[Rule], str]:
+def merge_rule(rules: Sequence[Mapping[str, Any]],
+               rule: Mapping[str, Any]) -> tuple[list[Rule], str]:
     """``rules`` with ``rule`` in place of the one with its id, or appended.
 
     Returns the new rule list and what happened: ``added``, ``updated`` or
@@ -102,7 +103,7 @@ def merge_rule(rules: Sequence[Mapping[str, Any]], rule: Mapping[str, Any]) -> t
             return merged, "updated"
     if len(merged) >= MAX_RULES:
         raise ConfigError(f"the bucket already has {len(merged)} lifecycle rules, S3's limit")
-    return merged + [copy.deepcopy(dict(rule))], "added"
+    return [*merged, copy.deepcopy(dict(rule))], "added"
 
 
 def rule_prefix(rule: Mapping[str, Any]) -> str | None:
@@ -222,7 +223,8 @@ def run_set(ctx: Context, args: argparse.Namespace) -> Result:
 
 def _check_kept(rules: Sequence[Mapping[str, Any]], ours: Mapping[str, Any], bucket: str) -> None:
     kept = next((r for r in rules if r.get("ID") == ours["ID"]), None)
-    if kept is None or abort_days(kept) != abort_days(ours) or rule_prefix(kept) != rule_prefix(ours):
+    if (kept is None or abort_days(kept) != abort_days(ours)
+            or rule_prefix(kept) != rule_prefix(ours)):
         raise StoreError(f"the S3 server accepted the lifecycle configuration of bucket "
                          f"{bucket} but did not keep rule {ours['ID']} as written (read back: "
                          f"{kept}); it may not support AbortIncompleteMultipartUpload",
@@ -237,9 +239,9 @@ def _render_set(out: Output, bucket: str, change: str, ours: Rule, merged: list[
     out.say(f"{change} rule {ours['ID']} on bucket {bucket}: {action} ({scope}); "
             f"{len(merged) - 1} other rule(s) kept")
     for rule in others:
-        out.say(f"note: rule {rule.get('ID')} also aborts incomplete uploads "
-                f"({describe(rule)[1]}, {describe(rule)[0]}); whichever comes first aborts an upload",
-                style="yellow")
+        scope, action = describe(rule)
+        out.say(f"note: rule {rule.get('ID')} also aborts incomplete uploads ({action}, "
+                f"{scope}); whichever comes first aborts an upload", style="yellow")
 
 
 def run_show(ctx: Context, args: argparse.Namespace) -> Result:

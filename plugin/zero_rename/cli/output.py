@@ -103,13 +103,17 @@ class Output:
         Yields ``advance(n)``; call it from the thread that owns the loop.
         """
         if self.json_mode or not self.err.is_terminal or total < PROGRESS_MIN_ITEMS:
-            yield lambda n=1: None
+            yield _ignore
             return
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TimeRemainingColumn(), console=self.err,
                       transient=True) as bar:
             task = bar.add_task(description, total=total)
-            yield lambda n=1: bar.advance(task, n)
+
+            def advance(count: int = 1) -> None:
+                bar.advance(task, count)
+
+            yield advance
 
     # -- for everyone ------------------------------------------------------
     def error(self, message: str) -> None:
@@ -128,6 +132,10 @@ class Output:
                 self.emit_json(result.data)
         elif result.render is not None:
             result.render(self)
+
+
+def _ignore(count: int = 1) -> None:
+    pass
 
 
 def to_json(value: Any) -> Any:

@@ -36,7 +36,8 @@ def register(groups: Any, common: argparse.ArgumentParser) -> None:
                     "to use it, and stop it cleanly on Ctrl-C or SIGTERM. With --json, one "
                     "line of JSON describes the server once it is ready.")
     serve.add_argument("--dir", metavar="DIR",
-                       help="keep the data in DIR (default: a temporary directory, removed at stop)")
+                       help="keep the data in DIR (default: a temporary directory, "
+                            "removed at stop)")
     serve.add_argument("--bucket", action="append", default=[], metavar="NAME",
                        help="create this bucket at start (repeatable)")
     serve.set_defaults(handler=run_serve)

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from zero_rename.cli import pending as pend
-from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.arguments import duration_arg, job_id_arg, positive_int
+from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.durations import format_duration, format_span
 from zero_rename.cli.exits import ExitCode, NotFound, Refused
 from zero_rename.cli.output import Output, Result, iso, shown
@@ -139,15 +139,18 @@ def _sweep(ctx: Context, dest: Destination, older_than: timedelta, dry_run: bool
                   ExitCode.REFUSED if refused else ExitCode.OK)
 
 
-def _sweep_jobs(old: Sequence[Pending], decisions: dict[str | None, Decision]) -> list[dict[str, Any]]:
+def _sweep_jobs(old: Sequence[Pending],
+                decisions: dict[str | None, Decision]) -> list[dict[str, Any]]:
     """One entry per job (None: uploads zero-rename did not write)."""
     counts = Counter(p.owner.job_id for p in old)
     owners = {p.owner.job_id: p.owner for p in old}
-    return [{"job_id": job_id, "state": owners[job_id].state,
-             "destination": owners[job_id].destination.url if owners[job_id].destination else None,
-             "uploads": n, "action": decisions[job_id].action,
-             "reason": decisions[job_id].reason}
-            for job_id, n in counts.items()]
+    return [_job_entry(owners[job_id], n, decisions[job_id]) for job_id, n in counts.items()]
+
+
+def _job_entry(owner: pend.Owner, uploads: int, decision: Decision) -> dict[str, Any]:
+    return {"job_id": owner.job_id, "state": owner.state,
+            "destination": owner.destination.url if owner.destination else None,
+            "uploads": uploads, "action": decision.action, "reason": decision.reason}
 
 
 def _carry_out(ctx: Context, dest: Destination, plan: dict[str, list[Pending]],
