@@ -1,0 +1,124 @@
+"""``jobs list|show|abort`` against the embedded S3 server."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.cli.conftest import Cli, committed_job, committing_job, running_job, stray_upload
+from tests.helpers import pending
+from zero_rename.cli import context
+from zero_rename.cli.exits import ExitCode
+from zero_rename.core.committer import Committer
+from zero_rename.core.store import S3Store, StoreConfig
+
+pytestmark = pytest.mark.s3
+
+
+def test_list_has_one_row_per_job_oldest_first(cli: Cli, committer: Committer, dest: str) -> None:
+    done = committed_job(committer)
+    running = running_job(committer)
+    ran = cli("jobs", "list", dest, "--json")
+    assert ran.code == 0, ran.err
+    rows = ran.json()
+    assert [(r["job_id"], r["state"]) for r in rows] == [(done.job_id, "committed"),
+                                                         (running.job_id, "setup")]
+    first = rows[0]
+    assert (first["files"], first["bytes"], first["rows"]) == (3, 2 * 120 + 33, 23)
+    assert first["committer"] == "magic" and first["conflict_mode"] == "append"
+    assert first["duration_seconds"] > 0 and rows[1]["duration_seconds"] is None
+
+    table = cli("jobs", "list", dest)
+    header = table.out.splitlines()[0].split()
+    assert header[:5] == ["job", "id", "state", "created", "committer"]
+    assert done.job_id in table.out and running.job_id in table.out
+
+
+def test_show_reports_steps_options_counts_and_pending_uploads(
+        cli: Cli, committer: Committer, dest: str) -> None:
+    done = committed_job(committer)
+    stray_upload(committer, done)
+    data = cli("jobs", "show", dest, done.job_id, "--json").json()
+    assert data["state"] == "committed" and data["pending_uploads"] == 1
+    assert set(data["steps"]) >= {"setup", "validate", "commit"}
+    assert all(s["status"] == "succeeded" for s in data["steps"].values())
+    summary = data["summary"]
+    assert (summary["tasks"], summary["files"], summary["rows"]) == (2, 3, 23)
+    assert summary["partitions"] == ["dt=2024-01-01", "dt=2024-01-02"]
+    assert summary["requests"] > 0 and data["options"]["partition_columns"] == ["dt"]
+
+    text = cli("jobs", "show", dest, done.job_id).out
+    for expected in ("state", "committed", "steps", "commit", "options", "pending uploads",
+                     "dt=2024-01-01"):
+        assert expected in text
+
+
+def test_show_of_a_running_job_counts_its_published_tasks(cli: Cli, committer: Committer,
+                                                          dest: str) -> None:
+    job = running_job(committer)
+    data = cli("jobs", "show", dest, job.job_id, "--json").json()
+    assert data["state"] == "setup" and data["published_task_manifests"] == 1
+    assert data["pending_uploads"] == 1 and data["summary"] is None
+
+
+def test_abort_decides_a_running_job_and_refuses_a_committed_one(
+        cli: Cli, committer: Committer, dest: str) -> None:
+    running = running_job(committer)
+    ran = cli("jobs", "abort", dest, running.job_id, "--json")
+    assert ran.code == 0 and ran.json()["aborted_uploads"] == 1
+    assert committer.job(running.job_id).state == "aborted" and pending(committer) == []
+
+    for job in (committed_job(committer), committing_job(committer)):
+        refused = cli("jobs", "abort", dest, job.job_id)
+        assert refused.code == ExitCode.REFUSED and "point of no return" in refused.err
+        assert committer.job(job.job_id).state == job.state
+
+
+def test_unknown_jobs_and_destinations(cli: Cli, committer: Committer, dest: str,
+                                       bucket: str) -> None:
+    committed_job(committer)
+    for argv in (["jobs", "show", dest, str(uuid.uuid4())],
+                 ["jobs", "abort", dest, str(uuid.uuid4())],
+                 ["jobs", "list", f"s3://{bucket}/no-such-table"],
+                 ["jobs", "list", "s3://no-such-bucket-here/table"]):
+        ran = cli(*argv)
+        assert ran.code == ExitCode.NOT_FOUND, argv
+        assert ran.err.startswith("error: ") and len(ran.err.strip().splitlines()) == 1
+        assert ran.out == ""
+
+
+def test_verbose_shows_the_traceback(cli: Cli, dest: str, bucket: str) -> None:
+    ran = cli("-v", "jobs", "show", dest, str(uuid.uuid4()))
+    assert ran.code == ExitCode.NOT_FOUND and "Traceback" in ran.err
+
+
+@pytest.fixture
+def access_denied(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Credentials the bucket policy refuses: HeadBucket answers 403 AccessDenied."""
+    def deny(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "HeadBucket")
+
+    clients: list[Any] = []
+    shared = context.connect
+
+    def connect(config: StoreConfig) -> S3Store:
+        store = shared(config)
+        store.client.meta.events.register("before-call.s3.HeadBucket", deny, unique_id="deny")
+        clients.append(store.client)
+        return store
+
+    monkeypatch.setattr(context, "connect", connect)
+    yield
+    for client in clients:
+        client.meta.events.unregister("before-call.s3.HeadBucket", unique_id="deny")
+
+
+@pytest.mark.usefixtures("access_denied")
+def test_refused_access_is_a_store_error(cli: Cli, dest: str) -> None:
+    ran = cli("jobs", "list", dest)
+    assert ran.code == ExitCode.STORE and "access refused" in ran.err

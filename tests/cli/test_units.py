@@ -1,0 +1,276 @@
+"""The CLI's pure parts: durations, ownership decisions, rule merging, checks, output, parser."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from botocore.exceptions import ClientError
+
+from zero_rename.cli import checks, lifecycle, pending, serve
+from zero_rename.cli.durations import format_duration, format_span, parse_duration
+from zero_rename.cli.exits import ExitCode, NotFound, Refused, exit_code_for
+from zero_rename.cli.main import build_parser, main
+from zero_rename.cli.output import Output
+from zero_rename.core.layout import Destination
+from zero_rename.core.model import CommittedFile, SuccessData
+from zero_rename.core.store import ObjectInfo
+from zero_rename.errors import (
+    AbortRefusedError,
+    ConfigError,
+    DestinationError,
+    JobNotFoundError,
+    StoreError,
+    ValidationError,
+)
+
+JOB = "5f0c9a4e-2b1d-4c8e-9f3a-1d2e3f4a5b6c"
+
+
+# -- durations -------------------------------------------------------------
+@pytest.mark.parametrize("text, seconds", [("24h", 86400), ("90m", 5400), ("7d", 604800),
+                                           ("1d12h", 129600), ("30s", 30), ("0s", 0),
+                                           ("2w", 1209600), ("24H", 86400)])
+def test_durations_parse(text: str, seconds: int) -> None:
+    assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["24", "h", "24x", "-1h", "1.5h", "24 h", "", "1h-", "d7"])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+def test_durations_format() -> None:
+    assert [format_span(s) for s in (0, 5400, 86400, 129600, None)] == \
+        ["0s", "1h30m", "1d", "1d12h", "-"]
+    assert [format_duration(s) for s in (0.125, 42, 3700, None)] == \
+        ["0.12s", "42.0s", "1h 1m", "-"]
+
+
+# -- whose upload is it ----------------------------------------------------
+def test_job_id_comes_from_the_file_name_only() -> None:
+    assert pending.job_id_of(f"t/dt=1/part-00000-{JOB}.c000.parquet") == JOB
+    assert pending.job_id_of(f"t/{JOB}/part-00000.parquet") is None
+    assert pending.job_id_of("t/dt=1/someone-elses-file.csv") is None
+
+
+def test_job_records_are_looked_for_at_dest_first_then_along_the_key() -> None:
+    dest = Destination("b", "warehouse/events")
+    found = [d.prefix for d in pending.candidate_destinations(
+        dest, "warehouse/events/dt=1/region=eu/part-x")]
+    assert found == ["warehouse/events", "warehouse", "warehouse/events/dt=1",
+                     "warehouse/events/dt=1/region=eu"]
+
+
+@pytest.mark.parametrize("state, action", [(None, pending.ABORT), ("aborted", pending.ABORT),
+                                           ("committed", pending.ABORT),
+                                           ("committing", pending.REFUSE),
+                                           ("setup", pending.REFUSE)])
+def test_job_scoped_abort_decisions(state: str | None, action: str) -> None:
+    assert pending.decide_for_job(pending.Owner(JOB, state)).action == action
+
+
+@pytest.mark.parametrize("job, state, action", [
+    (JOB, None, pending.ABORT), (JOB, "aborted", pending.ABORT),
+    (JOB, "committed", pending.ABORT), (JOB, "committing", pending.REFUSE),
+    (JOB, "setup", pending.ABORT_JOB), (None, None, pending.KEEP)])
+def test_sweep_decisions(job: str | None, state: str | None, action: str) -> None:
+    assert pending.decide_for_sweep(pending.Owner(job, state)).action == action
+
+
+# -- lifecycle rules -------------------------------------------------------
+EXPIRE = {"ID": "logs", "Status": "Enabled", "Filter": {"Prefix": "logs/"},
+          "Expiration": {"Days": 30}}
+TRANSITION = {"ID": "cold", "Status": "Disabled", "Filter": {"Prefix": "archive/"},
+              "Transitions": [{"Days": 90, "StorageClass": "GLACIER"}]}
+
+
+def test_rule_is_added_after_existing_rules_which_stay_as_they_were() -> None:
+    ours = lifecycle.abort_rule(1, "t/")
+    merged, change = lifecycle.merge_rule([EXPIRE, TRANSITION], ours)
+    assert change == "added"
+    assert merged == [EXPIRE, TRANSITION, ours]
+
+
+def test_rule_is_updated_in_place_and_unchanged_when_equal() -> None:
+    merged, _ = lifecycle.merge_rule([EXPIRE, lifecycle.abort_rule(1), TRANSITION],
+                                     lifecycle.abort_rule(3, "t/"))
+    assert [r["ID"] for r in merged] == ["logs", lifecycle.RULE_ID, "cold"]
+    assert merged[1]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 3}
+    assert merged[1]["Filter"] == {"Prefix": "t/"}
+    again, change = lifecycle.merge_rule(merged, lifecycle.abort_rule(3, "t/"))
+    assert change == "unchanged" and again == merged
+
+
+def test_merge_does_not_change_its_input() -> None:
+    rules = [EXPIRE, lifecycle.abort_rule(1)]
+    snapshot = json.dumps(rules)
+    lifecycle.merge_rule(rules, lifecycle.abort_rule(5))
+    assert json.dumps(rules) == snapshot
+
+
+def test_merge_respects_the_rule_limit() -> None:
+    full = [{**EXPIRE, "ID": f"r{i}"} for i in range(lifecycle.MAX_RULES)]
+    with pytest.raises(ConfigError, match="1000"):
+        lifecycle.merge_rule(full, lifecycle.abort_rule(1))
+    _, change = lifecycle.merge_rule([*full[:-1], lifecycle.abort_rule(2)],
+                                     lifecycle.abort_rule(1))
+    assert change == "updated"
+
+
+def test_prefixes_end_in_a_slash_so_siblings_never_match() -> None:
+    assert lifecycle.normalize_prefix("out/ds1") == "out/ds1/"
+    assert lifecycle.normalize_prefix("/out/ds1/") == "out/ds1/"
+    assert lifecycle.normalize_prefix("") == ""
+    with pytest.raises(ConfigError):
+        lifecycle.normalize_prefix("s3://b/out")
+
+
+def test_overlapping_abort_rules_are_found() -> None:
+    everything = {"ID": "all", "Status": "Enabled", "Filter": {"Prefix": ""},
+                  "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}}
+    elsewhere = {**everything, "ID": "other", "Filter": {"Prefix": "logs/"}}
+    legacy = {"ID": "old", "Status": "Enabled", "Prefix": "t/sub/",
+              "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 2}}
+    ours = lifecycle.abort_rule(1, "t/")
+    found = lifecycle.overlapping_abort_rules([everything, elsewhere, legacy, EXPIRE, ours], ours)
+    assert [r["ID"] for r in found] == ["all", "old"]
+
+
+def test_bucket_names() -> None:
+    assert lifecycle.bucket_name("s3://my-bucket/") == "my-bucket"
+    for bad in ("s3://b/path", "Bad_Bucket", "ab"):
+        with pytest.raises(ConfigError):
+            lifecycle.bucket_name(bad)
+
+
+# -- output checks ---------------------------------------------------------
+def _success(*files: CommittedFile) -> SuccessData:
+    return SuccessData(committer="magic", jobId=JOB, timestamp=0, date="", files=files,
+                       partitions=("dt=1",))
+
+
+def test_compare_reports_each_kind_of_problem() -> None:
+    name = f"part-00000-{JOB}.c000.csv"
+    success = _success(CommittedFile(path=f"dt=1/a-{name}", bytes=3, etag='"e1"'),
+                       CommittedFile(path=f"dt=1/b-{name}", bytes=3, etag='"e2"'),
+                       CommittedFile(path=f"dt=1/c-{name}", bytes=3, etag='"e3"'),
+                       CommittedFile(path=f"dt=1/d-{name}", bytes=3, etag='"e4"'))
+    found = {f"dt=1/a-{name}": ObjectInfo("k", 3, '"e1"'),
+             f"dt=1/c-{name}": ObjectInfo("k", 4, '"e3"'),
+             f"dt=1/d-{name}": ObjectInfo("k", 3, '"other"'),
+             f"dt=1/z-{name}": ObjectInfo("k", 1, '"z"'),
+             "dt=1/part-from-another-job.csv": ObjectInfo("k", 1, '"y"')}
+    problems = checks.compare(success, found)
+    assert [(p.kind, p.path[5]) for p in problems] == [
+        (checks.MISSING, "b"), (checks.SIZE, "c"), (checks.ETAG, "d"), (checks.UNLISTED, "z")]
+
+
+def test_partitioned_jobs_are_checked_in_their_partitions() -> None:
+    assert checks.scan_dirs(_success()) == ["dt=1/"]
+    assert checks.scan_dirs(SuccessData(committer="x", jobId=JOB, timestamp=0, date="")) == [""]
+
+
+# -- exit codes ------------------------------------------------------------
+def _missing_bucket() -> DestinationError:
+    try:
+        raise DestinationError("bucket does not exist") from ClientError(
+            {"Error": {"Code": "NoSuchBucket"}}, "ListObjectsV2")
+    except DestinationError as exc:
+        return exc
+
+
+@pytest.mark.parametrize("error, code", [
+    (Refused("x"), ExitCode.REFUSED), (AbortRefusedError("x"), ExitCode.REFUSED),
+    (NotFound("x"), ExitCode.NOT_FOUND), (JobNotFoundError("x"), ExitCode.NOT_FOUND),
+    (_missing_bucket(), ExitCode.NOT_FOUND), (DestinationError("access refused"), ExitCode.STORE),
+    (ConfigError("x"), ExitCode.USAGE), (StoreError("x"), ExitCode.STORE),
+    (ValidationError("x", []), ExitCode.FAILED)])
+def test_errors_map_to_exit_codes(error: Exception, code: ExitCode) -> None:
+    assert exit_code_for(error) == code
+
+
+# -- output ----------------------------------------------------------------
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_text_from_s3_is_not_read_as_markup() -> None:
+    stdout = io.StringIO()
+    out = Output(stdout=stdout, stderr=io.StringIO())
+    out.table(["key"], [["dt=[bold]x[/bold]/part-[red]"]])
+    out.fields([("partition", "[x]")])
+    assert "dt=[bold]x[/bold]/part-[red]" in stdout.getvalue()
+    assert "[x]" in stdout.getvalue()
+
+
+def test_progress_bar_only_on_a_terminal_and_never_in_json_mode() -> None:
+    for json_mode, stderr, shown in ((False, _Terminal(), True), (True, _Terminal(), False),
+                                     (False, io.StringIO(), False)):
+        out = Output(json_mode=json_mode, stdout=io.StringIO(), stderr=stderr)
+        with out.progress("aborting", 100) as advance:
+            advance(100)
+        assert ("aborting" in stderr.getvalue()) is shown
+
+
+def test_json_mode_prints_one_document_and_nothing_else() -> None:
+    stdout = io.StringIO()
+    out = Output(json_mode=True, stdout=stdout, stderr=io.StringIO())
+    out.say("hello")
+    out.table(["a"], [[1]])
+    out.emit_json({"when": datetime(2024, 1, 1, tzinfo=UTC), "n": 1})
+    assert json.loads(stdout.getvalue()) == {"when": "2024-01-01T00:00:00Z", "n": 1}
+
+
+# -- s3 serve --------------------------------------------------------------
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_ask_the_server_to_stop(sig: signal.Signals) -> None:
+    before = signal.getsignal(sig)
+    with serve.stop_signals() as stop:
+        os.kill(os.getpid(), sig)
+        assert stop.wait(5)
+    assert signal.getsignal(sig) is before
+
+
+# -- parser ----------------------------------------------------------------
+def test_global_options_go_before_or_after_the_command() -> None:
+    parser = build_parser()
+    before = parser.parse_args(["--json", "--endpoint-url", "http://x", "jobs", "list", "s3://b/t"])
+    after = parser.parse_args(["jobs", "list", "s3://b/t", "--json", "--endpoint-url", "http://x"])
+    for args in (before, after):
+        assert args.json is True and args.endpoint_url == "http://x"
+    assert parser.parse_args(["jobs", "list", "s3://b/t"]).json is False
+
+
+def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    for line in ("0    done", "1    problems found", "2    usage error", "3    refused",
+                 "4    not found", "5    S3 failed", "130  interrupted"):
+        assert line in text
+    assert main(["uploads", "abort", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "3    refused" in text and "--all-older-than" in text
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["uploads"], ["uploads", "abort", "s3://b/t"],
+    ["uploads", "abort", "s3://b/t", "--job", JOB, "--all-older-than", "1h"],
+    ["uploads", "list", "s3://b/t", "--older-than", "24x"],
+    ["uploads", "list", "s3://b/t", "--job", "not-a-uuid"],
+    ["lifecycle", "set", "b-ucket", "--days", "0"], ["nonsense"]])
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == ExitCode.USAGE
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_bad_destination_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["jobs", "list", "http://not-s3/x"]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("error: destination") and "Traceback" not in err
