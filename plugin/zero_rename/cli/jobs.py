@@ -139,7 +139,7 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
 
 
 def _bytes(count: int) -> str:
-    return f"{human_bytes(count)} ({count:,} B)"
+    return human_bytes(count) if count < 1024 else f"{human_bytes(count)} ({count:,} B)"
 
 
 # -- abort -----------------------------------------------------------------

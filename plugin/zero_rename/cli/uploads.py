@@ -130,11 +130,13 @@ def _sweep(ctx: Context, dest: Destination, older_than: timedelta, dry_run: bool
     aborted = gone = 0
     if not dry_run:
         aborted, gone = _carry_out(ctx, dest, plan, jobs, threads)
+    # Actions as carried out: a job in setup whose commit won the race was refused.
+    final = {j["job_id"]: j["action"] for j in jobs}
+    kept = [p for p in old if final[p.owner.job_id] in (pend.KEEP, pend.REFUSE)]
     refused = [j for j in jobs if j["action"] == pend.REFUSE]
     data = {"destination": dest.url, "older_than_seconds": _seconds(older_than),
             "dry_run": dry_run, "uploads": len(old), "aborted": aborted, "already_gone": gone,
-            "jobs": jobs,
-            "kept": [_upload_json(dest, p, now) for p in plan[pend.KEEP] + plan[pend.REFUSE]]}
+            "jobs": jobs, "kept": [_upload_json(dest, p, now) for p in kept]}
     return Result(data, lambda out: _render_sweep(out, dest, data),
                   ExitCode.REFUSED if refused else ExitCode.OK)
 
@@ -183,6 +185,9 @@ def _render_sweep(out: Output, dest: Destination, data: dict[str, Any]) -> None:
         return
     verb = {pend.ABORT: "abort", pend.ABORT_JOB: "abort job", pend.KEEP: "keep",
             pend.REFUSE: "refused"}
+    if data["dry_run"]:
+        verb.update({pend.ABORT: "would abort", pend.ABORT_JOB: "would abort job",
+                     pend.REFUSE: "would refuse"})
     out.table(["job", "state", "old uploads", "action", "why"],
               ([j["job_id"] or "(not zero-rename)", j["state"] or "no record", j["uploads"],
                 verb[j["action"]], j["reason"]] for j in data["jobs"]), right=["old uploads"])
