@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import signal
 from datetime import UTC, datetime, timedelta
@@ -268,6 +269,13 @@ def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == ExitCode.USAGE
     assert "usage:" in capsys.readouterr().err
+
+
+def test_running_a_command_leaves_the_callers_logging_alone() -> None:
+    logger = logging.getLogger("zero_rename")
+    before = (list(logger.handlers), logger.level, logger.propagate)
+    assert main(["-vv", "jobs", "list", "http://not-s3/x"]) == ExitCode.USAGE
+    assert (list(logger.handlers), logger.level, logger.propagate) == before
 
 
 def test_bad_destination_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,8 @@ import argparse
 import logging
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from zero_rename import __version__
 from zero_rename.cli import demo, jobs, lifecycle, serve, success, uploads
@@ -20,8 +21,6 @@ Inspect and clean up what the zero-rename committer keeps in S3: pending
 uploads, job records, _SUCCESS; set the bucket rule that aborts abandoned
 uploads; run an embedded S3 server or a demo. Credentials come from boto3's
 standard chain (environment, profile, instance role), never from options."""
-
-_HANDLER_MARK = "_zero_rename_cli"
 
 
 def common_options(suppress: bool) -> argparse.ArgumentParser:
@@ -71,21 +70,26 @@ def _share_epilog(parser: argparse.ArgumentParser) -> None:
                 _share_epilog(sub)
 
 
-def configure_logging(verbose: int) -> None:
-    """Library logs to stderr: warnings always, progress with -v, debug with -vv."""
+@contextmanager
+def logging_to_stderr(verbose: int) -> Iterator[None]:
+    """Library logs to stderr while a command runs: warnings always, progress with -v,
+    debug with -vv. The previous logging setup comes back afterwards, so running
+    ``main`` inside another program (or a test session) leaves its logging alone."""
     logger = logging.getLogger("zero_rename")
-    for handler in [h for h in logger.handlers if getattr(h, _HANDLER_MARK, False)]:
-        logger.removeHandler(handler)
+    saved = (logger.level, logger.propagate)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    setattr(handler, _HANDLER_MARK, True)
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING if verbose == 0 else logging.INFO if verbose == 1
                     else logging.DEBUG)
     logger.propagate = False
-    # botocore's debug log prints request headers; it stays quiet whatever -v says.
-    for noisy in ("botocore", "boto3", "urllib3", "s3transfer"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # Only zero-rename's logger: botocore's debug log would print request headers.
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,10 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, usage errors
         return int(exc.code or 0) if not isinstance(exc.code, str) else int(ExitCode.USAGE)
     out = Output(json_mode=bool(args.json))
-    configure_logging(args.verbose or 0)
     ctx = Context.from_args(args, out)
     try:
-        result = args.handler(ctx, args)
+        with logging_to_stderr(ctx.verbose):
+            result = args.handler(ctx, args)
     except KeyboardInterrupt:
         out.error("interrupted")
         return int(ExitCode.INTERRUPTED)
