@@ -1,0 +1,295 @@
+"""The ``zero-rename`` format: Spark's commit protocol mapped onto the core's.
+
+Spark's roles, in a Python data source:
+
+- ``DataSource.writer()`` runs once per write, in a Python worker on the
+  driver. Without a ``job_id`` option it runs job setup here; with one it
+  reads the job record that an orchestrator (Airflow) set up.
+- The writer object is pickled to executors; its ``write()`` runs once per
+  task attempt: the core task writer writes invisible pending uploads and
+  task commit returns the manifest as the commit message
+  (``publish=False``: Spark's commit coordinator, not S3, picks the attempt).
+- On the driver, ``commit(messages)`` receives one message per task from
+  the attempts Spark chose. Orchestrated: it saves them as the stage manifest
+  and makes nothing visible. Otherwise it runs the job commit (validation,
+  conflict resolution, completing the uploads, ``_SUCCESS``).
+- ``abort(messages)`` aborts the job: every pending upload of the job is
+  aborted, including those of attempts whose message never arrived, and the
+  job record turns ``aborted`` so that a late attempt fences itself off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import resource
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from zero_rename.core.committer import Committer
+from zero_rename.core.model import JobRecord, JobSummary, TaskManifest, load
+from zero_rename.core.options import JobOptions
+from zero_rename.core.store import StoreConfig
+from zero_rename.core.task import TaskAttempt
+from zero_rename.errors import (
+    AbortRefusedError,
+    CommitStateUnknownError,
+    ConfigError,
+    ConflictError,
+    JobDecidedError,
+    ValidationError,
+    ZeroRenameError,
+)
+from zero_rename.spark.options import FORMAT, WriteConfig, parse_writer_options
+from zero_rename.spark.parquet import PartitionedParquetWriter
+from zero_rename.spark.partitions import check_partition_type, resolve_columns
+
+log = logging.getLogger(__name__)
+
+# Spark keeps a DataFrame's own schema in this footer key; with it Spark reads
+# back exactly the types written (byte, short, char/varchar...).
+SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
+ENGINE = "spark"
+# Retries of a job commit that failed after its point of no return: the core's
+# commit is safe to run again, and finishing it beats leaving it half done.
+COMMIT_RETRIES = 3
+COMMIT_RETRY_SECONDS = 2.0
+
+# Python workers are reused across tasks and jobs: a few destinations' clients
+# are kept, the least recently used dropped.
+_CACHED_COMMITTERS = 8
+_committers: OrderedDict[tuple[str, StoreConfig], Committer] = OrderedDict()
+
+
+def committer_for(destination: str, store: StoreConfig) -> Committer:
+    """One Committer (and S3 connection pool) per destination in each Python worker,
+    shared by the tasks a reused worker runs."""
+    key = (destination, store)
+    if key in _committers:
+        _committers.move_to_end(key)
+        return _committers[key]
+    _committers[key] = Committer(destination, store)
+    while len(_committers) > _CACHED_COMMITTERS:
+        _committers.popitem(last=False)
+    return _committers[key]
+
+
+@dataclass
+class ZeroRenameCommitMessage(WriterCommitMessage):
+    """What a task attempt reports to the driver: its task manifest, as JSON.
+
+    JSON rather than the pydantic object keeps the message readable by any
+    version of the driver that can load the manifest format.
+    """
+
+    manifest_json: str
+    rows: int
+    files: int
+    bytes: int
+    seconds: float
+    peak_rss_bytes: int
+
+    def manifest(self) -> TaskManifest:
+        return load(TaskManifest, self.manifest_json.encode("utf-8"), "Spark commit message")
+
+
+class ZeroRenameDataSource(DataSource):
+    """``df.write.format("zero-rename").mode("append" | "overwrite").save("s3://b/t")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def writer(self, schema: StructType, overwrite: bool) -> ZeroRenameWriter:
+        config = parse_writer_options(dict(self.options), overwrite)
+        return ZeroRenameWriter(config, schema)
+
+
+class ZeroRenameWriter(DataSourceArrowWriter):
+    """Built on the driver, pickled to every task; see the module documentation."""
+
+    def __init__(self, config: WriteConfig, schema: StructType) -> None:
+        self.config = config
+        self.arrow_schema = _arrow_schema(schema)
+        # Checked before job setup, so a write refused here leaves no job behind.
+        columns = resolve_columns(config.job.partition_columns, schema.fieldNames())
+        self._check_partition_types(columns)
+        options = config.job.model_copy(update={"partition_columns": columns})
+        self.job = (self._orchestrated_job(options) if config.orchestrated
+                    else self._committer().setup_job(options))
+        partition_columns = self.job.options.partition_columns
+        self.metadata = {SPARK_SCHEMA_KEY: StructType(
+            [f for f in schema.fields if f.name not in partition_columns]).json()}
+        log.info("zero-rename write to %s: job %s (%s committer, conflict mode %s%s)",
+                 config.destination.url, self.job.job_id, self.job.options.mode_name,
+                 self.job.options.conflict_mode,
+                 ", orchestrated" if config.orchestrated else "")
+
+    def _check_partition_types(self, columns: tuple[str, ...]) -> None:
+        names = self.arrow_schema.names
+        for column in columns:
+            if column not in names:
+                raise ConfigError(f"partition column {column!r} is not a column of the "
+                                  f"DataFrame (columns: {names})")
+            check_partition_type(column, self.arrow_schema.field(column).type)
+
+    # -- driver: job setup ---------------------------------------------------
+    def _committer(self) -> Committer:
+        return committer_for(self.config.destination.url, self.config.store)
+
+    def _orchestrated_job(self, options: JobOptions) -> JobRecord:
+        """The job an orchestrator set up; the options given here must agree with it."""
+        assert self.config.job_id is not None
+        record = self._committer().job(self.config.job_id)
+        if record.decided:
+            raise JobDecidedError(f"job {record.job_id} is already {record.state}; "
+                                  "a new write needs a new job")
+        for name in sorted(self.config.explicit):
+            given, recorded = getattr(options, name), getattr(record.options, name)
+            if given != recorded:
+                raise ConfigError(
+                    f"option {name}={_show(given)} disagrees with job {record.job_id}, set up "
+                    f"with {name}={_show(recorded)}; an orchestrated job's options are fixed "
+                    "at job setup")
+        self._check_partition_types(record.options.partition_columns)
+        return record
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
+
+    # -- executors: one task attempt -----------------------------------------
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
+        context = TaskContext.get()
+        if context is None:
+            raise ZeroRenameError("write() runs inside a Spark task")
+        # taskAttemptId is unique within the application, where attemptNumber
+        # restarts when Spark retries a whole stage: it keeps attempt ids apart.
+        return self.write_attempt(context.partitionId(), context.taskAttemptId(), iterator)
+
+    def write_attempt(self, partition_id: int, attempt: int,
+                      batches: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
+        """Write one task attempt and commit it as a task; nothing becomes visible.
+
+        Spark's ``write()`` calls this with its TaskContext; a test may call it to
+        play two live attempts of one task.
+        """
+        started = time.monotonic()
+        task = self._committer().task_attempt(self.job, f"{partition_id:05d}", attempt,
+                                              self.config.spool_dir)
+        files = PartitionedParquetWriter(
+            lambda values: task.open(values or None, self.config.files.extension),
+            self.job.options.partition_columns, self.config.files, self.metadata)
+        try:
+            for batch in batches:
+                files.write(batch)
+            if files.rows == 0 and partition_id == 0 and not self.job.options.partition_columns:
+                files.write_empty(self._data_schema())
+            files.close()
+        except BaseException:
+            files.discard()
+            task.abort()
+            raise
+        manifest = task.commit(publish=False)  # aborts its own uploads if it fails
+        return self._message(task, manifest, files.rows, time.monotonic() - started)
+
+    def _data_schema(self) -> pa.Schema:
+        columns = set(self.job.options.partition_columns)
+        return pa.schema([f for f in self.arrow_schema if f.name not in columns])
+
+    @staticmethod
+    def _message(task: TaskAttempt, manifest: TaskManifest, rows: int,
+                 seconds: float) -> ZeroRenameCommitMessage:
+        # Linux reports ru_maxrss in KiB: the peak of this Python worker.
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        log.info("task attempt %s wrote %d row(s) in %d file(s)", task.attempt_id, rows,
+                 len(manifest.uploads))
+        return ZeroRenameCommitMessage(manifest_json=manifest.model_dump_json(), rows=rows,
+                                       files=len(manifest.uploads), bytes=manifest.bytes,
+                                       seconds=round(seconds, 3), peak_rss_bytes=peak)
+
+    # -- driver: job commit and abort ----------------------------------------
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        manifests = _manifests(messages)
+        if self.config.orchestrated:
+            where = self._committer().save_stage_manifest(self.job_id, manifests, ENGINE)
+            log.info("job %s: stage manifest of %d task(s) saved at %s; nothing is visible "
+                     "until the orchestrator commits the job", self.job_id, len(manifests), where)
+            return
+        summary = self._commit_job(manifests, {f"{i:05d}" for i in range(len(messages))})
+        log.info("job %s committed: %d file(s), %d row(s), %d byte(s) in %d partition(s)",
+                 self.job_id, summary.files, summary.rows, summary.bytes,
+                 len(summary.partitions))
+
+    def _commit_job(self, manifests: list[TaskManifest], expected: set[str]) -> JobSummary:
+        committer = self._committer()
+        for attempt in range(1, COMMIT_RETRIES + 1):
+            try:
+                return committer.commit_job(self.job_id, manifests, expected)
+            except (ValidationError, ConflictError, JobDecidedError, ConfigError):
+                raise  # decided before the point of no return: Spark aborts the job
+            except ZeroRenameError as exc:
+                if not self._past_point_of_no_return():
+                    raise
+                if attempt == COMMIT_RETRIES:
+                    raise CommitStateUnknownError(
+                        f"job {self.job_id} at {self.config.destination.url} passed its point "
+                        f"of no return but did not finish ({exc}). Its output is safe: run the "
+                        f"job commit again for job id {self.job_id} to finish it") from exc
+                log.warning("job %s: commit attempt %d failed after the point of no return "
+                            "(%s); retrying", self.job_id, attempt, exc)
+                time.sleep(COMMIT_RETRY_SECONDS * attempt)
+        raise AssertionError("unreachable")
+
+    def _past_point_of_no_return(self) -> bool:
+        try:
+            return self._committer().job(self.job_id).state in ("committing", "committed")
+        except ZeroRenameError:
+            log.warning("job %s: cannot read the job record", self.job_id, exc_info=True)
+            return True  # unknown: keep the output rather than guess it is safe to abort
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        finished = sum(1 for m in messages if m is not None)
+        log.warning("Spark aborts the write of job %s (%d of %d task(s) had finished)",
+                    self.job_id, finished, len(messages))
+        try:
+            summary = self._committer().abort_job(self.job_id)
+        except AbortRefusedError as exc:
+            # Aborting now would lose committed output; the job must finish instead.
+            log.error("job %s cannot be aborted: %s", self.job_id, exc)
+            return
+        log.info("job %s aborted: %d pending upload(s) aborted", self.job_id,
+                 summary.aborted_uploads)
+
+
+def _manifests(messages: Sequence[WriterCommitMessage | None]) -> list[TaskManifest]:
+    missing = [i for i, m in enumerate(messages) if m is None]
+    if missing:
+        raise ValidationError(f"no commit message from task(s) {missing[:10]}",
+                              [f"task {i:05d} sent no commit message" for i in missing])
+    wrong = [type(m).__name__ for m in messages if not isinstance(m, ZeroRenameCommitMessage)]
+    if wrong:
+        raise ValidationError(f"unexpected commit message type(s) {sorted(set(wrong))}",
+                              [f"message of type {w}" for w in wrong])
+    return [m.manifest() for m in messages if isinstance(m, ZeroRenameCommitMessage)]
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    try:
+        return to_arrow_schema(schema, timezone="UTC")
+    except Exception as exc:  # pyspark refuses some types (intervals, variants...)
+        raise ConfigError(f"format {FORMAT!r} cannot write this schema: {exc}") from None
+
+
+def _show(value: object) -> str:
+    if isinstance(value, tuple):
+        return json.dumps(",".join(value))
+    return json.dumps(value)

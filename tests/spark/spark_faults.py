@@ -1,0 +1,111 @@
+"""The ``zero-rename`` format with failures injected where Spark would meet them.
+
+``zero-rename-faults`` takes the real format's options plus:
+
+- ``fault``: ``raise`` (the task attempt fails after its first batch),
+  ``exit`` (its Python worker dies on the spot, ``os._exit``), ``slow``
+  (it sleeps ``fault_seconds`` first), ``commit_raise`` (the driver fails
+  after every task succeeded, before the job commit) or ``complete_fault``
+  (every CompleteMultipartUpload after the first fails, so the job commit
+  breaks after its point of no return);
+- ``fault_partitions``: the partitions whose attempts fail (default ``0``);
+- ``fault_attempts``: which attempt numbers fail, or ``all`` (default ``0``).
+
+Executors cannot import test modules, so the conftest ships this module's
+code by value inside the pickles.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from botocore.exceptions import ClientError
+from pyspark import TaskContext
+from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from zero_rename.spark import datasource
+from zero_rename.spark.datasource import ZeroRenameDataSource, ZeroRenameWriter
+from zero_rename.spark.options import WriteConfig, parse_writer_options
+
+CRASH_EXIT_CODE = 86
+
+
+class InjectedFault(RuntimeError):
+    pass
+
+
+class FaultyDataSource(ZeroRenameDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "zero-rename-faults"
+
+    def writer(self, schema: StructType, overwrite: bool) -> ZeroRenameWriter:
+        options = dict(self.options)
+        fault = {k: options.pop(k) for k in list(options) if k.startswith("fault")}
+        return FaultyWriter(parse_writer_options(options, overwrite), schema, fault)
+
+
+class FaultyWriter(ZeroRenameWriter):
+    def __init__(self, config: WriteConfig, schema: StructType, fault: dict[str, str]) -> None:
+        self.fault = fault.get("fault", "")
+        self.partitions = {int(p) for p in fault.get("fault_partitions", "0").split(",")}
+        self.attempts = fault.get("fault_attempts", "0")
+        self.seconds = float(fault.get("fault_seconds", "3"))
+        super().__init__(config, schema)
+
+    def _hits(self) -> bool:
+        context = TaskContext.get()
+        assert context is not None
+        return (context.partitionId() in self.partitions
+                and (self.attempts == "all"
+                     or context.attemptNumber() in {int(a) for a in self.attempts.split(",")}))
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Any:
+        if self.fault in ("raise", "exit", "slow") and self._hits():
+            iterator = self._faulty(iterator)
+        return super().write(iterator)
+
+    def _faulty(self, iterator: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if self.fault == "slow":
+            time.sleep(self.seconds)
+            yield from iterator
+            return
+        fired = False
+        for batch in iterator:
+            yield batch
+            if not fired:  # after the first batch: files are open, uploads exist
+                fired = True
+                self._fire()
+        if not fired:
+            self._fire()
+
+    def _fire(self) -> None:
+        if self.fault == "exit":
+            os._exit(CRASH_EXIT_CODE)
+        raise InjectedFault("injected failure in a task attempt")
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        if self.fault == "commit_raise":
+            raise InjectedFault("injected failure after every task succeeded, before job commit")
+        if self.fault == "complete_fault":
+            datasource.COMMIT_RETRY_SECONDS = 0.05
+            _fail_after_first(self._committer().store.client, "CompleteMultipartUpload")
+        super().commit(messages)
+
+
+def _fail_after_first(client: Any, op: str) -> None:
+    calls = {"n": 0}
+
+    def hook(**_: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise ClientError({"Error": {"Code": "InternalError",
+                                         "Message": f"injected fault in {op} #{calls['n']}"},
+                               "ResponseMetadata": {"HTTPStatusCode": 500}}, op)
+
+    client.meta.events.register(f"before-call.s3.{op}", hook, unique_id="spark-fault")

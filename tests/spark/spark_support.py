@@ -1,0 +1,77 @@
+"""What the Spark tests check a destination with: rows, files, pending uploads, read back.
+
+pip's pyspark ships no S3A connector (hadoop-aws is a Maven artifact), so
+Spark reads back a byte-for-byte local mirror of the destination: the same
+keys, the same files, Spark's own partition discovery and Parquet reader.
+pyarrow reads the destination on S3 itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+
+from zero_rename.core.committer import Committer
+from zero_rename.core.layout import is_visible
+
+from tests.helpers import pending, pending_in_bucket
+
+
+def data_files(c: Committer) -> list[str]:
+    """Visible Parquet files under the destination, relative paths."""
+    return sorted(o.key[len(c.dest.dir):] for o in c.store.list_objects(c.dest.bucket, c.dest.dir)
+                  if is_visible(o.key[len(c.dest.dir):]))
+
+
+def mirror(c: Committer, target: Path) -> Path:
+    """Copy every object under the destination (hidden ones too) to ``target``."""
+    for obj in c.store.list_objects(c.dest.bucket, c.dest.dir):
+        path = target / obj.key[len(c.dest.dir):]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        found = c.store.get_object(c.dest.bucket, obj.key)
+        assert found is not None
+        path.write_bytes(found[0])
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def spark_rows(spark: Any, c: Committer, tmp: Path, schema: Any = None) -> Any:
+    """The destination as Spark reads it (partition discovery on)."""
+    reader = spark.read if schema is None else spark.read.schema(schema)
+    return reader.parquet(str(mirror(c, tmp / "mirror")))
+
+
+def arrow_table(c: Committer, partitioning: pa.Schema | None = None) -> pa.Table:
+    """The destination as pyarrow.dataset reads it from S3, Hive partitions decoded."""
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    fs = pafs.S3FileSystem(endpoint_override=endpoint.split("://", 1)[1],
+                           scheme=endpoint.split("://", 1)[0], region="us-east-1")
+    hive = (pads.partitioning(partitioning, flavor="hive") if partitioning is not None
+            else "hive")
+    return pads.dataset(f"{c.dest.bucket}/{c.dest.prefix}", filesystem=fs, format="parquet",
+                        partitioning=hive).to_table()
+
+
+def row_counter(rows: list[Any]) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(r) for r in rows)
+
+
+def assert_exactly(spark: Any, c: Committer, tmp: Path, expected: list[Any],
+                   columns: list[str]) -> None:
+    """The destination holds exactly ``expected`` rows, once each, and nothing pending."""
+    got = spark_rows(spark, c, tmp).select(*columns).collect()
+    assert row_counter(got) == row_counter(expected)
+    assert pending_in_bucket(c) == []
+
+
+def assert_nothing(c: Committer) -> None:
+    """No visible file and no pending upload: the job left no trace readers could see."""
+    assert data_files(c) == []
+    assert pending_in_bucket(c) == []
+    assert pending(c) == []
