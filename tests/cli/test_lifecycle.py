@@ -30,14 +30,18 @@ def _rules(client: Any, bucket: str) -> list[dict[str, Any]]:
 def test_set_merges_into_existing_rules_and_updates_in_place(
         cli: Cli, bucket: str, store_config: StoreConfig) -> None:
     client = S3Store.connect(store_config).client
-    client.put_bucket_lifecycle_configuration(Bucket=bucket,
-                                              LifecycleConfiguration={"Rules": EXISTING})
+    client.put_bucket_lifecycle_configuration(
+        Bucket=bucket, LifecycleConfiguration={"Rules": EXISTING},
+        TransitionDefaultMinimumObjectSize="varies_by_storage_class")
     ran = cli("lifecycle", "set", bucket, "--days", "1", "--prefix", "warehouse", "--json")
     assert ran.code == 0, ran.err
     assert ran.json()["change"] == "added" and ran.json()["rules"] == 3
     rules = _rules(client, bucket)
     assert [r["ID"] for r in rules] == ["logs-expire", "tmp-abort", lifecycle.RULE_ID]
     assert {r["ID"]: r for r in rules}["logs-expire"]["Expiration"] == {"Days": 30}
+    # the configuration's own setting is written back, not reset to the default
+    assert lifecycle.read_config(client, bucket)[1] == {
+        "TransitionDefaultMinimumObjectSize": "varies_by_storage_class"}
     ours = rules[-1]
     assert ours["Filter"] == {"Prefix": "warehouse/"}
     assert ours["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}

@@ -35,6 +35,8 @@ RULE_ID = "zero-rename-abort-incomplete-uploads"
 # S3: a lifecycle configuration holds at most 1,000 rules.
 MAX_RULES = 1000
 _NO_CONFIG = "NoSuchLifecycleConfiguration"
+# Settings of the whole configuration, returned beside the rules.
+_CONFIG_SETTINGS = ("TransitionDefaultMinimumObjectSize",)
 _UNSUPPORTED = {"NotImplemented", "MethodNotAllowed", "MalformedXML", "501", "405"}
 # S3 bucket names: 3-63 lower-case letters, digits, dots and hyphens.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
@@ -162,22 +164,30 @@ def bucket_name(text: str) -> str:
     return name
 
 
-def read_rules(client: Any, bucket: str) -> list[Rule]:
+def read_config(client: Any, bucket: str) -> tuple[list[Rule], dict[str, Any]]:
+    """The bucket's rules, and the configuration's other settings to write back with them."""
     try:
         response = client.get_bucket_lifecycle_configuration(Bucket=bucket)
     except ClientError as exc:
         if _code(exc) == _NO_CONFIG:
-            return []
+            return [], {}
         raise _refusal(exc, "GetBucketLifecycleConfiguration", bucket) from exc
     except BotoCoreError as exc:
         raise translate(exc, "GetBucketLifecycleConfiguration", f"s3://{bucket}") from exc
-    return list(response.get("Rules", []))
+    # A PUT without it would reset the bucket's setting to the default.
+    kept = {k: response[k] for k in _CONFIG_SETTINGS if k in response}
+    return list(response.get("Rules", [])), kept
 
 
-def write_rules(client: Any, bucket: str, rules: list[Rule]) -> None:
+def read_rules(client: Any, bucket: str) -> list[Rule]:
+    return read_config(client, bucket)[0]
+
+
+def write_rules(client: Any, bucket: str, rules: list[Rule],
+                settings: dict[str, Any] | None = None) -> None:
     try:
         client.put_bucket_lifecycle_configuration(
-            Bucket=bucket, LifecycleConfiguration={"Rules": rules})
+            Bucket=bucket, LifecycleConfiguration={"Rules": rules}, **(settings or {}))
     except ClientError as exc:
         raise _refusal(exc, "PutBucketLifecycleConfiguration", bucket) from exc
     except BotoCoreError as exc:
@@ -208,10 +218,10 @@ def run_set(ctx: Context, args: argparse.Namespace) -> Result:
     client = ctx.store().client
     prefix = normalize_prefix(args.prefix)
     ours = abort_rule(args.days, prefix, args.rule_id)
-    before = read_rules(client, bucket)
+    before, settings = read_config(client, bucket)
     merged, change = merge_rule(before, ours)
     if change != "unchanged":
-        write_rules(client, bucket, merged)
+        write_rules(client, bucket, merged, settings)
         _check_kept(read_rules(client, bucket), ours, bucket)
     others = overlapping_abort_rules(merged, ours)
     data = {"bucket": bucket, "change": change, "rule": ours, "rules": len(merged),
