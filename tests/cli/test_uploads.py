@@ -195,3 +195,19 @@ def test_a_job_whose_commit_wins_the_race_against_the_sweep_is_refused(
     assert uploads._abort_abandoned_job(ctx, entry) == 0
     assert entry["action"] == pend.REFUSE and "point of no return" in entry["reason"]
     assert committer.job(done.job_id).state == "committed"
+
+
+def test_a_stray_at_the_same_key_as_a_committed_file_leaves_the_file_intact(
+        cli: Cli, committer: Committer, dest: str) -> None:
+    """File names carry the task, not the attempt: a losing attempt's upload has the key
+    of the committed file. Aborting it by upload id must not touch the object."""
+    done = committed_job(committer)
+    zombie = committer.task_attempt(done, "00000", attempt=1)
+    out = zombie.open({"dt": "2024-01-01"})
+    out.write(b"late attempt")
+    success = committer.read_success()
+    assert success is not None
+    assert out.key in {committer.dest.dir + f.path for f in success.files}
+    ran = cli("uploads", "abort", dest, "--job", done.job_id, "--json")
+    assert ran.code == 0 and ran.json()["aborted"] == 1
+    assert cli("validate", dest).code == 0
