@@ -39,7 +39,7 @@ def s3_server() -> Iterator[EmbeddedS3]:
 
 @pytest.fixture(scope="session")
 def store_config(s3_server: EmbeddedS3) -> StoreConfig:
-    return StoreConfig(endpoint_url=s3_server.endpoint_url, max_pool_connections=32)
+    return StoreConfig(endpoint_url=s3_server.endpoint_url, max_pool_connections=64)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def test_layer_imports_go_one_way(layer: str) -> None:
 def test_check_catches_a_wrong_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "core").mkdir()
     (tmp_path / "core" / "bad.py").write_text("from zero_rename.airflow import hooks\n")
-    monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
     assert violations("core") == ["core/bad.py imports zero_rename.airflow"]
 
 

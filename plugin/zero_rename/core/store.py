@@ -8,6 +8,7 @@ this module's logs or errors. Every call is counted in a :class:`RequestStats`.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
@@ -87,10 +89,27 @@ def make_client(config: StoreConfig) -> Any:
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    session = boto3.session.Session()
+    session = boto3.session.Session(botocore_session=_botocore_session())
     return session.client("s3", endpoint_url=config.endpoint_url,
                           region_name=config.region or session.region_name or "us-east-1",
                           config=botocore_config)
+
+
+_LOADER_LOCK = threading.Lock()
+_LOADER: Any = None
+
+
+def _botocore_session() -> Any:
+    """A new botocore session (credentials are resolved afresh) sharing one
+    loader, so the service models are parsed once a process, not per client."""
+    global _LOADER
+    session = botocore.session.Session()
+    with _LOADER_LOCK:
+        if _LOADER is None:
+            _LOADER = session.get_component("data_loader")
+        else:
+            session.register_component("data_loader", _LOADER)
+    return session
 
 
 def _code(exc: ClientError) -> str:
