@@ -1,0 +1,1 @@
+"""Benchmarks of the committer; run them with ``python -m bench.<name>``."""

@@ -1,0 +1,392 @@
+"""Job-commit benchmark: the committer against its floor and against copy-then-delete.
+
+For each file count, each method commits the same number of small files, at
+the same concurrency, over a connection pool of that size:
+
+- ``committer``: this committer's job commit with ListParts validation of
+  every upload (the default), and ``committer-noverify`` without it;
+- ``floor``: a bare loop of parallel CompleteMultipartUpload calls on uploads
+  prepared the same way: no committer can complete uploads with fewer requests;
+- ``copy-delete`` and ``copy-bulk``: what a rename-based commit costs on S3,
+  files written as plain objects under a temporary prefix, then listed, copied
+  to their final keys and deleted, one DeleteObject per file (a per-file rename)
+  or one DeleteObjects per 1,000 (a directory rename; not run by default).
+
+Writing the files is preparation and is not timed; only the commit is, and only
+its requests are counted. Run ``python -m bench.commit_bench --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from bench.counter import RequestCounter, Step
+from zero_rename.core.committer import Committer
+from zero_rename.core.layout import is_visible
+from zero_rename.core.model import JobRecord, PendingUpload, TaskManifest
+from zero_rename.core.store import DELETE_BATCH, StoreConfig, make_client
+
+# The file counts, repeats and methods of ``make bench``: the median of three
+# runs of 1,000 files, one run of 10,000. Preparing 10,000 uploads per method
+# is the expensive part; ``copy-bulk`` is left to ``--methods`` for the same
+# reason. This keeps the whole run near ten minutes on two cores.
+DEFAULT_FILES = (1000, 10_000)
+DEFAULT_REPEATS = (3, 1)
+DEFAULT_METHODS = ("committer", "committer-noverify", "floor", "copy-delete")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Where and how the benchmark runs; the same for every method."""
+
+    endpoint_url: str
+    bucket: str
+    threads: int = 64
+    files_per_task: int = 10
+    file_size: int = 1024
+
+    def store_config(self) -> StoreConfig:
+        # A pool as large as the thread count, so no thread waits for a connection.
+        return StoreConfig(endpoint_url=self.endpoint_url, max_pool_connections=self.threads)
+
+    @property
+    def body(self) -> bytes:
+        return b"x" * self.file_size
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timed commit of one method."""
+
+    method: str
+    files: int
+    seconds: float
+    requests: dict[str, int]
+    steps: tuple[Step, ...] = ()
+    committed: int = 0  # files visible at their final keys afterwards
+    leftover: int = 0  # pending uploads or temporary objects left behind
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    @property
+    def requests_per_file(self) -> float:
+        return self.total_requests / self.files if self.files else 0.0
+
+
+Method = Callable[[BenchConfig, int, str], Run]
+
+
+# -- preparation (not timed) ---------------------------------------------------
+def task_sizes(files: int, files_per_task: int) -> list[int]:
+    """Files per task: full tasks, then the remainder."""
+    full, rest = divmod(files, files_per_task)
+    return [files_per_task] * full + ([rest] if rest else [])
+
+
+def write_tasks(committer: Committer, job: JobRecord, files: int,
+                cfg: BenchConfig) -> list[TaskManifest]:
+    """Write ``files`` small files in task attempts, ``cfg.threads`` tasks at a time,
+    each committed with a published manifest, as a job's tasks would."""
+
+    def task(index: int, count: int) -> TaskManifest:
+        attempt = committer.task_attempt(job, f"{index:05d}")
+        for _ in range(count):
+            with attempt.open() as out:
+                out.write(cfg.body)
+        return attempt.commit(publish=True)
+
+    sizes = task_sizes(files, cfg.files_per_task)
+    with ThreadPoolExecutor(cfg.threads) as pool:
+        return list(pool.map(task, range(len(sizes)), sizes))
+
+
+def prepared_job(cfg: BenchConfig, tag: str, files: int,
+                 verify: bool = True) -> tuple[Committer, JobRecord, list[TaskManifest]]:
+    committer = Committer(f"s3://{cfg.bucket}/{tag}", cfg.store_config())
+    job = committer.setup_job({"committer": "magic", "threads": cfg.threads,
+                               "verify_uploads": verify})
+    return committer, job, write_tasks(committer, job, files, cfg)
+
+
+def put_objects(client: Any, bucket: str, keys: Sequence[str], body: bytes,
+                threads: int) -> None:
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda key: client.put_object(Bucket=bucket, Key=key, Body=body), keys))
+
+
+# -- checks after the timed phase (not timed) ----------------------------------
+def visible_files(client: Any, bucket: str, prefix: str) -> int:
+    """Files a table reader sees under ``prefix`` (hidden and ``_`` names excluded)."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sum(1 for page in pages for obj in page.get("Contents", [])
+               if is_visible(obj["Key"][len(prefix):]))
+
+
+def object_count(client: Any, bucket: str, prefix: str) -> int:
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sum(len(page.get("Contents", [])) for page in pages)
+
+
+# -- the methods ---------------------------------------------------------------
+def committer_commit(cfg: BenchConfig, files: int, tag: str, verify: bool = True) -> Run:
+    """The committer's job commit: load manifests, validate, plan, complete, _SUCCESS, clean up."""
+    committer, job, _ = prepared_job(cfg, tag, files, verify)
+    client = committer.store.client
+    with RequestCounter(client) as counter:
+        start = time.perf_counter()
+        summary = committer.commit_job(job.job_id)
+        seconds = time.perf_counter() - start
+    name = "committer" if verify else "committer-noverify"
+    # A file counts as committed when it is visible and the commit reported it.
+    committed = min(visible_files(client, cfg.bucket, committer.dest.dir), summary.files)
+    return Run(name, files, seconds, dict(counter.counts), tuple(counter.steps()), committed,
+               leftover=len(committer.pending_uploads(job.job_id)))
+
+
+def committer_commit_noverify(cfg: BenchConfig, files: int, tag: str) -> Run:
+    return committer_commit(cfg, files, tag, verify=False)
+
+
+def complete_floor(cfg: BenchConfig, files: int, tag: str) -> Run:
+    """Parallel CompleteMultipartUpload calls and nothing else, on the same kind of uploads."""
+    committer, job, manifests = prepared_job(cfg, tag, files)
+    uploads = [u for m in manifests for u in m.uploads]
+    client = committer.store.client
+
+    def complete(upload: PendingUpload) -> None:
+        client.complete_multipart_upload(
+            Bucket=cfg.bucket, Key=upload.key, UploadId=upload.upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e}
+                                       for n, e in upload.part_list()]})
+
+    with RequestCounter(client) as counter:
+        start = time.perf_counter()
+        with ThreadPoolExecutor(cfg.threads) as pool:
+            list(pool.map(complete, uploads))
+        seconds = time.perf_counter() - start
+    return Run("floor", files, seconds, dict(counter.counts), tuple(counter.steps()),
+               committed=visible_files(client, cfg.bucket, committer.dest.dir),
+               leftover=len(committer.pending_uploads(job.job_id)))
+
+
+def copy_then_delete(cfg: BenchConfig, files: int, tag: str, bulk: bool = False) -> Run:
+    """A rename-based commit: list the temporary prefix, copy each file to its
+    final key, delete the source (per file, or in batches of 1,000 after the copies)."""
+    client = make_client(cfg.store_config())
+    final = f"{tag}/"
+    temporary = f"{tag}/_temporary/0/"
+    names = [f"part-{i:05d}.parquet" for i in range(files)]
+    put_objects(client, cfg.bucket, [temporary + n for n in names], cfg.body, cfg.threads)
+
+    def rename(key: str) -> None:
+        client.copy_object(Bucket=cfg.bucket, Key=final + key[len(temporary):],
+                           CopySource={"Bucket": cfg.bucket, "Key": key})
+        if not bulk:
+            client.delete_object(Bucket=cfg.bucket, Key=key)
+
+    def delete_batch(keys: Sequence[str]) -> None:
+        client.delete_objects(Bucket=cfg.bucket, Delete={
+            "Objects": [{"Key": k} for k in keys], "Quiet": True})
+
+    with RequestCounter(client) as counter:
+        start = time.perf_counter()
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=cfg.bucket,
+                                                                  Prefix=temporary)
+        sources = [obj["Key"] for page in pages for obj in page.get("Contents", [])]
+        with ThreadPoolExecutor(cfg.threads) as pool:
+            list(pool.map(rename, sources))
+            if bulk:
+                batches = [sources[i : i + DELETE_BATCH]
+                           for i in range(0, len(sources), DELETE_BATCH)]
+                list(pool.map(delete_batch, batches))
+        seconds = time.perf_counter() - start
+    return Run("copy-bulk" if bulk else "copy-delete", files, seconds, dict(counter.counts),
+               tuple(counter.steps()), committed=visible_files(client, cfg.bucket, final),
+               leftover=object_count(client, cfg.bucket, temporary))
+
+
+def copy_then_bulk_delete(cfg: BenchConfig, files: int, tag: str) -> Run:
+    return copy_then_delete(cfg, files, tag, bulk=True)
+
+
+METHODS: dict[str, Method] = {
+    "committer": committer_commit,
+    "committer-noverify": committer_commit_noverify,
+    "floor": complete_floor,
+    "copy-delete": copy_then_delete,
+    "copy-bulk": copy_then_bulk_delete,
+}
+
+LABELS: dict[str, str] = {
+    "committer": "zero-rename job commit, ListParts validation on (default)",
+    "committer-noverify": "zero-rename job commit, validation off",
+    "floor": "floor: bare parallel CompleteMultipartUpload",
+    "copy-delete": "rename: CopyObject + DeleteObject per file",
+    "copy-bulk": "rename: CopyObject per file + DeleteObjects per 1,000",
+}
+
+
+# -- running -------------------------------------------------------------------
+Progress = Callable[[str], None]
+
+
+def run_benchmark(cfg: BenchConfig, file_counts: Sequence[int], repeats: Sequence[int],
+                  methods: Sequence[str] = DEFAULT_METHODS,
+                  progress: Progress | None = None) -> list[Run]:
+    """Every method for every file count, ``repeats[i]`` times for ``file_counts[i]``.
+
+    Each method prepares its own files right before its timed phase, so no
+    method's pending uploads or temporary objects are on the server during
+    another's commit.
+    """
+    runs: list[Run] = []
+    for files, repeat in zip(file_counts, repeats, strict=True):
+        for round_ in range(repeat):
+            for name in methods:
+                tag = f"{name}-{files}-{round_}-{uuid.uuid4().hex[:8]}"
+                run = METHODS[name](cfg, files, tag)
+                runs.append(run)
+                if progress:
+                    progress(f"{files:>6} files  {name:<19} round {round_ + 1}/{repeat}: "
+                             f"{run.seconds:7.2f} s, {run.total_requests} requests, "
+                             f"{run.committed} committed")
+    return runs
+
+
+@dataclass(frozen=True)
+class Row:
+    """The median of one method's runs at one file count."""
+
+    method: str
+    files: int
+    runs: int
+    seconds: float
+    requests_per_file: float
+    ratio: float | None  # seconds over the floor's
+    committed: int
+    leftover: int
+    requests: dict[str, int]
+    steps: tuple[Step, ...]
+
+
+def summarize(runs: Sequence[Run]) -> list[Row]:
+    """Median seconds per (file count, method); counts and steps from the median run."""
+    groups: dict[tuple[int, str], list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.files, run.method), []).append(run)
+    medians = {key: statistics.median(r.seconds for r in group) for key, group in groups.items()}
+    rows = []
+    for (files, method), group in groups.items():
+        typical = min(group, key=lambda r: abs(r.seconds - medians[files, method]))
+        floor = medians.get((files, "floor"))
+        rows.append(Row(method, files, len(group), medians[files, method],
+                        statistics.median(r.requests_per_file for r in group),
+                        medians[files, method] / floor if floor else None,
+                        min(r.committed for r in group), max(r.leftover for r in group),
+                        typical.requests, typical.steps))
+    return rows
+
+
+# -- command line --------------------------------------------------------------
+def _counts(text: str) -> list[int]:
+    values = [int(v) for v in text.split(",") if v.strip()]
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"expected positive integers separated by commas, got {text!r}")
+    return values
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.commit_bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=_counts, default=list(DEFAULT_FILES),
+                        help="file counts, comma-separated (default: 1000,10000)")
+    parser.add_argument("--repeat", type=_counts, default=None,
+                        help="runs per file count, one number for all or one per count; "
+                             "the median is reported (default: 3,1 for the default counts, "
+                             "else 1)")
+    parser.add_argument("--threads", type=int, default=64,
+                        help="threads and connection pool size of every method (default: 64)")
+    parser.add_argument("--files-per-task", type=int, default=10,
+                        help="files each task attempt writes (default: 10)")
+    parser.add_argument("--file-size", type=int, default=1024,
+                        help="bytes per file (default: 1024)")
+    parser.add_argument("--methods", type=lambda t: [m for m in t.split(",") if m],
+                        default=list(DEFAULT_METHODS),
+                        help=f"comma-separated, floor included, from {','.join(METHODS)} "
+                             f"(default: {','.join(DEFAULT_METHODS)})")
+    parser.add_argument("--output", default="docs/benchmarks.md",
+                        help="Markdown file whose '## Job commit' section is replaced; "
+                             "'-' to write none (default: docs/benchmarks.md)")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.methods) - set(METHODS))
+    if unknown or "floor" not in args.methods:
+        parser.error(f"--methods must include floor and name only {', '.join(METHODS)}"
+                     + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+    if args.repeat is None:
+        args.repeat = list(DEFAULT_REPEATS) if args.files == list(DEFAULT_FILES) else [1]
+    if len(args.repeat) == 1:
+        args.repeat = args.repeat * len(args.files)
+    if len(args.repeat) != len(args.files):
+        parser.error("--repeat takes one number, or one per --files count")
+    return args
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces this run (``make bench`` for the defaults)."""
+    parts = ["python -m bench.commit_bench"]
+    defaults = parse_args([])
+    for flag in ("files", "repeat", "threads", "files_per_task", "file_size", "methods"):
+        value = getattr(args, flag)
+        if value != getattr(defaults, flag):
+            text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            parts.append(f"--{flag.replace('_', '-')} {text}")
+    return " ".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bench import report
+    from zero_rename.embedded_s3 import EmbeddedS3
+
+    args = parse_args(argv)
+    # The committer's own progress logs would drown the table.
+    logging.basicConfig(level=logging.WARNING)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    with EmbeddedS3() as server:
+        # The store layer finds credentials through boto3's standard chain.
+        os.environ.update(server.environment())
+        bucket = f"bench-{uuid.uuid4().hex[:8]}"
+        server.create_bucket(bucket)
+        cfg = BenchConfig(server.endpoint_url, bucket, args.threads, args.files_per_task,
+                          args.file_size)
+        runs = run_benchmark(cfg, args.files, args.repeat, args.methods, progress)
+    rows = summarize(runs)
+    print(report.stdout_table(rows))
+    progress(f"whole run: {time.monotonic() - started:.0f} s")
+    if args.output != "-":
+        load = (load_before, os.getloadavg()[0])
+        section = report.section(rows, cfg, args, command_line(args), load)
+        report.write_section(args.output, section)
+        progress(f"wrote the '{report.HEADER}' section of {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

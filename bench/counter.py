@@ -1,0 +1,102 @@
+"""Counting the HTTP requests a boto3 client sends, through botocore's event hooks.
+
+Every method of the benchmark is measured the same way, whether it goes
+through the committer's store layer or calls boto3 directly: each attempt
+botocore sends (retries included) is one request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+# A run of at most this many requests between two runs of one operation is
+# folded into them: a journal checkpoint amid thousands of completes is not a step.
+_FOLDED = 3
+
+
+@dataclass(frozen=True)
+class Step:
+    """Consecutive requests of one operation: a step of the timed phase."""
+
+    op: str
+    requests: int
+    start: float  # seconds since the counter started
+    seconds: float  # until the next step's first request, or the end
+    folded: tuple[tuple[str, int], ...] = ()  # (operation, requests) folded in
+
+
+class RequestCounter:
+    """Requests per S3 operation, and the order and time each was sent.
+
+    Use as a context manager around the timed phase; times are seconds since entry.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._events = client.meta.events
+        self._lock = threading.Lock()
+        self._start = 0.0
+        self._end: float | None = None
+        self.counts: dict[str, int] = {}
+        self.sent: list[tuple[float, str]] = []
+
+    def __enter__(self) -> RequestCounter:
+        self._start = time.perf_counter()
+        self._events.register("before-send.s3", self._sent)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._events.unregister("before-send.s3", self._sent)
+        self._end = time.perf_counter() - self._start
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.counts.values())
+
+    def steps(self) -> list[Step]:
+        """The timed phase as steps: runs of consecutive requests of one operation."""
+        with self._lock:
+            sent = sorted(self.sent)
+        end = self._end if self._end is not None else time.perf_counter() - self._start
+        runs: list[list[tuple[float, str]]] = []
+        for t, op in sent:
+            if runs and runs[-1][0][1] == op:
+                runs[-1].append((t, op))
+            else:
+                runs.append([(t, op)])
+        return _fold(runs, end)
+
+    def _sent(self, event_name: str, **_: Any) -> None:
+        # A before-send handler that returns a value replaces the HTTP response:
+        # this one must return None.
+        op = event_name.rsplit(".", 1)[-1]
+        now = time.perf_counter() - self._start
+        with self._lock:
+            self.counts[op] = self.counts.get(op, 0) + 1
+            self.sent.append((now, op))
+
+
+def _fold(runs: list[list[tuple[float, str]]], end: float) -> list[Step]:
+    """Merge runs of one operation separated by a few requests of others."""
+    merged: list[tuple[str, list[float], dict[str, int]]] = []
+    i = 0
+    while i < len(runs):
+        op, times = runs[i][0][1], [t for t, _ in runs[i]]
+        folded: dict[str, int] = {}
+        while (i + 2 < len(runs) and len(runs[i + 1]) <= _FOLDED
+               and runs[i + 2][0][1] == op and len(times) > _FOLDED):
+            between = runs[i + 1][0][1]
+            folded[between] = folded.get(between, 0) + len(runs[i + 1])
+            times += [t for t, _ in runs[i + 2]]
+            i += 2
+        merged.append((op, times, folded))
+        i += 1
+    starts = [times[0] for _, times, _ in merged] + [end]
+    return [Step(op, len(times) + sum(folded.values()), starts[k], starts[k + 1] - starts[k],
+                 tuple(sorted(folded.items())))
+            for k, (op, times, folded) in enumerate(merged)]

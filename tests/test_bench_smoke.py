@@ -1,0 +1,106 @@
+"""The job-commit benchmark's machinery on a few files: complete, consistent results.
+
+No timing is asserted: only that every method committed every file and sent
+the requests its design implies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bench import report
+from bench.commit_bench import METHODS, BenchConfig, Run, parse_args, run_benchmark, summarize
+from zero_rename.embedded_s3 import EmbeddedS3
+
+pytestmark = pytest.mark.s3
+
+FILES = 20
+
+
+@pytest.fixture(scope="module")
+def bench_runs(s3_server: EmbeddedS3) -> tuple[BenchConfig, list[Run]]:
+    bucket = f"bench-{uuid.uuid4().hex[:8]}"
+    s3_server.create_bucket(bucket)
+    cfg = BenchConfig(s3_server.endpoint_url, bucket, threads=8, files_per_task=5)
+    return cfg, run_benchmark(cfg, [FILES], [1], tuple(METHODS))
+
+
+def _run(runs: list[Run], method: str) -> Run:
+    [run] = [r for r in runs if r.method == method]
+    return run
+
+
+def test_every_method_commits_every_file(bench_runs: tuple[BenchConfig, list[Run]]) -> None:
+    _, runs = bench_runs
+    assert sorted(r.method for r in runs) == sorted(METHODS)
+    for run in runs:
+        assert run.files == FILES
+        assert run.committed == FILES, run.method
+        assert run.leftover == 0, run.method
+        assert run.seconds > 0
+
+
+def test_request_counts_match_each_method(bench_runs: tuple[BenchConfig, list[Run]]) -> None:
+    _, runs = bench_runs
+    floor = _run(runs, "floor")
+    assert floor.requests == {"CompleteMultipartUpload": FILES}
+    assert floor.requests_per_file == 1
+
+    verified = _run(runs, "committer")
+    assert verified.requests["CompleteMultipartUpload"] == FILES
+    assert verified.requests["ListParts"] == FILES
+    unverified = _run(runs, "committer-noverify")
+    assert unverified.requests["CompleteMultipartUpload"] == FILES
+    assert "ListParts" not in unverified.requests
+    assert verified.requests_per_file > unverified.requests_per_file > 1
+
+    per_file = _run(runs, "copy-delete")
+    assert per_file.requests["CopyObject"] == per_file.requests["DeleteObject"] == FILES
+    assert per_file.requests_per_file >= 2
+    bulk = _run(runs, "copy-bulk")
+    assert bulk.requests["CopyObject"] == FILES
+    assert bulk.requests["DeleteObjects"] == 1
+    assert bulk.requests_per_file > 1
+
+
+def test_steps_account_for_every_request(bench_runs: tuple[BenchConfig, list[Run]]) -> None:
+    _, runs = bench_runs
+    for run in runs:
+        assert sum(s.requests for s in run.steps) == run.total_requests, run.method
+        starts = [s.start for s in run.steps]
+        assert starts == sorted(starts)
+
+
+def test_summary_and_section(bench_runs: tuple[BenchConfig, list[Run]],
+                             tmp_path: Path) -> None:
+    cfg, runs = bench_runs
+    rows = summarize(runs)
+    assert {r.method: r.ratio for r in rows}["floor"] == 1.0
+    args: argparse.Namespace = parse_args(["--files", str(FILES), "--threads", "8",
+                                           "--files-per-task", "5"])
+    body = report.section(rows, cfg, args, "python -m bench.commit_bench --files 20")
+    assert body.startswith(report.HEADER + "\n")
+    result_lines = [line for line in body.splitlines() if line.startswith(f"| {FILES} |")]
+    assert len(result_lines) == len(METHODS)
+    assert all(line.endswith(f"| {FILES} |") for line in result_lines)
+
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n\n## PySpark write\n\nspark numbers\n")
+    report.write_section(page, body)
+    report.write_section(page, body.replace("What it measures", "What it now measures"))
+    text = page.read_text()
+    assert text.startswith("# Benchmarks\n\n## PySpark write\n\nspark numbers\n\n## Job commit\n")
+    assert text.count(report.HEADER) == 1
+    assert "What it now measures" in text and "What it measures" not in text
+
+
+def test_section_replaced_in_place() -> None:
+    page = "# Benchmarks\n\n## Job commit\n\nold\n\n## PySpark write\n\nspark\n"
+    assert report.replace_section(page, "## Job commit\n\nnew\n") == (
+        "# Benchmarks\n\n## Job commit\n\nnew\n\n## PySpark write\n\nspark\n")
+    assert report.replace_section("", "## Job commit\n\nnew\n") == (
+        "# Benchmarks\n\n## Job commit\n\nnew\n")
