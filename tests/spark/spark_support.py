@@ -63,9 +63,13 @@ def row_counter(rows: list[Any]) -> Counter[tuple[Any, ...]]:
 
 
 def assert_exactly(spark: Any, c: Committer, tmp: Path, expected: list[Any],
-                   columns: list[str]) -> None:
-    """The destination holds exactly ``expected`` rows, once each, and nothing pending."""
-    got = spark_rows(spark, c, tmp).select(*columns).collect()
+                   columns: list[str], schema: Any = None) -> None:
+    """The destination holds exactly ``expected`` rows, once each, and nothing pending.
+
+    ``schema`` (the source's) keeps partition discovery from reading, say, a
+    string column of dates as dates.
+    """
+    got = spark_rows(spark, c, tmp, schema).select(*columns).collect()
     assert row_counter(got) == row_counter(expected)
     assert pending_in_bucket(c) == []
 

@@ -1,0 +1,128 @@
+"""Spark's own failures, in local mode with task retries (``local[2,3]``).
+
+Each test ends with exactly the source's rows once, or with nothing visible
+and no pending upload; it checks rows, files and uploads, not return codes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import pending_in_bucket
+from zero_rename.core.committer import Committer
+
+from spark_support import assert_exactly, assert_nothing, data_files
+
+pytestmark = pytest.mark.spark
+
+PARTS = 4
+
+
+def source(spark: Any, n: int = 2000) -> Any:
+    return spark.sql(f"""select id, concat('v', id) as value,
+                                date_add(date'2024-03-01', cast(id % 2 as int)) as dt
+                         from range(0, {n}, 1, {PARTS})""")
+
+
+def faulty_write(df: Any, dest: str, mode: str = "append", **options: str) -> None:
+    writer = df.write.format("zero-rename-faults").mode(mode).option("partition_by", "dt")
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    writer.save(dest)
+
+
+def files_per_task(c: Committer) -> Counter[str]:
+    """How many files each task id published (part-<task>-<job>.c<seq>...)."""
+    return Counter(f.rsplit("/", 1)[-1].split("-")[1] for f in data_files(c))
+
+
+def assert_one_clean_copy(spark: Any, c: Committer, tmp: Path, df: Any) -> None:
+    assert_exactly(spark, c, tmp, df.collect(), df.columns)
+    # Each task published its two partitions once: no attempt's files doubled.
+    assert files_per_task(c) == {f"{t:05d}": 2 for t in range(PARTS)}
+    [job] = c.jobs()
+    assert job.state == "committed" and len(job.committed_attempts) == PARTS
+
+
+@pytest.mark.parametrize("committer_mode", ["magic", "staging"])
+def test_failed_first_attempts_are_retried_and_written_once(
+        spark: Any, dest: str, committer: Committer, tmp_path: Path,
+        committer_mode: str) -> None:
+    df = source(spark)
+    faulty_write(df, dest, committer=committer_mode, fault="raise", fault_partitions="1,3")
+    assert_one_clean_copy(spark, committer, tmp_path, df)
+    # Tasks 1 and 3 committed a later attempt than their first.
+    [job] = committer.jobs()
+    manifests = {a.split("_")[-2]: int(a.split("_")[-1]) for a in job.committed_attempts}
+    assert manifests["00001"] > manifests["00000"] and manifests["00003"] > manifests["00002"]
+
+
+def test_python_worker_killed_mid_write_leaves_no_upload_behind(
+        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    df = source(spark)
+    # os._exit in attempt 0 after its first batch: its upload is pending and
+    # nothing in that process aborts it; the job commit's sweep must.
+    faulty_write(df, dest, fault="exit", fault_partitions="2")
+    assert_one_clean_copy(spark, committer, tmp_path, df)
+    assert pending_in_bucket(committer) == []
+
+
+def test_a_task_failing_every_attempt_aborts_the_job(spark: Any, dest: str,
+                                                     committer: Committer) -> None:
+    with pytest.raises(Exception, match="injected failure in a task attempt"):
+        faulty_write(source(spark), dest, fault="raise", fault_partitions="1",
+                     fault_attempts="all")
+    assert [j.state for j in committer.jobs()] == ["aborted"]
+    assert_nothing(committer)
+
+
+def test_failure_after_every_task_succeeded_before_job_commit(spark: Any, dest: str,
+                                                              committer: Committer,
+                                                              tmp_path: Path) -> None:
+    df = source(spark, 400)
+    faulty_write(df, dest)  # a first, good write
+    good = data_files(committer)
+    with pytest.raises(Exception, match="before job commit"):
+        faulty_write(source(spark, 400), dest, mode="overwrite", fault="commit_raise")
+    # Spark called abort(messages): the old files stay, the new ones never appear.
+    assert data_files(committer) == good
+    assert sorted(j.state for j in committer.jobs()) == ["aborted", "committed"]
+    assert pending_in_bucket(committer) == []
+    assert_exactly(spark, committer, tmp_path, df.collect(), df.columns)
+
+
+def test_orchestrated_failure_aborts_the_job_and_the_orchestrator_finds_nothing(
+        spark: Any, dest: str, committer: Committer) -> None:
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    with pytest.raises(Exception, match="injected failure in a task attempt"):
+        faulty_write(source(spark, 400), dest, mode="overwrite", job_id=job.job_id,
+                     fault="raise", fault_partitions="0", fault_attempts="all")
+    assert committer.job(job.job_id).state == "aborted"
+    committer.abort_job(job.job_id)  # the DAG's abort step: idempotent
+    committer.cleanup_job(job.job_id)
+    assert_nothing(committer)
+
+
+def test_job_commit_broken_after_its_point_of_no_return_is_finished_by_a_retry(
+        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    df = source(spark, 400)
+    with pytest.raises(Exception, match="passed its point of no return"):
+        faulty_write(df, dest, fault="complete_fault")
+    [job] = committer.jobs()
+    # Spark's abort was refused: aborting would lose output already visible.
+    assert job.state == "committing"
+    assert 1 <= len(data_files(committer)) < 8
+    committer.commit_job(job.job_id)  # what an operator (or the DAG's retry) runs
+    assert_one_clean_copy(spark, committer, tmp_path, df)
+
+
+def test_speculation_on_with_a_straggler_writes_nothing_twice(
+        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    assert spark.sparkContext.getConf().get("spark.speculation") == "true"
+    df = source(spark)
+    faulty_write(df, dest, fault="slow", fault_partitions="0", fault_seconds="3")
+    assert_one_clean_copy(spark, committer, tmp_path, df)

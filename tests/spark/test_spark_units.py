@@ -1,0 +1,172 @@
+"""Option parsing, partition values and the Parquet file layout, without Spark or S3."""
+
+from __future__ import annotations
+
+import datetime
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from zero_rename.errors import ConfigError
+from zero_rename.spark.options import (
+    FileOptions,
+    conflict_mode_for,
+    parse_size,
+    parse_writer_options,
+)
+from zero_rename.spark.parquet import PartitionedParquetWriter
+from zero_rename.spark.partitions import resolve_columns, split_by_partition
+
+pytestmark = pytest.mark.unit
+
+
+def test_options_map_to_job_store_and_file_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    config = parse_writer_options({
+        "path": "s3a://bucket/table", "Partition_By": "dt, region", "committer": "staging",
+        "part_size": "16MiB", "threads": "8", "max_file_size": "1g",
+        "max_rows_per_file": "1000", "compression": "ZSTD", "verify_uploads": "false"})
+    assert config.destination.url == "s3://bucket/table"
+    assert config.job.partition_columns == ("dt", "region")
+    assert config.job.committer == "staging" and config.job.conflict_mode == "append"
+    assert config.job.part_size == 16 << 20 and config.job.threads == 8
+    assert config.job.verify_uploads is False
+    assert config.store.endpoint_url == "http://127.0.0.1:9000"
+    assert config.files == FileOptions(compression="zstd", max_file_size=1 << 30,
+                                       max_rows_per_file=1000)
+    assert config.files.extension == ".zstd.parquet"
+    assert not config.orchestrated
+
+
+def test_an_endpoint_option_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    config = parse_writer_options({"path": "s3://bucket/t", "endpoint": "https://s3.example.test"})
+    assert config.store.endpoint_url == "https://s3.example.test"
+    with pytest.raises(ConfigError, match="may not carry credentials"):
+        parse_writer_options({"path": "s3://bucket/t", "endpoint": "http://key:pw@host:9000"})
+
+
+@pytest.mark.parametrize(("overwrite", "given", "expected"), [
+    (False, None, "append"), (False, "fail", "fail"), (False, "replace", "replace"),
+    (True, None, "replace"), (True, "replace", "replace"),
+])
+def test_save_modes_map_to_conflict_modes(overwrite: bool, given: str | None,
+                                          expected: str) -> None:
+    assert conflict_mode_for(overwrite, given) == expected
+
+
+@pytest.mark.parametrize("given", ["append", "fail"])
+def test_overwrite_refuses_a_conflict_mode_that_keeps_files(given: str) -> None:
+    with pytest.raises(ConfigError, match="contradicts"):
+        conflict_mode_for(True, given)
+
+
+def test_job_id_makes_the_write_orchestrated() -> None:
+    job_id = "0b7e6f62-3c55-4a8e-9d58-2f7e0c7b6a10"
+    config = parse_writer_options({"path": "s3://bucket/t", "job_id": job_id,
+                                   "partition_by": "dt"}, overwrite=True)
+    assert config.orchestrated and config.job_id == job_id
+    assert config.explicit == {"partition_columns", "conflict_mode"}
+
+
+@pytest.mark.parametrize(("text", "size"), [("8388608", 8 << 20), ("8m", 8 << 20),
+                                            ("8MiB", 8 << 20), ("8 MB", 8 << 20),
+                                            ("2g", 2 << 30), ("512k", 512 << 10)])
+def test_sizes_read_as_spark_reads_them(text: str, size: int) -> None:
+    assert parse_size("part_size", text) == size
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({}, "needs a destination"),
+    ({"path": "hdfs://x/y"}, "must be an s3:// or s3a:// URL"),
+    ({"path": "s3://bucket/t", "threads": "0"}, "threads"),
+    ({"path": "s3://bucket/t", "verify_uploads": "maybe"}, "option 'verify_uploads'"),
+    ({"path": "s3://bucket/t", "max_file_size": "0"}, "option 'max_file_size'"),
+    ({"path": "s3://bucket/t", "conflict_mode": "merge"}, "option 'conflict_mode'"),
+    ({"path": "s3://bucket/t", "session_token": "abc"}, "credentials are never accepted"),
+    ({"path": "s3://bucket/t", "fs.s3a.secret.key": "abc"}, "credentials are never accepted"),
+])
+def test_malformed_options_are_named(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as failure:
+        parse_writer_options(options)
+    assert "abc" not in str(failure.value)
+
+
+def test_partition_columns_resolve_case_insensitively() -> None:
+    assert resolve_columns(["DT"], ["id", "dt"]) == ("dt",)
+    with pytest.raises(ConfigError, match="every column"):
+        resolve_columns(["id", "dt"], ["id", "dt"])
+    with pytest.raises(ConfigError, match="matches several"):
+        resolve_columns(["aB"], ["ab", "AB", "c"])
+
+
+def test_split_by_partition_formats_values_as_spark() -> None:
+    batch = pa.record_batch({
+        "v": [1, 2, 3, 4, 5],
+        "day": pa.array([datetime.date(2024, 1, 1), datetime.date(999, 3, 4), None,
+                         datetime.date(2024, 1, 1), datetime.date(2024, 1, 1)]),
+        "flag": [True, False, None, True, True],
+        "name": ["a/b", "", None, "a/b", "x"],
+    })
+    groups = {tuple(v.values()): b.column("v").to_pylist()
+              for v, b in split_by_partition(batch, ["day", "flag", "name"])}
+    assert groups == {("2024-01-01", "true", "a/b"): [1, 4], ("0999-03-04", "false", None): [2],
+                      (None, None, None): [3], ("2024-01-01", "true", "x"): [5]}
+    values, rows = next(split_by_partition(batch.slice(0, 1), ["day"]))
+    assert values == {"day": "2024-01-01"} and rows.schema.names == ["v", "flag", "name"]
+
+
+class MemorySink(io.BytesIO):
+    rows: int | None = None
+
+    def close(self) -> None:
+        self.final = self.getvalue()
+        super().close()
+
+
+def _write(batches: list[pa.RecordBatch], columns: tuple[str, ...],
+           options: FileOptions) -> list[MemorySink]:
+    sinks: list[MemorySink] = []
+
+    def open_file(values: dict[str, str | None]) -> MemorySink:
+        sink = MemorySink()
+        sink.partition = values  # type: ignore[attr-defined]
+        sinks.append(sink)
+        return sink
+
+    writer = PartitionedParquetWriter(open_file, columns, options, {"k": "v"})
+    for batch in batches:
+        writer.write(batch)
+    writer.close()
+    return sinks
+
+
+def test_files_roll_at_the_row_limit_exactly() -> None:
+    batch = pa.record_batch({"id": list(range(1000)), "p": ["a", "b"] * 500})
+    sinks = _write([batch, batch], ("p",), FileOptions(max_rows_per_file=300))
+    rows = sorted((s.partition["p"], s.rows) for s in sinks)  # type: ignore[attr-defined]
+    assert rows == [("a", 100)] + [("a", 300)] * 3 + [("b", 100)] + [("b", 300)] * 3
+    table = pq.read_table(pa.BufferReader(sinks[0].final))
+    assert table.schema.names == ["id"] and table.schema.metadata[b"k"] == b"v"
+    assert all(s.rows == pq.ParquetFile(pa.BufferReader(s.final)).metadata.num_rows
+               for s in sinks)
+
+
+def test_files_roll_near_the_size_limit_and_row_groups_stay_whole() -> None:
+    values = [f"{i:064x}" for i in range(40_000)]
+    batch = pa.record_batch({"h": values})
+    sinks = _write([batch], (), FileOptions(max_file_size=256 * 1024, compression="none"))
+    sizes = [len(s.final) for s in sinks]
+    assert len(sinks) > 5 and max(sizes) <= 256 * 1024 * 1.3
+    assert sum(s.rows or 0 for s in sinks) == 40_000
+
+
+def test_open_files_are_bounded_least_recently_used_first() -> None:
+    batch = pa.record_batch({"id": list(range(100)), "p": [str(i % 10) for i in range(100)]})
+    sinks = _write([batch, batch], ("p",), FileOptions(max_open_files=3))
+    assert sum(s.rows or 0 for s in sinks) == 200
+    assert len(sinks) > 10  # evicted partitions start new files
+    assert all(s.closed for s in sinks)
