@@ -30,6 +30,9 @@ DEFAULT_ACCESS_KEY = "zero-rename"
 # A credential for a throw-away loopback server, not a secret.
 DEFAULT_SECRET_KEY = "zero-rename-local-secret"
 
+VOLUME_SIZE_MB = 64
+MAX_VOLUMES = 2000
+
 # SeaweedFS opens these listeners; each gets its own free port.
 _PORT_FLAGS = (
     "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
@@ -104,7 +107,11 @@ class EmbeddedS3:
         self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS))))
         log_path = Path(self.data_dir) / "weed.log"
         cmd = [find_weed(), "mini", f"-dir={self.data_dir}", "-ip=127.0.0.1",
-               "-ip.bind=127.0.0.1", "-admin.ui=false", "-webdav=false"]
+               "-ip.bind=127.0.0.1", "-admin.ui=false", "-webdav=false",
+               # Each bucket takes volumes of its own; by default a volume is
+               # 1 GiB and their number is free disk / 1 GiB, so a test run
+               # with a bucket per test ran out. Small volumes, many of them.
+               f"-master.volumeSizeLimitMB={VOLUME_SIZE_MB}", f"-volume.max={MAX_VOLUMES}"]
         cmd += [f"-{flag}={port}" for flag, port in self._ports.items()]
         # SeaweedFS creates the identity it finds in its environment at start.
         env = {**os.environ, "AWS_ACCESS_KEY_ID": self.access_key,
