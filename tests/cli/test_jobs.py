@@ -122,3 +122,19 @@ def access_denied(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_refused_access_is_a_store_error(cli: Cli, dest: str) -> None:
     ran = cli("jobs", "list", dest)
     assert ran.code == ExitCode.STORE and "access refused" in ran.err
+
+
+def test_commit_finishes_a_committing_job_and_refuses_the_rest(
+        cli: Cli, committer: Committer, dest: str) -> None:
+    stuck = committing_job(committer)
+    ran = cli("jobs", "commit", dest, stuck.job_id, "--json")
+    assert ran.code == 0, ran.err
+    assert ran.json()["state"] == "committed"
+    assert committer.job(stuck.job_id).state == "committed" and pending(committer) == []
+    again = cli("jobs", "commit", dest, stuck.job_id)
+    assert again.code == 0 and "committed" in again.out
+
+    running = running_job(committer)
+    refused = cli("jobs", "commit", dest, running.job_id)
+    assert refused.code == ExitCode.REFUSED and "orchestrator" not in refused.out
+    assert committer.job(running.job_id).state == "setup"

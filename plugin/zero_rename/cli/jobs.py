@@ -8,7 +8,7 @@ from typing import Any
 from zero_rename.cli.arguments import job_id_arg
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
-from zero_rename.cli.exits import NotFound
+from zero_rename.cli.exits import NotFound, Refused
 from zero_rename.cli.output import Output, Result, human_bytes, iso, shown
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord
@@ -39,6 +39,16 @@ def register(groups: Any, common: argparse.ArgumentParser) -> None:
     abort.add_argument("dest", metavar="DEST", help="s3://bucket/path")
     abort.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
     abort.set_defaults(handler=run_abort)
+
+    finish = commands.add_parser(
+        "commit", parents=[common], help="finish a commit that passed its point of no return",
+        description="Retry the job commit of a job left 'committing' by a crash or timeout: "
+                    "it completes the remaining uploads (journaled, each checked), deletes "
+                    "replaced files, writes _SUCCESS and cleans up, exactly once. Refused for "
+                    "a job still in setup: committing it is its orchestrator's decision.")
+    finish.add_argument("dest", metavar="DEST", help="s3://bucket/path")
+    finish.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
+    finish.set_defaults(handler=run_commit)
 
 
 # -- list ------------------------------------------------------------------
@@ -156,3 +166,16 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
     return Result(summary.model_dump(mode="json"), lambda out: out.say(
         f"aborted job {args.job} at {committer.dest.url}: {summary.aborted_uploads} pending "
         f"upload(s) aborted in {format_duration(summary.seconds)}"))
+
+
+# -- commit ----------------------------------------------------------------
+def run_commit(ctx: Context, args: argparse.Namespace) -> Result:
+    committer = ctx.committer(args.dest)
+    record = committer.job(args.job)
+    if record.state in ("setup", "aborted"):
+        raise Refused(f"job {args.job} is {record.state}; only a job whose commit passed its "
+                      "point of no return ('committing') is finished from here")
+    summary = committer.commit_job(args.job)  # logs "completed n of N file(s)" with -v
+    return Result(summary.model_dump(mode="json"), lambda out: out.say(
+        f"job {args.job} committed: {summary.files} file(s), {human_bytes(summary.bytes)}, "
+        f"{summary.rows} row(s) in {len(summary.partitions)} partition(s)"))
