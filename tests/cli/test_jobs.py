@@ -136,5 +136,5 @@ def test_commit_finishes_a_committing_job_and_refuses_the_rest(
 
     running = running_job(committer)
     refused = cli("jobs", "commit", dest, running.job_id)
-    assert refused.code == ExitCode.REFUSED and "orchestrator" not in refused.out
+    assert refused.code == ExitCode.REFUSED and "is setup" in refused.err
     assert committer.job(running.job_id).state == "setup"
