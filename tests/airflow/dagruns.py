@@ -50,3 +50,49 @@ def xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> A
         row = session.query(XComModel).filter_by(dag_id=dag_id, run_id=run_id, task_id=task_id,
                                                  key=key).one_or_none()
         return None if row is None else XComModel.deserialize_value(row)
+
+
+def xcoms(dag_id: str, run_id: str) -> list[tuple[str, str, Any]]:
+    """Every XCom of a run as (task id, key, value)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(XComModel).filter_by(dag_id=dag_id, run_id=run_id).all()
+        return [(r.task_id, r.key, XComModel.deserialize_value(r)) for r in rows]
+
+
+def rendered_fields(dag_id: str, run_id: str) -> list[Any]:
+    """What the UI shows as the tasks' rendered templates."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return [r.rendered_fields for r in session.query(RTIF).filter_by(dag_id=dag_id,
+                                                                           run_id=run_id)]
+
+
+def asset_events(uri: str) -> list[tuple[str | None, dict[str, Any]]]:
+    """(partition key, extra) of every event of the asset at ``uri``."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                .filter(AssetModel.uri == uri).order_by(AssetEvent.id).all())
+        return [(r.partition_key, dict(r.extra or {})) for r in rows]
+
+
+def fail_orphaned_tasks(dag_id: str, run_id: str) -> list[str]:
+    """Mark tasks left "running" by a killed worker as failed, as the scheduler does
+    when their heartbeat times out; returns their task ids."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+
+    with create_session() as session:
+        orphans = session.query(TaskInstance).filter_by(
+            dag_id=dag_id, run_id=run_id, state=TaskInstanceState.RUNNING).all()
+        for ti in orphans:
+            ti.state = TaskInstanceState.FAILED
+        return [ti.task_id for ti in orphans]

@@ -30,6 +30,9 @@ def main() -> int:
     parser.add_argument("--option", action="append", default=[])
     parser.add_argument("--fail-after-write", action="store_true")
     args = parser.parse_args()
+    if args.input and not os.path.exists(args.input):
+        print(f"input {args.input} does not exist", file=sys.stderr)
+        return 2
     options = dict(o.split("=", 1) for o in args.option)
     endpoint = options.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL")
     committer = Committer(args.destination, StoreConfig(endpoint_url=endpoint))

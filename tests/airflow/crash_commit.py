@@ -1,0 +1,36 @@
+"""Run one daily DAG run in this process and die at the commit's Nth CompleteMultipartUpload.
+
+Started by a test as a separate interpreter (a fork of a process that already
+ran Airflow could deadlock on locks held by its threads). The process exits on
+the spot, as a killed worker would: no handler runs, nothing is flushed.
+
+    python -m tests.airflow.crash_commit DAY ROWS NTH
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tests.airflow.dagruns import run_dag
+from tests.faults import inject
+from zero_rename.airflow.hooks import ZeroRenameHook
+from zero_rename.core.store import S3Store
+
+
+def main(day: str, rows: int, nth: int) -> None:
+    original = ZeroRenameHook.store
+
+    def store(hook: ZeroRenameHook) -> S3Store:
+        s = original(hook)
+        # Only the commit step completes uploads, so the fault lands in it.
+        inject(s.client, "CompleteMultipartUpload", nth=nth, action="exit")
+        return s
+
+    ZeroRenameHook.store = store  # type: ignore[method-assign]
+    run: Any = run_dag("daily_partitioned_write", day, {"rows": rows})
+    sys.exit(f"the run ended ({run.state}) without reaching the fault")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -1,0 +1,180 @@
+"""The daily DAG end to end: real Airflow (dag.test), real local Spark, real S3.
+
+Every test checks what readers would find on S3 (files, rows, pending
+uploads), not only task states. Spark submits take about 20 s each, so each
+test runs the DAG as few times as its claim needs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.airflow.dagruns import (
+    asset_events,
+    fail_orphaned_tasks,
+    rendered_fields,
+    run_dag,
+    xcom,
+    xcoms,
+)
+from tests.faults import CRASH_EXIT_CODE
+from tests.helpers import pending, visible
+from zero_rename.airflow.runs import run_job_id
+from zero_rename.core.committer import Committer
+from zero_rename.core.store import StoreConfig
+from zero_rename.embedded_s3 import EmbeddedS3
+
+DAG_ID = "daily_partitioned_write"
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "dags" / "apps" / "daily_partitioned_write.py"
+STANDIN = Path(__file__).parent / "apps" / "standin_daily_write.py"
+STEPS = ("setup_job", "stage", "validate", "resolve_conflicts", "commit")
+
+
+@pytest.fixture
+def daily(airflow_env: EmbeddedS3, bucket: str, store_config: StoreConfig,
+          monkeypatch: pytest.MonkeyPatch) -> Iterator[Committer]:
+    """Points the DAG at a fresh destination; the DAG file reads it when parsed."""
+    destination = f"s3://{bucket}/events"
+    monkeypatch.setenv("AIRFLOW__ZERO_RENAME__DAILY_DESTINATION", destination)
+    if not APP.exists():
+        monkeypatch.setenv("AIRFLOW__ZERO_RENAME__DAILY_APPLICATION", str(STANDIN))
+    yield Committer(destination, store_config)
+
+
+def rows_by_file(c: Committer) -> dict[str, int]:
+    return {path: pq.read_table(io.BytesIO(body)).num_rows for path, body in visible(c).items()}
+
+
+def run_id_of(day: str) -> str:
+    return f"manual__{day}T00:00:00+00:00"
+
+
+def test_a_day_is_written_and_committed_once(daily: Committer, capfd: pytest.CaptureFixture[str],
+                                             s3_server: EmbeddedS3) -> None:
+    result = run_dag(DAG_ID, "2024-01-01", {"rows": 500})
+
+    assert result.state == "success"
+    assert result.states == {**{t: "success" for t in STEPS}, "abort_job": "skipped",
+                             "cleanup_job": "success"}
+    job_id = xcom(DAG_ID, result.run_id, "setup_job")
+    assert job_id == run_job_id(DAG_ID, result.run_id, daily.dest.url)
+    files = rows_by_file(daily)
+    assert files and all(p.startswith("dt=2024-01-01/") and job_id in p for p in files)
+    assert sum(files.values()) == 500
+    assert pending(daily) == []
+    success = daily.read_success()
+    assert success is not None and success.job_id == job_id
+    assert success.partitions == ("dt=2024-01-01",)
+    assert daily.job(job_id).state == "committed"
+
+    # Each step's summary is in XCom; the commit's counts match what S3 holds.
+    summaries = {t: xcom(DAG_ID, result.run_id, t, "summary") for t in (*STEPS, "cleanup_job")}
+    assert all(s and s["job_id"] == job_id for s in summaries.values())
+    commit = summaries["commit"]
+    assert (commit["state"], commit["files"], commit["rows"]) == ("committed", len(files), 500)
+    assert commit["partitions"] == ["dt=2024-01-01"]
+    assert commit["requests"] > 0 and commit["seconds"] > 0
+    assert summaries["stage"]["rows"] == 500 and summaries["validate"]["files"] == len(files)
+
+    # The asset event carries the committed partition and the summary.
+    ((key, extra),) = asset_events(daily.dest.url)
+    assert key == "dt=2024-01-01" and extra["job_id"] == job_id and extra["rows"] == 500
+
+    # The extra link opens the Commits page at this job.
+    link = xcom(DAG_ID, result.run_id, "commit", "_link_CommitsLink")
+    assert link.startswith("/zero-rename/commits?dest=s3%3A%2F%2F") and f"job={job_id}" in link
+
+    # No credential in XCom, in the rendered templates the UI shows, or in the logs.
+    shown = json.dumps([xcoms(DAG_ID, result.run_id), rendered_fields(DAG_ID, result.run_id)],
+                       default=str) + capfd.readouterr().out
+    assert s3_server.secret_key not in shown
+
+
+def test_a_day_run_twice_leaves_one_copy(daily: Committer) -> None:
+    first = run_dag(DAG_ID, "2024-01-02", {"rows": 300})
+    first_files = rows_by_file(daily)
+    # A second run for the same day (a re-run or a backfill): a new run, a new job.
+    second = run_dag(DAG_ID, "2024-01-03", {"rows": 200, "date": "2024-01-02"})
+
+    assert first.state == second.state == "success"
+    first_job = xcom(DAG_ID, first.run_id, "setup_job")
+    second_job = xcom(DAG_ID, second.run_id, "setup_job")
+    assert first_job != second_job
+    files = rows_by_file(daily)
+    assert sum(first_files.values()) == 300
+    assert sum(files.values()) == 200
+    assert all(p.startswith("dt=2024-01-02/") and second_job in p for p in files)
+    assert not set(first_files) & set(files)
+    assert xcom(DAG_ID, second.run_id, "commit", "summary")["replaced_files"] == len(first_files)
+    assert pending(daily) == []
+    assert daily.read_success().job_id == second_job  # type: ignore[union-attr]
+
+
+def plant_stray_upload(c: Committer, job_id: str, day: str) -> str:
+    """The pending upload an executor killed mid-write leaves behind, unknown to any manifest."""
+    key = f"{c.dest.dir}dt={day}/part-00007-{job_id}.c000.snappy.parquet"
+    upload_id = c.store.create_upload(c.dest.bucket, key)
+    c.store.upload_part(c.dest.bucket, key, upload_id, 1, b"half a file")
+    return key
+
+
+def test_a_failed_stage_is_aborted_and_the_run_fails(daily: Committer) -> None:
+    day = "2024-02-01"
+    job_id = run_job_id(DAG_ID, run_id_of(day), daily.dest.url)
+    stray = plant_stray_upload(daily, job_id, day)
+    assert pending(daily) == [stray]
+
+    # An input that does not exist makes the application fail at once.
+    result = run_dag(DAG_ID, day, {"rows": 10, "input": "/nonexistent/zero-rename-input"})
+
+    assert result.states["stage"] == "failed"
+    assert result.states["validate"] == result.states["commit"] == "upstream_failed"
+    # The abort worked, and fails on purpose so that the run shows the failure.
+    assert result.states["abort_job"] == "failed"
+    assert xcom(DAG_ID, result.run_id, "abort_job", "summary")["state"] == "aborted"
+    assert result.states["cleanup_job"] == "success"
+    assert result.state == "failed"
+    assert daily.job(job_id).state == "aborted"
+    assert visible(daily) == {}
+    assert pending(daily) == []
+
+
+def test_a_commit_killed_half_way_is_finished_once_by_its_retry(daily: Committer) -> None:
+    day = "2024-03-01"
+
+    started = time.monotonic()
+    crash = subprocess.run([sys.executable, "-m", "tests.airflow.crash_commit", day, "400", "2"],
+                           cwd=REPO, env=os.environ, capture_output=True, timeout=300)
+    assert crash.returncode == CRASH_EXIT_CODE, crash.stderr.decode()[-3000:]
+    print(f"crashed run: {time.monotonic() - started:.1f} s")
+    job_id = run_job_id(DAG_ID, run_id_of(day), daily.dest.url)
+    assert daily.job(job_id).state == "committing"
+    staged = sum(len(m.uploads) for m in daily.load_manifests(job_id))
+    half = rows_by_file(daily)
+    assert len(half) < staged
+    assert fail_orphaned_tasks(DAG_ID, run_id_of(day)) == ["commit"]
+
+    # Airflow runs the run again: setup finds the same job, the stage is not
+    # submitted again, validation and conflicts are past, the commit resumes.
+    result = run_dag(DAG_ID, day, {"rows": 400})
+
+    assert result.state == "success"
+    assert xcom(DAG_ID, result.run_id, "setup_job") == job_id
+    files = rows_by_file(daily)
+    assert len(files) == staged and sum(files.values()) == 400
+    assert set(half) <= set(files)
+    assert pending(daily) == []
+    assert daily.job(job_id).state == "committed"
+    assert daily.read_success().job_id == job_id  # type: ignore[union-attr]
+    assert xcom(DAG_ID, result.run_id, "commit", "summary")["files"] == staged
