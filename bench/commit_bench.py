@@ -382,7 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress(f"whole run: {time.monotonic() - started:.0f} s")
     if args.output != "-":
         load = (load_before, os.getloadavg()[0])
-        section = report.section(rows, cfg, args, command_line(args), load)
+        section = report.section(rows, cfg, args, command_line(args), load,
+                                 time.monotonic() - started)
         report.write_section(args.output, section)
         progress(f"wrote the '{report.HEADER}' section of {args.output}")
     return 0

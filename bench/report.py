@@ -12,6 +12,7 @@ from pathlib import Path
 import boto3
 
 from bench.commit_bench import LABELS, BenchConfig, Row
+from bench.counter import Step
 
 HEADER = "## Job commit"
 TITLE = "# Benchmarks"
@@ -74,8 +75,14 @@ def _find(rows: Sequence[Row], files: int, method: str) -> Row | None:
     return next((r for r in rows if r.files == files and r.method == method), None)
 
 
-def _step_seconds(row: Row, op: str) -> float:
-    return sum(step.seconds for step in row.steps if step.op == op)
+def _main_step(row: Row, op: str) -> Step | None:
+    """The largest step of one operation: the parallel phase, not a lone record read."""
+    steps = [step for step in row.steps if step.op == op]
+    return max(steps, key=lambda step: step.requests) if steps else None
+
+
+def _seconds(step: Step | None) -> float:
+    return step.seconds if step else 0.0
 
 
 def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
@@ -95,30 +102,37 @@ def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
         "follow S3 requests per file closely, and the ratios to the floor are mostly ratios "
         "of request counts."]
     if verify and noverify and verify.ratio and noverify.ratio:
-        listparts = _step_seconds(verify, "ListParts")
-        completes = _step_seconds(verify, "CompleteMultipartUpload")
-        manifests = _step_seconds(verify, "GetObject")
-        rest = verify.seconds - listparts - completes - manifests
+        listparts = _seconds(_main_step(verify, "ListParts"))
+        completes = _seconds(_main_step(verify, "CompleteMultipartUpload"))
+        manifests = _main_step(verify, "GetObject")
+        rest = verify.seconds - listparts - completes - _seconds(manifests)
+        slower = completes / floor.seconds - 1
         out.append(
             f"The committer's job commit takes {noverify.ratio:.2f}x the floor without "
             f"validation and {verify.ratio:.2f}x with it. Of the {verify.seconds:.1f} s with "
             f"validation, {completes:.1f} s go to the completes (the floor took "
-            f"{floor.seconds:.1f} s for the same number), {listparts:.1f} s to validation, "
-            f"{manifests:.1f} s to reading the task manifests (one GetObject per task, "
-            f"{cfg.files_per_task} files each) and {rest:.1f} s to everything else: listings, "
-            "the plan, the job record, the journal, `_SUCCESS` and cleanup, a fixed few "
-            "requests. Validation is one ListParts per upload, run at the same concurrency "
-            "before the point of no return; it is what lets the commit refuse, with nothing "
-            "changed, uploads that are gone or differ from what their tasks recorded, and it "
-            "costs as many requests as the completes.")
+            f"{floor.seconds:.1f} s for as many), {listparts:.1f} s to validation, "
+            f"{_seconds(manifests):.1f} s to reading the "
+            f"{manifests.requests if manifests else 0:,} task manifests and {rest:.1f} s to "
+            "everything else: listings, the plan, the job record, the journal, `_SUCCESS` and "
+            "cleanup, a fixed few requests. Validation is one ListParts per upload, run at the "
+            "same concurrency before the point of no return; it is what lets the commit "
+            "refuse, with nothing changed, uploads that are gone or differ from what their "
+            "tasks recorded, and it costs as many requests as the completes.")
+        if slower > 0.02:
+            out.append(
+                f"The committer's completes took {slower:.0%} longer than the floor's. Each "
+                "goes through the store layer's error handling and request accounting, and the "
+                "commit's main thread tracks every pending completion to journal it; both "
+                "compete with the requests for the same interpreter lock.")
     if copies:
         described = " and ".join(
             f"{r.ratio:.2f}x the floor ({r.requests_per_file:.2f} requests a file, "
             f"{LABELS[r.method].split(': ', 1)[1]})" for r in copies)
         out.append(
             f"The rename-based commit takes {described}. With {cfg.file_size:,}-byte files a "
-            "server-side copy costs about what a complete does, so here copying is cheap and "
-            "a rename costs its two requests. Its real cost is in bytes: S3 copies data at a "
+            "server-side copy costs about what a complete does, so here a rename-based commit "
+            "costs what its requests cost. Its real cost is in bytes: S3 copies data at a "
             "rate per object (the zero-rename paper measured about 6-10 MB/s), so copying a "
             "128 MB file takes seconds, while CompleteMultipartUpload moves no data whatever "
             "the file size.")
@@ -132,7 +146,8 @@ def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
 
 
 def section(rows: Sequence[Row], cfg: BenchConfig, args: argparse.Namespace,
-            command: str, load: tuple[float, float] | None = None) -> str:
+            command: str, load: tuple[float, float] | None = None,
+            elapsed: float | None = None) -> str:
     """The whole ``## Job commit`` section, header included."""
     largest = max(r.files for r in rows)
     committer = _find(rows, largest, "committer") or _find(rows, largest, "committer-noverify")
@@ -157,17 +172,16 @@ def section(rows: Sequence[Row], cfg: BenchConfig, args: argparse.Namespace,
         "committed and cleans up.",
         "- **floor**: parallel CompleteMultipartUpload calls, nothing else, on uploads written "
         "by the same task attempts: no commit that completes uploads can send fewer requests.",
-        "- **rename**: what a rename-based commit costs on S3, which has no rename: the files "
-        "written as plain objects under a `_temporary/` prefix, then listed, copied to their "
-        "final keys (CopyObject) and deleted, either with one DeleteObject per file (renaming "
-        "file by file) or with one DeleteObjects per 1,000 keys after the copies (renaming a "
-        "directory).",
+        *_rename_bullet(rows),
         "",
         f"Machine: {os.cpu_count()} cores, SeaweedFS {seaweedfs_version()} (`weed mini`) on "
         f"loopback, Python {platform.python_version()}, boto3 {boto3.__version__}. "
         f"Runs: {runs}." + (_load_note(load) if load else ""),
         "",
-        "Reproduce with `make bench`, or:",
+        "Reproduce with `make bench`, or:" if elapsed is None else
+        f"Reproduce with `make bench`, or the command below; this run took "
+        f"{_duration(elapsed)}, {_timed(rows) / elapsed:.0%} of it in the timed commits "
+        "and most of the rest writing the files they commit:",
         "",
         "```",
         command,
@@ -189,9 +203,41 @@ def section(rows: Sequence[Row], cfg: BenchConfig, args: argparse.Namespace,
             "",
             breakdown_table(committer),
             "",
+            "In order: read the job record and look for a stage manifest (there is none: the "
+            "tasks published theirs), list and read the task manifests, validate (ListParts), "
+            "list the destination for conflicts, save the plan, compare-and-swap the job "
+            "record past the point of no return, read the plan back, list the journal, "
+            "complete every upload with a journal checkpoint every 1,000 completions or 5 "
+            "seconds, write the last checkpoint and `_SUCCESS`, swap the record to committed, "
+            "then clean up (list pending uploads, list and delete the manifests, plan and "
+            "journal).",
+            "",
         ]
     parts += ["### Reading", "", reading(rows, cfg), ""]
     return "\n".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.1f} minutes" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def _timed(rows: Sequence[Row]) -> float:
+    """Seconds of timed commits in the whole run (medians times runs, near enough)."""
+    return sum(r.seconds * r.runs for r in rows)
+
+
+def _rename_bullet(rows: Sequence[Row]) -> list[str]:
+    ways = []
+    if any(r.method == "copy-delete" for r in rows):
+        ways.append("with one DeleteObject per file (renaming file by file)")
+    if any(r.method == "copy-bulk" for r in rows):
+        ways.append("with one DeleteObjects per 1,000 keys after the copies (renaming a "
+                    "directory)")
+    if not ways:
+        return []
+    return ["- **rename**: what a rename-based commit costs on S3, which has no rename: the "
+            "files written as plain objects under a `_temporary/` prefix, then listed, copied "
+            f"to their final keys (CopyObject) and deleted, {', or '.join(ways)}."]
 
 
 def _load_note(load: tuple[float, float]) -> str:
