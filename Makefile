@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-unit bench clean venv
+.PHONY: demo test test-unit bench bench-spark clean venv
 
 venv: $(STAMP)
 
@@ -29,5 +29,21 @@ test-unit: $(STAMP)
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.commit_bench
 
+# About 1 GiB written four ways by local Spark; several minutes on two cores.
+bench-spark: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.spark_bench
+
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# The stack (S3, Spark, Airflow) as plain processes on 127.0.0.1; see docs/deployment.md.
+.PHONY: stack-up stack-status stack-down
+
+stack-up: $(STAMP)
+	$(PY) deploy/stack.py up
+
+stack-status:
+	$(PY) deploy/stack.py status
+
+stack-down:
+	$(PY) deploy/stack.py down
