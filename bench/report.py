@@ -121,7 +121,8 @@ def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
             "tasks recorded, and it costs as many requests as the completes.")
         if slower > 0.02:
             out.append(
-                f"The committer's completes took {slower:.0%} longer than the floor's. Each "
+                f"The committer's completes took {slower:.0%} longer than the floor's"
+                f"{' (one run each, so partly noise)' if verify.runs == 1 else ''}. Each "
                 "goes through the store layer's error handling and request accounting, and the "
                 "commit's main thread tracks every pending completion to journal it; both "
                 "compete with the requests for the same interpreter lock.")
