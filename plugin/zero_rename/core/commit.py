@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from zero_rename.core.abort import abort_uploads, remove_temporary
 from zero_rename.core.conflicts import resolve_conflicts
@@ -219,16 +219,16 @@ def _complete_all(store: S3Store, dest: Destination, plan: CommitPlan, threads: 
     journal = _Journal(store, dest, plan, seq)
     reporter = _Reporter(plan.job_id, total, len(done), progress)
     etags: dict[str, str] = {}
-    with ThreadPoolExecutor(max(1, min(threads, len(todo) or 1))) as pool:
+    # One pooled connection stays free for the journal, written from this thread.
+    workers = max(1, min(threads, store.pool_size - 1, len(todo) or 1))
+    with ThreadPoolExecutor(workers) as pool:
         futures = {pool.submit(_complete_one, store, dest, plan.uploads[i]): i for i in todo}
         try:
-            while futures:
-                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    index = futures.pop(future)
-                    etags[plan.uploads[index].key] = future.result()
-                    journal.add(index)
-                    reporter.advance()
+            for future in as_completed(futures):
+                index = futures[future]
+                etags[plan.uploads[index].key] = future.result()
+                journal.add(index)
+                reporter.advance()
         except BaseException:
             for future in futures:
                 future.cancel()

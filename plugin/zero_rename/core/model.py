@@ -124,7 +124,11 @@ class StepTiming(_Frozen):
 
 
 class JobSummary(_Frozen):
-    """What a step reports: counts, requests and seconds. Safe for XCom and logs."""
+    """What a step reports: counts, requests and seconds. Safe for XCom and logs.
+
+    A job commit's ``requests`` counts its S3 requests up to ``_SUCCESS``: the
+    summary is stored in the job record, so it cannot count what comes after.
+    """
 
     job_id: str
     destination: str
