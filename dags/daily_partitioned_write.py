@@ -66,6 +66,9 @@ with DAG(
                       description="Day to write (YYYY-MM-DD); default: the run's partition"),
         "rows": Param(1000, type="integer", minimum=1, description="Rows to generate"),
         "input": Param("", type="string", description="Input path instead of generated rows"),
+        "options": Param({}, type="object",
+                         description='Writer options, e.g. {"compression": "zstd", '
+                                     '"max_rows_per_file": 1000000}'),
     },
     tags=["zero-rename"],
     doc_md=__doc__,
@@ -78,6 +81,7 @@ with DAG(
         name="daily_partitioned_write",
         application_args=["--date", DAY, "--rows", "{{ params.rows }}",
                           "{{ '--input=' ~ params.input if params.input else '' }}"],
+        options="{{ params.options | tojson }}",
         job_id=JOB_ID,
         # Spark retries its own tasks; a failed driver needs a look, not a resubmit.
         retries=0,

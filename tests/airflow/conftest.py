@@ -1,9 +1,9 @@
 """Airflow for the tests: its own home, a migrated SQLite database, the repo's dags/.
 
-Airflow reads its configuration when it is first imported, so everything it
-needs is put into the environment here, at import, before any test module
-imports it. Connections come from ``AIRFLOW_CONN_*`` variables once the
-embedded S3 server is up.
+Airflow reads its configuration when it is first imported: ``environment``
+sets it up when this file is loaded, before any test module imports Airflow.
+Connections come from ``AIRFLOW_CONN_*`` variables once the embedded S3
+server is up.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,51 +19,7 @@ import pytest
 
 from zero_rename.embedded_s3 import EmbeddedS3
 
-REPO = Path(__file__).resolve().parents[2]
-DAGS = REPO / "dags"
-VENV_BIN = Path(sys.executable).parent
-AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="zero-rename-airflow-"))
-SPARK_CONF_DIR = AIRFLOW_HOME / "spark-conf"
-
-
-def _spark_defaults() -> str:
-    # Local Spark for tests: no UI, every socket on loopback, the venv's Python.
-    return "\n".join([
-        "spark.ui.enabled false",
-        "spark.ui.showConsoleProgress false",
-        "spark.driver.bindAddress 127.0.0.1",
-        "spark.driver.host 127.0.0.1",
-        f"spark.pyspark.python {sys.executable}",
-        f"spark.pyspark.driver.python {sys.executable}",
-        "spark.sql.shuffle.partitions 2",
-    ]) + "\n"
-
-
-SPARK_CONF_DIR.mkdir(parents=True, exist_ok=True)
-(SPARK_CONF_DIR / "spark-defaults.conf").write_text(_spark_defaults())
-os.environ.update({
-    "AIRFLOW_HOME": str(AIRFLOW_HOME),
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-    "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-    "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
-    "AIRFLOW__ZERO_RENAME__AWS_CONN_ID": "aws_default",
-    "AIRFLOW__ZERO_RENAME__SPARK_CONN_ID": "spark_default",
-    "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-    "SPARK_CONF_DIR": str(SPARK_CONF_DIR),
-    "SPARK_LOCAL_IP": "127.0.0.1",
-    "PYSPARK_PYTHON": sys.executable,
-    "PYSPARK_DRIVER_PYTHON": sys.executable,
-    # spark-submit and the weed binary live beside the interpreter.
-    "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-})
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if Path(str(item.fspath)).is_relative_to(here) and not item.get_closest_marker("browser"):
-            item.add_marker(pytest.mark.airflow)
+from tests.airflow.environment import AIRFLOW_HOME, VENV_BIN
 
 
 @pytest.fixture(scope="session")

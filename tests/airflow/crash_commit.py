@@ -5,6 +5,8 @@ ran Airflow could deadlock on locks held by its threads). The process exits on
 the spot, as a killed worker would: no handler runs, nothing is flushed.
 
     python -m tests.airflow.crash_commit DAY ROWS NTH
+
+The run writes at most 50 rows a file, so that the commit has files to spare.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ def main(day: str, rows: int, nth: int) -> None:
         return s
 
     ZeroRenameHook.store = store  # type: ignore[method-assign]
-    run: Any = run_dag("daily_partitioned_write", day, {"rows": rows})
+    run: Any = run_dag("daily_partitioned_write", day,
+                       {"rows": rows, "options": {"max_rows_per_file": 50}})
     sys.exit(f"the run ended ({run.state}) without reaching the fault")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -33,8 +34,14 @@ def run_dag(dag_id: str, day: str, run_conf: dict[str, Any] | None = None) -> Ru
     """One run with dag.test(); the same ``day`` always gives the same run id."""
     moment = datetime.fromisoformat(day).replace(tzinfo=timezone.utc)
     dag = load_dag(dag_id)
+    # Task runs install log handlers on the streams of the moment, which a
+    # test's output capture closes; later log lines would then fail.
+    handlers = list(logging.root.handlers)
     started = time.monotonic()
-    run = dag.test(logical_date=moment, run_after=moment, run_conf=run_conf)
+    try:
+        run = dag.test(logical_date=moment, run_after=moment, run_conf=run_conf)
+    finally:
+        logging.root.handlers[:] = handlers
     seconds = time.monotonic() - started
     tis = run.get_task_instances()
     return RunResult(state=str(run.state), states={t.task_id: str(t.state) for t in tis},

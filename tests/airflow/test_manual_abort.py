@@ -9,6 +9,7 @@ from tests.helpers import pending, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.embedded_s3 import EmbeddedS3
 
+pytestmark = pytest.mark.airflow
 DAG_ID = "manual_abort"
 
 

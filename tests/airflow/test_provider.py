@@ -11,6 +11,7 @@ from zero_rename.airflow.hooks import ZeroRenameHook
 from zero_rename.embedded_s3 import EmbeddedS3
 
 
+pytestmark = pytest.mark.airflow
 def test_provider_entry_point_names_the_distribution() -> None:
     (ep,) = [e for e in entry_points(group="apache_airflow_provider") if e.value.startswith(
         "zero_rename.")]

@@ -18,6 +18,7 @@ from zero_rename.core.model import JobRecord
 from zero_rename.embedded_s3 import EmbeddedS3
 
 
+pytestmark = pytest.mark.airflow
 class RecordingTI:
     """Just the part of a task instance the sensor uses: it records XCom pushes."""
 

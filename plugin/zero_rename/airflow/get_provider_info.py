@@ -44,6 +44,11 @@ def get_provider_info() -> dict[str, Any]:
                         "description": "Destination of the bundled daily_partitioned_write DAG.",
                         "version_added": "0.1.0", "type": "string", "example": None,
                         "default": "s3://warehouse/daily_events"},
+                    "daily_application": {
+                        "description": "The Spark application of the bundled daily DAG; "
+                                       "default: apps/daily_partitioned_write.py beside it.",
+                        "version_added": "0.1.0", "type": "string", "example": None,
+                        "default": ""},
                 },
             },
         },

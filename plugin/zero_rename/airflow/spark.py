@@ -10,6 +10,7 @@ and a local ``spark-submit`` inherits the worker's environment.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -47,6 +48,18 @@ def stage_summary(destination: str, job_id: str, manifests: list[TaskManifest],
                       seconds=round(seconds, 3))
 
 
+def writer_options(options: Mapping[str, Any] | str) -> dict[str, Any]:
+    """The rendered options as a mapping, without those that rendered empty."""
+    if isinstance(options, str):
+        try:
+            options = json.loads(options) if options.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise AirflowFailException(f"writer options are not a JSON object: {exc}") from None
+        if not isinstance(options, dict):
+            raise AirflowFailException(f"writer options must be a JSON object, not {options!r}")
+    return {k: v for k, v in options.items() if v is not None and str(v) != ""}
+
+
 class SparkStageSubmitOperator(SparkSubmitOperator):
     """``SparkSubmitOperator`` for a job's stage; skips the submit once the stage is done.
 
@@ -55,7 +68,9 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
 
     :param destination: ``s3://bucket/table`` of the job.
     :param job_id: the job's id, usually ``{{ ti.xcom_pull(task_ids='setup_job') }}``.
-    :param options: writer options passed as ``--option key=value``.
+    :param options: writer options passed as ``--option key=value``: a mapping, or its
+        JSON text (as rendered by ``{{ params.options | tojson }}``). Options whose
+        value renders empty are left out.
     :param aws_conn_id: connection whose endpoint (not its credentials) is passed on.
     """
 
@@ -63,13 +78,14 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
                                       "job_id", "options")
     operator_extra_links = (CommitsLink(),)
 
-    def __init__(self, *, destination: str, job_id: str, options: Mapping[str, Any] | None = None,
+    def __init__(self, *, destination: str, job_id: str,
+                 options: Mapping[str, Any] | str | None = None,
                  aws_conn_id: str | None = "aws_default", **kwargs: Any) -> None:
         kwargs.setdefault("name", "zero-rename-stage")
         super().__init__(**kwargs)
         self.destination = destination
         self.job_id = job_id
-        self.options = dict(options or {})
+        self.options = options if isinstance(options, str) else dict(options or {})
         self.aws_conn_id = aws_conn_id
 
     @cached_property
@@ -85,7 +101,7 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
                           record.state, " and its stage manifest is saved" if staged else "")
             return self._report(context, stage_summary(self.destination, self.job_id,
                                                        staged or []))
-        options = dict(self.options)
+        options = writer_options(self.options)
         if endpoint := ZeroRenameHook(aws_conn_id=self.aws_conn_id).endpoint_url:
             options.setdefault("endpoint", endpoint)
         # A template may render an optional argument as "": drop it.

@@ -1,0 +1,55 @@
+"""The environment Airflow reads at import: its home, its database, the repo's dags/.
+
+Imported by conftest.py before any test module, so that Airflow, imported
+later, sees it. Test modules import names from here, never from conftest.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DAGS = REPO / "dags"
+VENV_BIN = Path(sys.executable).parent
+AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="zero-rename-airflow-"))
+atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
+SPARK_CONF_DIR = AIRFLOW_HOME / "spark-conf"
+
+
+def _spark_defaults() -> str:
+    # Local Spark for tests: no UI, every socket on loopback, the venv's Python.
+    return "\n".join([
+        "spark.ui.enabled false",
+        "spark.ui.showConsoleProgress false",
+        "spark.driver.bindAddress 127.0.0.1",
+        "spark.driver.host 127.0.0.1",
+        f"spark.pyspark.python {sys.executable}",
+        f"spark.pyspark.driver.python {sys.executable}",
+        "spark.sql.shuffle.partitions 2",
+    ]) + "\n"
+
+
+SPARK_CONF_DIR.mkdir(parents=True, exist_ok=True)
+(SPARK_CONF_DIR / "spark-defaults.conf").write_text(_spark_defaults())
+os.environ.update({
+    "AIRFLOW_HOME": str(AIRFLOW_HOME),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+    "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+    "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
+    "AIRFLOW__ZERO_RENAME__AWS_CONN_ID": "aws_default",
+    "AIRFLOW__ZERO_RENAME__SPARK_CONN_ID": "spark_default",
+    "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+    "SPARK_CONF_DIR": str(SPARK_CONF_DIR),
+    "SPARK_LOCAL_IP": "127.0.0.1",
+    "PYSPARK_PYTHON": sys.executable,
+    "PYSPARK_DRIVER_PYTHON": sys.executable,
+    # spark-submit and the weed binary live beside the interpreter.
+    "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+})
