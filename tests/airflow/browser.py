@@ -43,6 +43,8 @@ class Browser:
         self.ws: ClientConnection = connect(self._page_socket(), max_size=None,
                                             open_timeout=timeout)
         self.send("Page.enable")
+        self.send("Emulation.setDeviceMetricsOverride", {"width": 1280, "height": 900,
+                                                         "deviceScaleFactor": 1, "mobile": False})
 
     def _page_socket(self) -> str:
         port_file = self.profile / "DevToolsActivePort"
@@ -91,7 +93,9 @@ class Browser:
         return str(self.evaluate("document.body ? document.body.innerText : ''"))
 
     def screenshot(self, path: Path) -> None:
-        data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
+        """The whole page, not only the window."""
+        data = self.send("Page.captureScreenshot", {"format": "png",
+                                                    "captureBeyondViewport": True})["data"]
         path.write_bytes(base64.b64decode(data))
 
     def close(self) -> None:
