@@ -33,6 +33,11 @@ bench: $(STAMP)
 bench-spark: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.spark_bench
 
+# The daily DAG once through Airflow (dag.test), local Spark and the embedded S3.
+.PHONY: demo-airflow
+demo-airflow: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m zero_rename.airflow.demo
+
 clean:
 	rm -rf $(VENV) .pytest_cache
 
