@@ -31,9 +31,11 @@ log = logging.getLogger("s3_init")
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--endpoint-url", required=True, help="the S3 endpoint, http(s)://host:port")
+    parser.add_argument("--endpoint-url", required=True,
+                        help="the S3 endpoint, http(s)://host:port")
     parser.add_argument("--bucket", action="append", default=[],
-                        help="bucket to create (repeatable; default $ZERO_RENAME_BUCKET or warehouse)")
+                        help="bucket to create (repeatable; "
+                             "default $ZERO_RENAME_BUCKET or warehouse)")
     parser.add_argument("--lifecycle-days", type=int, default=0,
                         help="abort multipart uploads pending this many days (default: no rule)")
     parser.add_argument("--timeout", type=float, default=120.0,
