@@ -155,3 +155,21 @@ def test_the_page_shows_jobs_counts_and_success_in_a_browser(
     assert "commit" in detail and "succeeded" in detail
     for secret in (s3_server.secret_key, api_server.token):
         assert secret not in html
+
+
+def test_airflow_ui_shows_the_page_under_browse(api_server: ApiServer) -> None:
+    with Browser() as browser:
+        browser.set_cookie("_token", api_server.token, api_server.url)
+        browser.goto(f"{api_server.url}/plugin/commits")
+        # The UI renders the external view in a frame once its scripts have run.
+        frame = "document.querySelector('iframe')"
+        deadline = time.monotonic() + 60
+        text = ""
+        while time.monotonic() < deadline and "Commits" not in text:
+            text = browser.evaluate(f"{frame} && {frame}.contentDocument && "
+                                    f"{frame}.contentDocument.body ? "
+                                    f"{frame}.contentDocument.body.innerText : ''") or ""
+            time.sleep(0.3)
+        src = browser.evaluate(f"{frame}.src")
+    assert src == f"{api_server.url}/zero-rename/commits"
+    assert "Commits" in text and "No destination given" in text
