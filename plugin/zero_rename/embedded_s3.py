@@ -108,6 +108,8 @@ class EmbeddedS3:
         log_path = Path(self.data_dir) / "weed.log"
         cmd = [find_weed(), "mini", f"-dir={self.data_dir}", "-ip=127.0.0.1",
                "-ip.bind=127.0.0.1", "-admin.ui=false", "-webdav=false",
+               # No usage reports leave this machine.
+               "-master.telemetry=false",
                # Each bucket takes volumes of its own; by default a volume is
                # 1 GiB and their number is free disk / 1 GiB, so a test run
                # with a bucket per test ran out. Small volumes, many of them.
