@@ -14,7 +14,7 @@ fails the run on purpose, so that the run's colour tells the truth; the
 
 Scheduled runs are partitioned (``CronPartitionTimetable``): the run at 01:00
 UTC writes the day before, named by the run's partition key. A manual run
-writes ``params.date``, or the day of its logical date. The commit emits an
+writes ``params.date``, or the day of its logical date (or of its trigger). The commit emits an
 event for the destination's asset with the committed partitions as partition
 keys, so downstream DAGs run on committed data only.
 """
@@ -45,7 +45,9 @@ SPARK_CONN_ID = conf.get("zero_rename", "spark_conn_id", fallback="spark_default
 # writer's own setup must find the same.
 OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace"}
 
-DAY = "{{ params.date or partition_key or ds }}"
+# A manual run may have no logical date: then the day it was triggered for.
+DAY = ("{{ params.date or partition_key"
+       " or (dag_run.logical_date or dag_run.run_after).strftime('%Y-%m-%d') }}")
 JOB_ID = "{{ ti.xcom_pull(task_ids='setup_job') }}"
 daily_events = Asset(DESTINATION)
 common = {"destination": DESTINATION, "aws_conn_id": AWS_CONN_ID}

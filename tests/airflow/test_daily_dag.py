@@ -128,7 +128,8 @@ def plant_stray_upload(c: Committer, job_id: str, day: str) -> str:
     return key
 
 
-def test_a_failed_stage_is_aborted_and_the_run_fails(daily: Committer) -> None:
+def test_a_failed_stage_is_aborted_and_the_run_fails(daily: Committer,
+                                                    capfd: pytest.CaptureFixture[str]) -> None:
     day = "2024-02-01"
     job_id = run_job_id(DAG_ID, run_id_of(day), daily.dest.url)
     stray = plant_stray_upload(daily, job_id, day)
@@ -138,6 +139,10 @@ def test_a_failed_stage_is_aborted_and_the_run_fails(daily: Committer) -> None:
     result = run_dag(DAG_ID, day, {"rows": 10, "options": {"compression": "no-such-codec"}})
 
     assert result.states["stage"] == "failed"
+    # For the reason given, with the day's arguments rendered as the application expects.
+    assert "no-such-codec" in capfd.readouterr().out
+    (stage,) = [f for f in rendered_fields(DAG_ID, result.run_id) if "application_args" in f]
+    assert stage["application_args"][:2] == ["--date", day]
     assert result.states["validate"] == result.states["commit"] == "upstream_failed"
     # The abort worked, and fails on purpose so that the run shows the failure.
     assert result.states["abort_job"] == "failed"
