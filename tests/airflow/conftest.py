@@ -19,7 +19,7 @@ import pytest
 
 from zero_rename.embedded_s3 import EmbeddedS3
 
-from tests.airflow.environment import AIRFLOW_HOME, VENV_BIN
+from tests.airflow.environment import AIRFLOW_HOME, SPARK_ENV, VENV_BIN
 
 
 @pytest.fixture(scope="session")
@@ -45,3 +45,11 @@ def airflow_env(s3_server: EmbeddedS3, airflow_db: Path) -> Iterator[EmbeddedS3]
     os.environ["AIRFLOW_CONN_AWS_DEFAULT"] = aws_connection(s3_server)
     yield s3_server
     os.environ.pop("AIRFLOW_CONN_AWS_DEFAULT", None)
+
+
+@pytest.fixture
+def spark_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The environment spark-submit runs with, for one test."""
+    for key, value in SPARK_ENV.items():
+        monkeypatch.setenv(key, value)
+    return SPARK_ENV

@@ -22,21 +22,26 @@ atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
 SPARK_CONF_DIR = AIRFLOW_HOME / "spark-conf"
 
 
-def _spark_defaults() -> str:
-    # Local Spark for tests: no UI, every socket on loopback, the venv's Python.
-    return "\n".join([
-        "spark.ui.enabled false",
-        "spark.ui.showConsoleProgress false",
-        "spark.driver.bindAddress 127.0.0.1",
-        "spark.driver.host 127.0.0.1",
-        f"spark.pyspark.python {sys.executable}",
-        f"spark.pyspark.driver.python {sys.executable}",
-        "spark.sql.shuffle.partitions 2",
-    ]) + "\n"
-
-
 SPARK_CONF_DIR.mkdir(parents=True, exist_ok=True)
-(SPARK_CONF_DIR / "spark-defaults.conf").write_text(_spark_defaults())
+# Local Spark for the DAG tests: no UI, every socket on loopback, this interpreter.
+(SPARK_CONF_DIR / "spark-defaults.conf").write_text("\n".join([
+    "spark.ui.enabled false",
+    "spark.ui.showConsoleProgress false",
+    "spark.driver.bindAddress 127.0.0.1",
+    "spark.driver.host 127.0.0.1",
+    f"spark.pyspark.python {sys.executable}",
+    f"spark.pyspark.driver.python {sys.executable}",
+]) + "\n")
+# What spark-submit needs, set only while a test runs a DAG (see spark_env):
+# the rest of the session's Spark tests keep their own settings.
+SPARK_ENV = {
+    "SPARK_CONF_DIR": str(SPARK_CONF_DIR),
+    "SPARK_LOCAL_IP": "127.0.0.1",
+    "PYSPARK_PYTHON": sys.executable,
+    "PYSPARK_DRIVER_PYTHON": sys.executable,
+    # spark-submit lives beside the interpreter.
+    "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+}
 os.environ.update({
     "AIRFLOW_HOME": str(AIRFLOW_HOME),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -46,10 +51,4 @@ os.environ.update({
     "AIRFLOW__ZERO_RENAME__AWS_CONN_ID": "aws_default",
     "AIRFLOW__ZERO_RENAME__SPARK_CONN_ID": "spark_default",
     "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-    "SPARK_CONF_DIR": str(SPARK_CONF_DIR),
-    "SPARK_LOCAL_IP": "127.0.0.1",
-    "PYSPARK_PYTHON": sys.executable,
-    "PYSPARK_DRIVER_PYTHON": sys.executable,
-    # spark-submit and the weed binary live beside the interpreter.
-    "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
 })

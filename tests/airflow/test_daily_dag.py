@@ -42,8 +42,8 @@ STEPS = ("setup_job", "stage", "validate", "resolve_conflicts", "commit")
 
 
 @pytest.fixture
-def daily(airflow_env: EmbeddedS3, bucket: str, store_config: StoreConfig,
-          monkeypatch: pytest.MonkeyPatch) -> Iterator[Committer]:
+def daily(airflow_env: EmbeddedS3, spark_env: dict[str, str], bucket: str,
+          store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Committer]:
     """Points the DAG at a fresh destination; the DAG file reads it when parsed."""
     destination = f"s3://{bucket}/events"
     monkeypatch.setenv("AIRFLOW__ZERO_RENAME__DAILY_DESTINATION", destination)
