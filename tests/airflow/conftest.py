@@ -9,6 +9,7 @@ server is up.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import time
@@ -53,3 +54,14 @@ def spark_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     for key, value in SPARK_ENV.items():
         monkeypatch.setenv(key, value)
     return SPARK_ENV
+
+
+@pytest.fixture(autouse=True)
+def _keep_root_logging() -> Iterator[None]:
+    """Importing Airflow adds a stdout handler to the root logger and lowers its
+    level; put both back after each test here, for the tests that run later."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -29,6 +29,8 @@ from zero_rename.core.model import JobRecord
 from zero_rename.embedded_s3 import EmbeddedS3, free_ports
 
 pytestmark = pytest.mark.browser
+
+
 STARTUP_SECONDS = 180
 
 

@@ -35,6 +35,8 @@ from zero_rename.core.store import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
 pytestmark = pytest.mark.airflow
+
+
 DAG_ID = "daily_partitioned_write"
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "dags" / "apps" / "daily_partitioned_write.py"

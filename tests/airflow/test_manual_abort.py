@@ -10,6 +10,8 @@ from zero_rename.core.committer import Committer
 from zero_rename.embedded_s3 import EmbeddedS3
 
 pytestmark = pytest.mark.airflow
+
+
 DAG_ID = "manual_abort"
 
 

@@ -7,11 +7,11 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from zero_rename.airflow.hooks import ZeroRenameHook
 from zero_rename.embedded_s3 import EmbeddedS3
 
-
 pytestmark = pytest.mark.airflow
+
+
 def test_provider_entry_point_names_the_distribution() -> None:
     (ep,) = [e for e in entry_points(group="apache_airflow_provider") if e.value.startswith(
         "zero_rename.")]
@@ -44,6 +44,8 @@ def conn(s3_server: EmbeddedS3, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_hook_sizes_the_pool_and_keeps_the_connection_settings(conn: str, bucket: str) -> None:
+    from zero_rename.airflow.hooks import ZeroRenameHook
+
     hook = ZeroRenameHook(aws_conn_id=conn, pool_size=96)
     client = hook.get_conn()
     config = client.meta.config
@@ -58,6 +60,8 @@ def test_hook_sizes_the_pool_and_keeps_the_connection_settings(conn: str, bucket
 
 
 def test_hook_committer_runs_a_step(conn: str, dest: str) -> None:
+    from zero_rename.airflow.hooks import ZeroRenameHook
+
     committer = ZeroRenameHook(aws_conn_id=conn).committer(dest)
     job = committer.setup_job({"conflict_mode": "append"})
     assert committer.job(job.job_id).state == "setup"

@@ -10,6 +10,8 @@ from zero_rename.core.committer import Committer
 from zero_rename.errors import ConfigError
 
 pytestmark = pytest.mark.s3
+
+
 OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace"}
 
 

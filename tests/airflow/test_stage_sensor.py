@@ -5,20 +5,24 @@ from __future__ import annotations
 import asyncio
 import importlib
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from tests.helpers import write_task
-from zero_rename.airflow.sensors import StageManifestSensor
-from zero_rename.airflow.triggers import StageManifestTrigger
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord
 from zero_rename.embedded_s3 import EmbeddedS3
 
+if TYPE_CHECKING:
+    from zero_rename.airflow.triggers import StageManifestTrigger
+
+# Airflow is imported inside the tests, not at collection: importing it sets
+# up logging for the whole process.
 
 pytestmark = pytest.mark.airflow
+
+
 class RecordingTI:
     """Just the part of a task instance the sensor uses: it records XCom pushes."""
 
@@ -50,6 +54,8 @@ def first_event(trigger: StageManifestTrigger) -> dict[str, Any]:
 
 
 def test_trigger_serializes_to_what_rebuilds_it(committer: Committer) -> None:
+    from zero_rename.airflow.triggers import StageManifestTrigger
+
     trigger = StageManifestTrigger(committer.dest.url, "6c3d4a3e-0000-4000-8000-000000000001",
                                    "aws_default", poll_interval=2.5)
     classpath, kwargs = trigger.serialize()
@@ -63,6 +69,8 @@ def test_trigger_serializes_to_what_rebuilds_it(committer: Committer) -> None:
 
 def test_trigger_fires_when_the_stage_manifest_appears(committer: Committer,
                                                        job: JobRecord) -> None:
+    from zero_rename.airflow.triggers import StageManifestTrigger
+
     later = threading.Timer(1.0, stage, args=(committer, job, 3))
     later.start()
     try:
@@ -75,6 +83,8 @@ def test_trigger_fires_when_the_stage_manifest_appears(committer: Committer,
 
 
 def test_trigger_reports_an_aborted_job_at_once(committer: Committer, job: JobRecord) -> None:
+    from zero_rename.airflow.triggers import StageManifestTrigger
+
     committer.abort_job(job.job_id)
     event = first_event(StageManifestTrigger(committer.dest.url, job.job_id, poll_interval=60))
     assert event["status"] == "error" and "aborted" in event["message"]
@@ -82,6 +92,11 @@ def test_trigger_reports_an_aborted_job_at_once(committer: Committer, job: JobRe
 
 def test_sensor_defers_then_completes_with_the_stage_summary(committer: Committer,
                                                              job: JobRecord) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from zero_rename.airflow.sensors import StageManifestSensor
+    from zero_rename.airflow.triggers import StageManifestTrigger
+
     sensor = StageManifestSensor(task_id="wait_for_stage", destination=committer.dest.url,
                                  job_id=job.job_id, poke_interval=5, timeout=600)
     context: Any = {"ti": RecordingTI()}
@@ -101,6 +116,10 @@ def test_sensor_defers_then_completes_with_the_stage_summary(committer: Committe
 
 def test_sensor_fails_for_a_job_that_was_never_set_up(committer: Committer,
                                                       airflow_env: EmbeddedS3) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from zero_rename.airflow.sensors import StageManifestSensor
+
     sensor = StageManifestSensor(task_id="wait_for_stage", destination=committer.dest.url,
                                  job_id="6c3d4a3e-0000-4000-8000-000000000002")
     with pytest.raises(AirflowFailException, match="no job"):
