@@ -85,7 +85,8 @@ with DAG(
                           "{{ '--input=' ~ params.input if params.input else '' }}"],
         options="{{ params.options | tojson }}",
         job_id=JOB_ID,
-        # Spark retries its own tasks; a failed driver needs a look, not a resubmit.
+        # Spark retries its own tasks, and a failed write aborts its job, so a
+        # resubmit could only fail: clearing the run sets up a new job instead.
         retries=0,
         **common,
     )
