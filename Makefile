@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-unit bench bench-spark clean venv
+.PHONY: demo demo-core test test-unit bench bench-spark clean venv
 
 venv: $(STAMP)
 
@@ -15,9 +15,17 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps -e .
+	# The build leaves plugin/zero_rename.egg-info beside the sources; with
+	# plugin/ on sys.path Airflow would see the distribution twice.
+	rm -rf plugin/*.egg-info
 	touch $(STAMP)
 
+# The daily DAG end to end: Airflow (dag.test), local Spark, the embedded S3.
 demo: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m zero_rename.airflow.demo
+
+# The protocol alone, through the library: a few seconds.
+demo-core: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/zero-rename demo
 
 test: $(STAMP)
@@ -33,10 +41,6 @@ bench: $(STAMP)
 bench-spark: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.spark_bench
 
-# The daily DAG once through Airflow (dag.test), local Spark and the embedded S3.
-.PHONY: demo-airflow
-demo-airflow: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m zero_rename.airflow.demo
 
 clean:
 	rm -rf $(VENV) .pytest_cache
