@@ -76,14 +76,16 @@ class BenchConfig:
     endpoint_url: str
     bucket: str
     metrics_path: str
-    rows: int = 7_500_000
+    server_pid: int | None = None
+    rows: int = 8_000_000
     tasks: int = 16
     days: int = 64
     part_size: int = 8 * MIB
     threads: int = 64
+    area: str = "spark"  # first element of every key this configuration writes
 
     def prefix(self, method: str) -> str:
-        return f"spark/{method}"
+        return f"{self.area}/{method}"
 
 
 # -- counting requests, in every Python process ------------------------------
@@ -120,6 +122,19 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def cpu_seconds() -> float:
+    """CPU time this process has used, user and system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU time of another process (the S3 server), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of stat(5); fields[0] here is field 3.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def record(path: str, **fields: Any) -> None:
     """Append one JSON line; lines this short are written atomically with O_APPEND."""
     with open(path, "a", encoding="utf-8") as out:
@@ -138,9 +153,10 @@ class BenchWriter(ZeroRenameWriter):
 
     def __init__(self, config: WriteConfig, schema: Any, metrics: str, method: str) -> None:
         self.metrics, self.method = metrics, method
-        before = snapshot()
+        before, cpu = snapshot(), cpu_seconds()
         super().__init__(config, schema)
-        record(metrics, method=method, phase="setup", requests=requests_since(before))
+        record(metrics, method=method, phase="setup", requests=requests_since(before),
+               cpu=cpu_seconds() - cpu)
 
     def _committer(self) -> Any:
         committer = super()._committer()
@@ -153,13 +169,15 @@ class BenchWriter(ZeroRenameWriter):
         message = super().write(iterator)
         record(self.metrics, method=self.method, phase="task", rows=message.rows,
                files=message.files, bytes=message.bytes, peak_rss=peak_rss(),
-               seconds=time.monotonic() - started, requests=requests_since(before))
+               cpu=cpu_seconds(), seconds=time.monotonic() - started,
+               requests=requests_since(before))
         return message
 
     def commit(self, messages: Sequence[Any]) -> None:
-        before = snapshot()
+        before, cpu = snapshot(), cpu_seconds()
         super().commit(messages)
-        record(self.metrics, method=self.method, phase="commit", requests=requests_since(before))
+        record(self.metrics, method=self.method, phase="commit", requests=requests_since(before),
+               cpu=cpu_seconds() - cpu)
 
 
 class BenchSource(ZeroRenameDataSource):
@@ -248,7 +266,8 @@ class PlainTask:
         files = writer.close()
         record(self.cfg.metrics_path, method=self.method, phase="task", rows=writer.rows,
                files=len(files), bytes=sum(f.bytes for f in files), peak_rss=peak_rss(),
-               seconds=time.monotonic() - started, requests=requests_since(before))
+               cpu=cpu_seconds(), seconds=time.monotonic() - started,
+               requests=requests_since(before))
         yield pa.record_batch({"files": pa.array([len(files)], pa.int64())})
 
 
@@ -284,6 +303,8 @@ class Result:
     median_task_rss: int = 0
     tasks: int = 0
     leftover: int = 0  # pending uploads or temporary objects after the run
+    python_cpu: float = 0.0  # task workers (whole life: one task each), driver-side workers, driver
+    server_cpu: float = 0.0  # the S3 server
 
     @property
     def total_requests(self) -> int:
@@ -317,7 +338,8 @@ def source_frame(spark: Any, cfg: BenchConfig) -> Any:
 def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str) -> Result:
     prefix = cfg.prefix(method)
     dest = f"s3://{cfg.bucket}/{prefix}"
-    driver_before = snapshot()
+    driver_before, driver_cpu = snapshot(), cpu_seconds()
+    server_cpu = process_cpu_seconds(cfg.server_pid) if cfg.server_pid else 0.0
     started = time.monotonic()
     if method.startswith("zero-rename-"):
         (df.write.format(BENCH_FORMAT).mode("append").option("partition_by", "dt")
@@ -335,7 +357,13 @@ def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str) -> Result:
     else:
         raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
     seconds = time.monotonic() - started
-    return summarize(cfg, method, seconds, requests_since(driver_before))
+    if cfg.server_pid:
+        server_cpu = process_cpu_seconds(cfg.server_pid) - server_cpu
+    driver_cpu = cpu_seconds() - driver_cpu
+    result = summarize(cfg, method, seconds, requests_since(driver_before))
+    result.python_cpu = round(result.python_cpu + driver_cpu, 1)
+    result.server_cpu = round(server_cpu, 1)
+    return result
 
 
 def summarize(cfg: BenchConfig, method: str, seconds: float,
@@ -350,7 +378,8 @@ def summarize(cfg: BenchConfig, method: str, seconds: float,
     rss = [r["peak_rss"] for r in tasks] or [0]
     result = Result(method=method, seconds=round(seconds, 2), requests=dict(requests),
                     rows=sum(r["rows"] for r in tasks), tasks=len(tasks),
-                    peak_task_rss=max(rss), median_task_rss=int(statistics.median(rss)))
+                    peak_task_rss=max(rss), median_task_rss=int(statistics.median(rss)),
+                    python_cpu=sum(r.get("cpu", 0.0) for r in mine))
     check_output(cfg, result)
     return result
 
@@ -398,8 +427,21 @@ def start_spark(cfg: BenchConfig, driver_memory: str = "6g") -> Any:
             .getOrCreate())
 
 
+def warm_up(spark: Any, cfg: BenchConfig, methods: Sequence[str]) -> None:
+    """Run each method once on a few rows, untimed: the first use of a code path
+    (class loading in the JVM, the first Python workers) is not any method's cost."""
+    small = BenchConfig(cfg.endpoint_url, cfg.bucket, cfg.metrics_path + ".warm-up",
+                        server_pid=cfg.server_pid, rows=1000, tasks=2, days=2,
+                        area="warm-up")
+    df = source_frame(spark, small)
+    for method in methods:
+        run_method(spark, df, small, method)
+    df.unpersist()
+
+
 def run_benchmark(spark: Any, cfg: BenchConfig, methods: Sequence[str]) -> list[Result]:
     spark.dataSource.register(BenchSource)
+    warm_up(spark, cfg, methods)
     df = source_frame(spark, cfg)
     results = []
     try:
@@ -424,15 +466,16 @@ def _mix(result: Result) -> str:
 
 def results_table(results: Sequence[Result]) -> str:
     direct = next((r for r in results if r.method == "direct"), None)
-    lines = ["| method | wall time (s) | vs direct | peak task memory (MiB) | "
-             "median task memory (MiB) | files | GiB | S3 requests | requests per file |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| method | wall time (s) | vs direct | Python CPU (s) | S3 server CPU (s) | "
+             "peak task memory (MiB) | median task memory (MiB) | files | GiB | S3 requests | "
+             "requests per file |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         ratio = f"{r.seconds / direct.seconds:.2f}x" if direct else "-"
-        lines.append(f"| {LABELS[r.method]} | {r.seconds:.1f} | {ratio} | "
-                     f"{r.peak_task_rss / MIB:.0f} | {r.median_task_rss / MIB:.0f} | "
-                     f"{r.files:,} | {r.bytes / GIB:.2f} | {r.total_requests:,} | "
-                     f"{r.requests_per_file:.2f} |")
+        lines.append(f"| {LABELS[r.method]} | {r.seconds:.1f} | {ratio} | {r.python_cpu:.1f} | "
+                     f"{r.server_cpu:.1f} | {r.peak_task_rss / MIB:.0f} | "
+                     f"{r.median_task_rss / MIB:.0f} | {r.files:,} | {r.bytes / GIB:.2f} | "
+                     f"{r.total_requests:,} | {r.requests_per_file:.2f} |")
     return "\n".join(lines)
 
 
@@ -446,16 +489,18 @@ def reading(results: Sequence[Result]) -> str:
     by = {r.method: r for r in results}
     out = []
     direct, rename = by.get("direct"), by.get("rename")
-    for name in ("zero-rename-magic", "zero-rename-staging"):
+    for name in ("zero-rename-magic", "zero-rename-staging", "rename"):
         r = by.get(name)
         if r and direct:
-            out.append(f"The {LABELS[name].split(', ')[1]} took {r.seconds / direct.seconds:.2f}x "
-                       f"the time of the unsafe direct write and sent "
-                       f"{r.requests_per_file:.2f} requests a file against "
-                       f"{direct.requests_per_file:.2f}.")
-    if rename and direct:
-        out.append(f"The rename baseline took {rename.seconds / direct.seconds:.2f}x the direct "
-                   f"write: its copies move every byte a second time, server side.")
+            out.append(
+                f"{LABELS[name][0].upper() + LABELS[name][1:]}: {r.seconds / direct.seconds:.2f}x "
+                f"the wall time of the unsafe direct write, {r.python_cpu:.0f} s of Python CPU "
+                f"against {direct.python_cpu:.0f} s and {r.server_cpu:.0f} s of S3 server CPU "
+                f"against {direct.server_cpu:.0f} s, {r.requests_per_file:.2f} requests a file "
+                f"against {direct.requests_per_file:.2f}.")
+    if rename:
+        out.append("The rename baseline's copies move every byte a second time, inside the "
+                   "server.")
     out.append(
         "A multipart upload costs at least three requests (create, one part, complete) where a "
         "small file written directly is one PutObject; the committer adds one ListParts per "
@@ -510,6 +555,9 @@ def section(results: Sequence[Result], cfg: BenchConfig, command: str,
         f"pyarrow {pyarrow.__version__}, boto3 {boto3.__version__}, Python "
         f"{platform.python_version()}, SeaweedFS {seaweedfs_version()} (`weed mini`) on "
         f"loopback. Part size {cfg.part_size // MIB} MiB, {cfg.threads} threads. One run each. "
+        "Python CPU is the task workers' (each ran one task, imports included), the driver-side "
+        "Python workers' (job setup, job commit) and the driver's (the rename baseline's "
+        "copies); the JVM's is left out, as it does the same work for every method. "
         f"Load average (1 minute) {load[0]:.1f} at the start and {load[1]:.1f} at the end."
         + shared, "",
         "Reproduce with `make bench-spark`, or:", "", "```", command, "```", "",
@@ -537,7 +585,8 @@ def replace_section(text: str, body: str, header: str = HEADER) -> str:
 
 
 def stdout_table(results: Sequence[Result]) -> str:
-    header = f"{'method':<20} {'seconds':>8} {'files':>6} {'GiB':>6} {'req/file':>9} {'task MiB':>9}"
+    header = (f"{'method':<20} {'seconds':>8} {'files':>6} {'GiB':>6} {'req/file':>9} "
+              f"{'task MiB':>9}")
     lines = [header, "-" * len(header)]
     lines += [f"{r.method:<20} {r.seconds:>8.1f} {r.files:>6} {r.bytes / GIB:>6.2f} "
               f"{r.requests_per_file:>9.2f} {r.peak_task_rss / MIB:>9.0f}" for r in results]
@@ -583,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
         server.create_bucket(bucket)
         cfg = BenchConfig(server.endpoint_url, bucket, str(Path(tmp) / "metrics.jsonl"),
-                          rows=args.rows, tasks=args.tasks, days=args.days)
+                          server_pid=server.pid, rows=args.rows, tasks=args.tasks, days=args.days)
         spark = start_spark(cfg)
         spark.sparkContext.setLogLevel("ERROR")
         try:

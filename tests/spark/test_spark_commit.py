@@ -21,7 +21,7 @@ from zero_rename.spark.datasource import (
     ZeroRenameWriter,
 )
 
-from spark_support import assert_exactly, assert_nothing, data_files, spark_rows
+from spark_support import assert_exactly, assert_nothing, data_files
 
 pytestmark = pytest.mark.spark
 

@@ -88,6 +88,12 @@ def test_sizes_read_as_spark_reads_them(text: str, size: int) -> None:
     ({"path": "s3://bucket/t", "conflict_mode": "merge"}, "option 'conflict_mode'"),
     ({"path": "s3://bucket/t", "session_token": "abc"}, "credentials are never accepted"),
     ({"path": "s3://bucket/t", "fs.s3a.secret.key": "abc"}, "credentials are never accepted"),
+    ({"path": "s3://bucket/t", "compression": "rar"}, "option 'compression' must be one of"),
+    ({"path": "s3://bucket/t", "max_rows_per_file": "-3"}, "option 'max_rows_per_file'"),
+    ({"path": "s3://bucket/t", "job_id": "not-a-uuid"}, "job id 'not-a-uuid' is not a UUID"),
+    ({"path": "s3://bucket/t", "endpoint": "ftp://x"}, "option 'endpoint' must be an http"),
+    ({"path": "s3://bucket/t", "part_size": "lots"}, "option 'part_size' must be a size"),
+    ({"path": "s3://bucket/t", "partiton_by": "dt"}, r"unknown option\(s\) \['partiton_by'\]"),
 ])
 def test_malformed_options_are_named(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as failure:
@@ -97,6 +103,8 @@ def test_malformed_options_are_named(options: dict[str, str], message: str) -> N
 
 def test_partition_columns_resolve_case_insensitively() -> None:
     assert resolve_columns(["DT"], ["id", "dt"]) == ("dt",)
+    with pytest.raises(ConfigError, match="'nope' is not a column"):
+        resolve_columns(["nope"], ["id", "dt"])
     with pytest.raises(ConfigError, match="every column"):
         resolve_columns(["id", "dt"], ["id", "dt"])
     with pytest.raises(ConfigError, match="matches several"):
