@@ -9,6 +9,7 @@ that a straggler under speculation is not written twice.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -54,3 +55,6 @@ def spark(s3_server: EmbeddedS3) -> Iterator[object]:
     session.dataSource.register(spark_faults.FaultyDataSource)
     yield session
     session.stop()
+    # py4j logs from its finalizers at interpreter exit, after pytest has
+    # closed the streams it captured: quiet it once Spark is stopped.
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
