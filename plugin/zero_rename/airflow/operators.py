@@ -10,7 +10,7 @@ starting a second one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -66,6 +66,18 @@ class JobStepOperator(BaseOperator):
         if self.job_id in _NO_JOB:
             raise AirflowFailException(f"{self.task_id}: no job id; did the setup task run?")
         return str(self.job_id)
+
+    def unless_decided(self, step: Callable[[str], JobSummary]) -> JobSummary:
+        """Run a pre-commit step, or report the job as it is once it was decided:
+        a retry after the commit went ahead has nothing left to check."""
+        with protocol_errors():
+            record = self.committer.job(self.job)
+            summary = decided_summary(record, self.destination)
+            if summary is None:
+                return step(self.job)
+        self.log.info("job %s is already %s; its %s step ran before that", record.job_id,
+                      record.state, self.step)
+        return summary
 
     def report(self, context: Context, summary: JobSummary) -> dict[str, Any]:
         """Log and push the step's summary; returns it as pushed."""
@@ -127,15 +139,7 @@ class ValidateTaskManifestsOperator(JobStepOperator):
     step = "validate"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        with protocol_errors():
-            record = self.committer.job(self.job)
-            summary = decided_summary(record, self.destination)
-            if summary is not None:
-                self.log.info("job %s is already %s; its manifests were validated then",
-                              record.job_id, record.state)
-            else:
-                summary = self.committer.validate(self.job)
-        return self.report(context, summary)
+        return self.report(context, self.unless_decided(self.committer.validate))
 
 
 class ResolvePartitionConflictsOperator(JobStepOperator):
@@ -144,15 +148,7 @@ class ResolvePartitionConflictsOperator(JobStepOperator):
     step = "resolve_conflicts"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        with protocol_errors():
-            record = self.committer.job(self.job)
-            summary = decided_summary(record, self.destination)
-            if summary is not None:
-                self.log.info("job %s is already %s; its conflicts were resolved then",
-                              record.job_id, record.state)
-            else:
-                summary = self.committer.resolve_conflicts(self.job)
-        return self.report(context, summary)
+        return self.report(context, self.unless_decided(self.committer.resolve_conflicts))
 
 
 class CommitJobOperator(JobStepOperator):

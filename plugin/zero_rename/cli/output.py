@@ -32,6 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from zero_rename.cli.exits import ExitCode
+from zero_rename.formatting import human_bytes  # noqa: F401 - used by the commands
 
 # Below this many items the work is over before a bar could say anything.
 PROGRESS_MIN_ITEMS = 20
@@ -172,17 +173,6 @@ def plain(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
-
-
-def human_bytes(count: int | None) -> str:
-    if count is None:
-        return "-"
-    size = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 def shown(items: Sequence[str], limit: int = 10) -> str:

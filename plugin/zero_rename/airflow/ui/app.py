@@ -23,6 +23,7 @@ from zero_rename.airflow.ui.view import DestinationView, destination_view
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import Destination
 from zero_rename.errors import ZeroRenameError
+from zero_rename.formatting import human_bytes
 
 MAX_JOBS = 200
 _templates = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
@@ -50,18 +51,7 @@ def load_views(destinations: list[str], job: str | None, limit: int) -> list[Des
     return views
 
 
-def human_bytes(value: int | None) -> str:
-    if value is None:
-        return "—"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{value} B"
-
-
-_templates.filters["bytes"] = human_bytes
+_templates.filters["bytes"] = lambda count: human_bytes(count, missing="—")
 
 app = FastAPI(title="zero-rename commits", dependencies=[Depends(get_user)],
               docs_url=None, redoc_url=None, openapi_url=None)
