@@ -24,17 +24,35 @@ class DestinationError(ZeroRenameError):
 class StoreError(ZeroRenameError):
     """An S3 request failed after its retries were used up.
 
-    ``operation`` names the S3 call and ``code`` the S3 error code, if any.
+    ``operation`` names the S3 call, ``code`` the S3 error code and ``status``
+    the HTTP status, if any (0: no answer at all).
     """
 
-    def __init__(self, message: str, *, operation: str = "", code: str = "") -> None:
+    def __init__(self, message: str, *, operation: str = "", code: str = "",
+                 status: int = 0) -> None:
         super().__init__(message)
         self.operation = operation
         self.code = code
+        self.status = status
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """Whether the request may have taken effect although it failed.
+
+        A 4xx answer is a refusal: S3 did nothing. No answer (a dropped
+        connection, a timeout) or a 5xx may come after the write landed,
+        so a write that failed so must be checked by reading, never guessed.
+        """
+        return not 400 <= self.status < 500 or self.status in (408, 429)
 
 
 class PreconditionFailed(StoreError):
     """A conditional write lost: the object exists (If-None-Match) or changed (If-Match)."""
+
+
+class ConditionalConflict(StoreError):
+    """409 ConditionalRequestConflict: a conditional write raced another operation on the
+    key and did not take effect (AWS); read again and retry."""
 
 
 class NoSuchUpload(StoreError):
@@ -54,7 +72,21 @@ class ValidationError(ZeroRenameError):
 
 
 class ConflictError(ZeroRenameError):
-    """Conflict mode ``fail`` found visible files where this job would write."""
+    """Conflict mode ``fail`` found visible files where this job would write, or
+    another job holds a claim on a partition this job writes."""
+
+
+class PartitionClaimConflict(ConflictError):
+    """Another job claimed a partition this job writes, in a mode that excludes this one.
+
+    ``holder`` is that job's id and ``partitions`` the overlapping directories
+    (``""`` is the whole destination). Nothing of this job was made visible.
+    """
+
+    def __init__(self, message: str, holder: str, partitions: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.holder = holder
+        self.partitions = partitions
 
 
 class TaskCommitConflict(ZeroRenameError):
@@ -75,3 +107,16 @@ class JobNotFoundError(ZeroRenameError):
 
 class CommitStateUnknownError(ZeroRenameError):
     """The outcome of a publishing request is unknown; read the job record before cleaning up."""
+
+
+class TaskCommitUnknownError(CommitStateUnknownError):
+    """A task attempt cannot tell whether its task commit took effect.
+
+    Its uploads were left pending on purpose: the job commit includes them if
+    the manifest landed, and job abort or cleanup sweeps them otherwise.
+    """
+
+
+class StoreCapabilityError(DestinationError):
+    """The S3 store lacks a behaviour the protocol needs (for example conditional
+    writes) and no safe fallback exists; nothing was written."""

@@ -22,7 +22,7 @@ JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"
 @pytest.mark.parametrize("url,bucket,prefix", [
     ("s3://bucket/table", "bucket", "table"),
     ("s3a://bucket/a/b/", "bucket", "a/b"),
-    ("s3://bucket//a//b", "bucket", "a/b"),
+    ("S3://bucket/t", "bucket", "t"),
 ])
 def test_destination_parses(url: str, bucket: str, prefix: str) -> None:
     d = Destination.parse(url)
@@ -36,6 +36,10 @@ def test_destination_parses(url: str, bucket: str, prefix: str) -> None:
     ("s3://B_ad/t", "invalid bucket"),
     ("s3://bucket/a/../b", "unsafe"),
     ("s3://bucket/_zero_rename/x", "unsafe"),
+    ("s3://bucket//a//b", "empty or unsafe path element ''"),
+    ("s3://bucket/events#x", "fragment"),
+    ("s3://bucket/events?v=1", "query"),
+    ("s3://bucket/ev\tents", "control character"),
 ])
 def test_destination_refuses(url: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from urllib.parse import urlparse
 
 from zero_rename.errors import ConfigError
 
@@ -24,8 +23,11 @@ MAX_KEY_BYTES = 1024
 # The characters Spark escapes in partition directory names on Linux
 # (ExternalCatalogUtils.escapePathName), as %XX in upper-case hex.
 _ESCAPED = set(chr(c) for c in range(0x01, 0x20)) | set("\"#%'*/:=?\\\x7f{[]^")
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
-_TASK_ID_RE = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
+# Matched with fullmatch: '$' would let a trailing newline through.
+_TASK_ID_RE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+_EXTENSION_RE = re.compile(r"(\.[A-Za-z0-9]{1,16})+")
+_SEQ_EXTENSION_RE = re.compile(r"\d{3,}(?:\.[A-Za-z0-9]{1,16})*")
 
 
 @dataclass(frozen=True)
@@ -39,23 +41,44 @@ class Destination:
     def parse(cls, url: str) -> Destination:
         """Parse and check a destination URL.
 
+        Anything a URL parser would silently drop or reinterpret is refused
+        rather than guessed: ``s3://b/events#x`` would otherwise write (and in
+        ``replace`` mode delete) ``s3://b/events``. Credentials in the URL are
+        refused without echoing them.
+
         Raises:
-            ConfigError: for another scheme, a bucket root or an unsafe path.
+            ConfigError: for another scheme, a bucket root, credentials, a query
+                or fragment, an empty or unsafe path element.
         """
-        parsed = urlparse(url.strip())
-        if parsed.scheme not in ("s3", "s3a"):
-            raise ConfigError(f"destination {url!r} must be an s3:// or s3a:// URL")
-        bucket = parsed.netloc
-        if not _BUCKET_RE.match(bucket):
-            raise ConfigError(f"destination {url!r} has an invalid bucket name {bucket!r}")
-        parts = [p for p in parsed.path.split("/") if p]
+        text = url.strip() if isinstance(url, str) else ""
+        scheme, sep, rest = text.partition("://")
+        if not sep or scheme.lower() not in ("s3", "s3a"):
+            raise ConfigError(f"destination {_shown(text)!r} must be an s3:// or s3a:// URL")
+        if "@" in rest:
+            # AWS secret keys contain '/', so "s3://KEY:SE/CRET@bucket/t" splits
+            # anywhere: any '@' is taken for a credential and nothing before it shown.
+            raise ConfigError(
+                f"destination {_shown(text)!r} looks like it carries credentials ('@'); remove "
+                "them: zero-rename takes credentials only from boto3's standard chain "
+                "(environment, profile, role)")
+        bucket, _, path = rest.partition("/")
+        if any(c in text for c in "?#") or any(ord(c) < 0x20 or c == "\x7f" for c in text):
+            raise ConfigError(
+                f"destination {_shown(text)!r} has a query, a fragment or a control character; "
+                "S3 URLs here are s3://bucket/path with neither '?' nor '#'")
+        if not _BUCKET_RE.fullmatch(bucket):
+            raise ConfigError(f"destination {_shown(text)!r} has an invalid bucket name {bucket!r}")
+        parts = path.split("/")
+        if parts and parts[-1] == "":
+            parts.pop()  # one trailing '/' names the same directory
         if not parts:
             raise ConfigError(
-                f"destination {url!r} is a bucket root; give a directory such as s3://{bucket}/table"
+                f"destination {text!r} is a bucket root; give a directory such as s3://{bucket}/table"
             )
         for part in parts:
-            if part in (".", "..") or part.startswith(HIDDEN_DIR):
-                raise ConfigError(f"destination {url!r} has an unsafe path element {part!r}")
+            if part in ("", ".", "..") or part.startswith(HIDDEN_DIR):
+                raise ConfigError(f"destination {text!r} has an empty or unsafe path element "
+                                  f"{part!r}")
         return cls(bucket=bucket, prefix="/".join(parts))
 
     @property
@@ -124,22 +147,42 @@ class JobLayout:
         return f"{self.journal_dir}{seq:08d}.json"
 
 
+def _shown(url: str) -> str:
+    """The URL for an error message: whatever precedes an '@' in its authority is
+    replaced, so a credential typed into a URL never reaches a log."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    if "@" in rest:
+        rest = "***@" + rest.rsplit("@", 1)[1]
+    shown = f"{scheme}{sep}{rest}"
+    return shown if len(shown) <= 200 else shown[:200] + "..."
+
+
 def new_job_id() -> str:
     return str(uuid.uuid4())
 
 
 def check_job_id(job_id: str) -> str:
-    """A job id is a UUID: its text is in every file name the job writes,
-    which is how a listing of pending uploads finds exactly this job's."""
+    """A job id is a UUID in canonical form (lower case, hyphenated): its text is in
+    every file name the job writes, which is how a listing of pending uploads finds
+    exactly this job's. Another spelling of the same UUID would name other files,
+    so it is refused rather than normalised."""
+    text = str(job_id)
     try:
-        return str(uuid.UUID(str(job_id)))
+        canonical = str(uuid.UUID(text))
     except ValueError:
-        raise ConfigError(f"job id {job_id!r} is not a UUID") from None
+        raise ConfigError(f"job id {text[:80]!r} is not a UUID") from None
+    if text != canonical:
+        raise ConfigError(f"job id {text[:80]!r} is not in canonical form; write it as "
+                          f"{canonical}")
+    return text
 
 
 def check_task_id(task_id: str) -> str:
-    if not _TASK_ID_RE.match(task_id):
-        raise ConfigError(f"task id {task_id!r} must be 1-64 letters, digits, '-' or '_'")
+    if not isinstance(task_id, str) or not _TASK_ID_RE.fullmatch(task_id):
+        raise ConfigError(f"task id {str(task_id)[:80]!r} must be 1-64 letters, digits, "
+                          "'-' or '_'")
     return task_id
 
 
@@ -201,14 +244,42 @@ def parse_partition_dir(columns: tuple[str, ...], relative: str) -> dict[str, st
 
 def data_file_name(task_id: str, job_id: str, seq: int, extension: str) -> str:
     """``part-00003-<job id>.c000.parquet``: unique per job and task, as Spark names files."""
-    if extension and not re.match(r"^(\.[A-Za-z0-9]{1,16})+$", extension):
+    if extension and not _EXTENSION_RE.fullmatch(extension):
         raise ConfigError(f"file extension {extension!r} must look like '.parquet' or '.snappy.parquet'")
     return f"part-{check_task_id(task_id)}-{job_id}.c{seq:03d}{extension}"
 
 
 def is_visible(relative_key: str) -> bool:
-    """Whether table readers see this key: no path element starts with '_' or '.'."""
+    """Whether table readers see this key as a file: no path element starts with
+    '_' or '.', and it is not a directory marker (a key ending in '/', which
+    consoles and some tools create for empty "folders")."""
+    if not relative_key or relative_key.endswith("/"):
+        return False
     return not any(p.startswith(("_", ".")) for p in relative_key.split("/"))
+
+
+def is_job_data_key(dest: Destination, job_id: str, key: str,
+                    columns: tuple[str, ...] | None = None) -> bool:
+    """Whether ``key`` is where ``job_id`` could have written a data file in ``dest``.
+
+    Job-scoped sweeps list the destination's pending uploads and keep only
+    these: a job id alone is not enough when another destination nested inside
+    this one reused it (``s3://b/nest`` and ``s3://b/nest/inner``). A file of
+    this job sits in as many ``column=value`` directories as it has partition
+    columns (any number, each with '=', when the columns are unknown) and is
+    named ``part-<task>-<job id>.c<n><ext>``.
+    """
+    if not key.startswith(dest.dir):
+        return False
+    *dirs, name = key[len(dest.dir):].split("/")
+    head, sep, tail = name.partition(f"-{job_id}.c")
+    if not (sep and head.startswith("part-") and _TASK_ID_RE.fullmatch(head[5:])
+            and _SEQ_EXTENSION_RE.fullmatch(tail)):
+        return False
+    if columns is None:
+        return all("=" in d and not d.startswith(("_", ".")) for d in dirs)
+    return len(dirs) == len(columns) and all(
+        d.startswith(escape_partition_value(c) + "=") for d, c in zip(dirs, columns))
 
 
 def check_data_key(dest: Destination, job_id: str, key: str) -> str | None:

@@ -1,0 +1,139 @@
+"""Every input gets a clear error before anything is written, and no secret is echoed."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import pending_in_bucket, visible, write_task
+from zero_rename.core.committer import Committer
+from zero_rename.core.layout import (
+    Destination,
+    check_job_id,
+    check_task_id,
+    data_file_name,
+    is_job_data_key,
+    is_visible,
+)
+from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.errors import AbortRefusedError, ConfigError, ManifestError, StoreError
+
+JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"
+
+
+@pytest.mark.parametrize("url", [
+    "s3://AKIAEXAMPLE:wJalrXUtnFEMI/K7MDENG@bucket/t",
+    "s3://AKIAEXAMPLE:wJalrXUtnFEMIK7MDENG@bucket/t",
+    "s3a://wJalrXUtnFEMIK7MDENG@bucket/t#frag",
+    "http://AKIAEXAMPLE:wJalrXUtnFEMIK7MDENG@bucket/t",
+])
+def test_credentials_in_a_destination_are_refused_unechoed(url: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        Destination.parse(url)
+    assert "wJalrXUtnFEMI" not in str(err.value) and "AKIAEXAMPLE" not in str(err.value)
+    assert "***@bucket" in str(err.value)
+
+
+@pytest.mark.parametrize("url", ["s3://bucket/events#x", "s3://bucket/events?versionId=1",
+                                 "s3://bucket/a//b", "s3://bucket/a/./b"])
+def test_urls_a_parser_would_rewrite_are_refused(url: str) -> None:
+    """``s3://b/events#x`` must never silently become ``s3://b/events``."""
+    with pytest.raises(ConfigError):
+        Destination.parse(url)
+
+
+@pytest.mark.parametrize("job_id", [
+    "{0B7F3C1E-5D2A-4C8E-9F1A-2B3C4D5E6F70}", "0B7F3C1E-5D2A-4C8E-9F1A-2B3C4D5E6F70",
+    "0b7f3c1e5d2a4c8e9f1a2b3c4d5e6f70", "urn:uuid:" + JOB, JOB + "\n", " " + JOB, "nope"])
+def test_job_ids_must_be_canonical_uuids(job_id: str) -> None:
+    with pytest.raises(ConfigError, match="UUID|canonical"):
+        check_job_id(job_id)
+    assert check_job_id(JOB) == JOB
+
+
+@pytest.mark.parametrize("task_id", ["00000\n", "a/b", "", "x" * 65, "t\x00"])
+def test_task_ids_are_anchored(task_id: str) -> None:
+    with pytest.raises(ConfigError, match="task id"):
+        check_task_id(task_id)
+
+
+@pytest.mark.parametrize("extension", [".parquet\n", "parquet", ".par/quet", "."])
+def test_extensions_are_anchored(extension: str) -> None:
+    with pytest.raises(ConfigError, match="extension"):
+        data_file_name("00000", JOB, 0, extension)
+
+
+def test_directory_markers_are_not_files() -> None:
+    assert not is_visible("dm/") and not is_visible("dt=1/")
+    assert is_visible("dt=1/part-0.parquet") and not is_visible("dt=1/_hidden")
+
+
+def test_job_scoped_keys_follow_the_layout() -> None:
+    """A job nested inside the destination that reused the id is not this job's."""
+    nest = Destination.parse("s3://bkt/nest")
+    name = f"part-00000-{JOB}.c000.snappy.parquet"
+    assert is_job_data_key(nest, JOB, f"nest/{name}", ())
+    assert is_job_data_key(nest, JOB, f"nest/dt=1/{name}")
+    assert not is_job_data_key(nest, JOB, f"nest/inner/{name}")
+    assert not is_job_data_key(nest, JOB, f"nest/dt=1/{name}", ())
+    assert not is_job_data_key(nest, JOB, f"nest/dt=1/part-00000-{JOB}x.c000.parquet")
+    assert not is_job_data_key(nest, JOB, f"nest10/{name}")
+
+
+@pytest.mark.parametrize("field,value", [("max_attempts", 0), ("max_attempts", "3"),
+                                         ("max_pool_connections", 0), ("read_timeout", 0),
+                                         ("profile", "dynamo")])
+def test_store_config_is_checked_at_construction(field: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=field if field != "profile" else "store profile"):
+        StoreConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_max_attempts_counts_every_attempt() -> None:
+    """botocore's ``max_attempts`` counts retries; ``total_max_attempts`` every attempt."""
+    client = S3Store.connect(StoreConfig(endpoint_url="http://127.0.0.1:9", max_attempts=1)).client
+    assert client.meta.config.retries == {"mode": "standard", "total_max_attempts": 1}
+
+
+@pytest.mark.s3
+def test_counts_are_checked_before_anything_is_written(committer: Committer) -> None:
+    for expected in (-1, "3", 2.5, True):
+        with pytest.raises(ConfigError, match="expected_tasks"):
+            committer.setup_job({}, expected_tasks=expected)  # type: ignore[arg-type]
+    assert committer.jobs() == []
+    job = committer.setup_job({"conflict_mode": "append"})
+    for attempt in (-1, "0", None):
+        with pytest.raises(ConfigError, match="attempt"):
+            committer.task_attempt(job, "00000", attempt)  # type: ignore[arg-type]
+    assert pending_in_bucket(committer) == []
+
+
+@pytest.mark.s3
+def test_a_corrupt_record_is_named_and_abort_still_works(committer: Committer) -> None:
+    job = committer.setup_job({"conflict_mode": "append"})
+    write_task(committer, job, "00000", [b"x"])
+    key = committer.dest.job(job.job_id).record_key
+    committer.store.put_object(committer.dest.bucket, key, b'{"kind": "zero-rename/job", "ver')
+    with pytest.raises(ManifestError, match="job.json"):
+        committer.commit_job(job.job_id)
+    summary = committer.abort_job(job.job_id)
+    assert summary.aborted_uploads == 1
+    record = committer.job(job.job_id)
+    assert record.state == "aborted" and "unreadable record" in record.error
+    assert visible(committer) == {} and pending_in_bucket(committer) == []
+
+
+@pytest.mark.s3
+def test_a_corrupt_record_with_a_plan_is_not_guessed_about(committer: Committer) -> None:
+    job = committer.setup_job({"conflict_mode": "append"})
+    layout = committer.dest.job(job.job_id)
+    committer.store.put_object(committer.dest.bucket, layout.plan_key("p1"), b"{}")
+    committer.store.put_object(committer.dest.bucket, layout.record_key, b"not json")
+    with pytest.raises(AbortRefusedError, match="may have passed its point of no return"):
+        committer.abort_job(job.job_id)
+
+
+@pytest.mark.s3
+def test_committed_record_without_summary_is_named(committer: Committer) -> None:
+    job = committer.setup_job({"conflict_mode": "append"})
+    committer.records.update(job.job_id, lambda r: r.model_copy(update={"state": "committed"}))
+    with pytest.raises(ManifestError, match="holds no summary"):
+        committer.commit_job(job.job_id)
