@@ -20,8 +20,11 @@ import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
+from zero_rename.core.profiles import AUTO, StoreProfile, check_profile_name
 from zero_rename.core.stats import RequestStats
 from zero_rename.errors import (
+    ConditionalConflict,
+    ConfigError,
     DestinationError,
     NoSuchUpload,
     PreconditionFailed,
@@ -39,7 +42,15 @@ _MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """How to reach S3. ``endpoint_url`` selects MinIO, Ceph, SeaweedFS...; None means AWS."""
+    """How to reach S3. ``endpoint_url`` selects MinIO, Ceph, SeaweedFS...; None means AWS.
+
+    ``max_attempts`` counts every attempt of a request, the first included (1:
+    no retries). ``profile`` is ``auto`` (probe the store at job setup) or a
+    store family from :data:`zero_rename.core.profiles.PROFILES`.
+
+    Raises:
+        ConfigError: at construction, for a value no client could use.
+    """
 
     endpoint_url: str | None = None
     region: str | None = None
@@ -49,6 +60,19 @@ class StoreConfig:
     # CompleteMultipartUpload "could take several minutes" (S3 API reference).
     read_timeout: float = 300.0
     path_style: bool | None = None
+    profile: str = AUTO
+
+    def __post_init__(self) -> None:
+        for name in ("max_pool_connections", "max_attempts"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"StoreConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("connect_timeout", "read_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"StoreConfig.{name} must be a positive number of seconds, "
+                                  f"got {value!r}")
+        object.__setattr__(self, "profile", check_profile_name(self.profile))
 
 
 @dataclass(frozen=True)
@@ -80,7 +104,7 @@ def make_client(config: StoreConfig) -> Any:
         max_pool_connections=config.max_pool_connections,
         # Standard mode retries 5xx, throttling (SlowDown) and timeouts with
         # exponential backoff and jitter; it never retries 409 or 412.
-        retries={"mode": "standard", "max_attempts": config.max_attempts},
+        retries={"mode": "standard", "total_max_attempts": config.max_attempts},
         connect_timeout=config.connect_timeout,
         read_timeout=config.read_timeout,
         s3={"addressing_style": "path" if path_style else "auto"},
@@ -117,7 +141,9 @@ def _code(exc: ClientError) -> str:
 
 
 def _status(exc: ClientError) -> int:
-    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or exc.response.get(
+        "Error", {}).get("Code", "")
+    return int(status) if str(status).isdigit() else 0
 
 
 def translate(exc: Exception, op: str, where: str) -> Exception:
@@ -127,14 +153,16 @@ def translate(exc: Exception, op: str, where: str) -> Exception:
         message = exc.response.get("Error", {}).get("Message", "") or str(exc)
         text = f"{op} {where}: {code or status} {message}".strip()
         if code == "PreconditionFailed" or status == 412:
-            return PreconditionFailed(text, operation=op, code="PreconditionFailed")
+            return PreconditionFailed(text, operation=op, code="PreconditionFailed", status=412)
+        if code == "ConditionalRequestConflict" or status == 409:
+            return ConditionalConflict(text, operation=op, code=code or "409", status=409)
         if code == "NoSuchUpload":
-            return NoSuchUpload(text, operation=op, code=code)
+            return NoSuchUpload(text, operation=op, code=code, status=status or 404)
         if code == "NoSuchBucket":
             return DestinationError(f"bucket does not exist ({text}); create it or fix the destination")
         if code in _CREDENTIAL_CODES:
             return DestinationError(f"access refused ({text}); check the credentials and bucket policy")
-        return StoreError(text, operation=op, code=code)
+        return StoreError(text, operation=op, code=code, status=status)
     if isinstance(exc, EndpointConnectionError):
         return StoreError(f"{op} {where}: cannot reach the S3 endpoint ({exc})", operation=op)
     if isinstance(exc, BotoCoreError):
@@ -143,11 +171,17 @@ def translate(exc: Exception, op: str, where: str) -> Exception:
 
 
 class S3Store:
-    """The protocol's S3 operations on one client, counted into ``stats``."""
+    """The protocol's S3 operations on one client, counted into ``stats``.
 
-    def __init__(self, client: Any, stats: RequestStats | None = None) -> None:
+    ``profile`` is the store's known behaviour (None until a job's record or a
+    probe says): it selects the fallback for listing pending uploads.
+    """
+
+    def __init__(self, client: Any, stats: RequestStats | None = None,
+                 profile: StoreProfile | None = None) -> None:
         self.client = client
         self.stats = stats if stats is not None else RequestStats()
+        self.profile = profile
 
     @classmethod
     def connect(cls, config: StoreConfig | None = None) -> S3Store:
@@ -155,7 +189,17 @@ class S3Store:
 
     def scoped(self, stats: RequestStats | None = None) -> S3Store:
         """The same connection pool, counting into other statistics (a task's, a job's)."""
-        return S3Store(self.client, stats if stats is not None else RequestStats())
+        return S3Store(self.client, stats if stats is not None else RequestStats(), self.profile)
+
+    def with_profile(self, profile: StoreProfile | None) -> S3Store:
+        """The same connection pool and statistics, behaving as ``profile`` says."""
+        if profile is None or profile == self.profile:
+            return self
+        return S3Store(self.client, self.stats, profile)
+
+    @property
+    def endpoint_url(self) -> str:
+        return str(self.client.meta.endpoint_url)
 
     @property
     def pool_size(self) -> int:
@@ -195,11 +239,13 @@ class S3Store:
         return str(response["ETag"])
 
     def complete_upload(self, bucket: str, key: str, upload_id: str,
-                        parts: Sequence[tuple[int, str]]) -> str:
+                        parts: Sequence[tuple[int, str]], *, if_none_match: bool = False) -> str:
+        kwargs: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
         response = self._call(
             "CompleteMultipartUpload", _url(bucket, key), Bucket=bucket, Key=key,
             UploadId=upload_id,
-            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in parts]})
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in parts]},
+            **kwargs)
         return str(response.get("ETag", ""))
 
     def abort_upload(self, bucket: str, key: str, upload_id: str) -> bool:
@@ -223,19 +269,60 @@ class S3Store:
                 return parts
             marker = int(response["NextPartNumberMarker"])
 
-    def list_uploads(self, bucket: str, prefix: str, page_size: int = 1000) -> Iterator[UploadInfo]:
-        """Pending uploads whose keys start with ``prefix``, which must end in '/'."""
+    def list_uploads(self, bucket: str, prefix: str,
+                     page_size: int | None = None) -> Iterator[UploadInfo]:
+        """Pending uploads whose keys start with ``prefix``, which must end in '/'.
+
+        Listings differ by server: AWS pages by 1,000 with markers; SeaweedFS
+        returns everything in one page unless ``MaxUploads`` is set, and then says
+        truncated without a ``NextKeyMarker``; moto ignores paging; none need sort.
+        So no page size is asked for unless given, a truncated page without
+        markers, or markers that do not advance, is an error rather than a
+        restart from the start, and an upload seen twice is yielded once.
+        Where the store takes a prefix as one exact key (MinIO), the bucket's
+        uploads are listed without one and filtered here.
+        """
         if not prefix.endswith("/"):
             raise ValueError(f"upload listing prefix {prefix!r} must end in '/'")
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxUploads": page_size}
-        while True:  # S3: at most 1,000 uploads a page.
-            response = self._call("ListMultipartUploads", _url(bucket, prefix), **kwargs)
-            for u in response.get("Uploads", []):
-                yield UploadInfo(str(u["Key"]), str(u["UploadId"]), u.get("Initiated"))
+        by_prefix = self.profile is None or self.profile.uploads_by_prefix
+        kwargs: dict[str, Any] = {"Bucket": bucket}
+        if by_prefix:
+            kwargs["Prefix"] = prefix
+        if page_size is not None:
+            kwargs["MaxUploads"] = page_size
+        seen: set[tuple[str, str]] = set()
+        for page in self._pages("ListMultipartUploads", _url(bucket, prefix), kwargs,
+                                ("NextKeyMarker", "KeyMarker"),
+                                ("NextUploadIdMarker", "UploadIdMarker")):
+            for u in page.get("Uploads", []):
+                ident = (str(u["Key"]), str(u["UploadId"]))
+                if ident in seen or not ident[0].startswith(prefix):
+                    continue
+                seen.add(ident)
+                yield UploadInfo(ident[0], ident[1], u.get("Initiated"))
+
+    def _pages(self, op: str, where: str, kwargs: dict[str, Any],
+               *markers: tuple[str, str]) -> Iterator[dict[str, Any]]:
+        """The pages of a listing; ``markers`` pair each response field with the
+        request parameter that continues from it (the first pair is required)."""
+        previous: tuple[str, ...] | None = None
+        while True:
+            response = self._call(op, where, **kwargs)
+            yield response
             if not response.get("IsTruncated"):
                 return
-            kwargs["KeyMarker"] = response.get("NextKeyMarker", "")
-            kwargs["UploadIdMarker"] = response.get("NextUploadIdMarker", "")
+            position = tuple(str(response.get(field) or "") for field, _ in markers)
+            if not position[0]:
+                raise StoreError(f"{op} {where}: the store says the listing is truncated but "
+                                 f"gives no {markers[0][0]} to continue from; refusing to "
+                                 "restart it or to act on part of it", operation=op)
+            if position == previous:
+                raise StoreError(f"{op} {where}: the listing does not advance past "
+                                 f"{position[0]!r}; refusing to loop", operation=op)
+            previous = position
+            for (_, param), value in zip(markers, position):
+                if value:
+                    kwargs[param] = value
 
     # -- objects -----------------------------------------------------------
     def put_object(self, bucket: str, key: str, body: bytes, *, if_none_match: bool = False,
@@ -251,9 +338,10 @@ class S3Store:
             return str(self._call("PutObject", _url(bucket, key), len(body), **kwargs)["ETag"])
         except StoreError as exc:
             # If-Match on a missing key: AWS says 404 NoSuchKey, SeaweedFS 412.
+            # The original code stays on the error, for the store probes.
             if if_match is not None and exc.code in _MISSING_KEY_CODES:
-                raise PreconditionFailed(str(exc), operation="PutObject",
-                                         code="PreconditionFailed") from exc
+                raise PreconditionFailed(str(exc), operation="PutObject", code=exc.code,
+                                         status=exc.status) from exc
             raise
 
     def get_object(self, bucket: str, key: str) -> tuple[bytes, str] | None:
@@ -279,14 +367,12 @@ class S3Store:
 
     def list_objects(self, bucket: str, prefix: str, page_size: int = 1000) -> Iterator[ObjectInfo]:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": page_size}
-        while True:  # S3: at most 1,000 keys a page.
-            response = self._call("ListObjectsV2", _url(bucket, prefix), **kwargs)
-            for o in response.get("Contents", []):
+        # S3: at most 1,000 keys a page.
+        for page in self._pages("ListObjectsV2", _url(bucket, prefix), kwargs,
+                                ("NextContinuationToken", "ContinuationToken")):
+            for o in page.get("Contents", []):
                 yield ObjectInfo(str(o["Key"]), int(o["Size"]), str(o["ETag"]),
                                  o.get("LastModified"))
-            if not response.get("IsTruncated"):
-                return
-            kwargs["ContinuationToken"] = response["NextContinuationToken"]
 
     def delete_objects(self, bucket: str, keys: Sequence[str]) -> int:
         """Delete keys in batches of 1,000; missing keys are not an error."""

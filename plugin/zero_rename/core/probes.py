@@ -1,0 +1,276 @@
+"""Probing an S3 store for the behaviours the protocol depends on.
+
+:func:`detect` is the cheap probe job setup runs (eight requests, once per
+process and bucket): conditional create, compare-and-swap, and whether
+pending uploads can be listed by prefix. :func:`examine` runs every probe,
+for ``zero-rename doctor``. Both work under a scratch prefix inside the
+destination's hidden directory and remove what they created.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from zero_rename.core.layout import Destination
+from zero_rename.core.profiles import AUTO, IfMatchMissing, Recomplete, StoreProfile, named_profile
+from zero_rename.core.store import S3Store, translate
+from zero_rename.errors import NoSuchUpload, PreconditionFailed, StoreError
+
+log = logging.getLogger(__name__)
+
+# An ETag no object has: the probes' "wrong" If-Match value.
+_WRONG_ETAG = '"00000000000000000000000000000000"'
+
+Status = Literal["ok", "fallback", "unsafe", "info"]
+
+_CACHE_LOCK = threading.Lock()
+_DETECTED: dict[tuple[str, str], StoreProfile] = {}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One probed behaviour: what the store did, and what the committer does about it."""
+
+    behaviour: str
+    observed: str
+    status: Status
+    committer: str
+
+
+def scratch_prefix(dest: Destination) -> str:
+    return f"{dest.hidden_dir}probe-{uuid.uuid4().hex}/"
+
+
+def resolve_profile(store: S3Store, dest: Destination, setting: str) -> StoreProfile:
+    """The profile a job at ``dest`` runs with: a named one as declared, or (``auto``)
+    the store's probed behaviour, cached per process, endpoint and bucket."""
+    if setting != AUTO:
+        return named_profile(setting)
+    cache_key = (store.endpoint_url, dest.bucket)
+    with _CACHE_LOCK:
+        cached = _DETECTED.get(cache_key)
+    if cached is not None:
+        return cached
+    profile = detect(store, dest)
+    with _CACHE_LOCK:
+        _DETECTED[cache_key] = profile
+    return profile
+
+
+def detect(store: S3Store, dest: Destination) -> StoreProfile:
+    """Probe what the protocol cannot run without, and what selects a fallback."""
+    scratch = scratch_prefix(dest)
+    try:
+        checks = _conditional_checks(store, dest.bucket, scratch)
+        checks.update(_prefix_listing_check(store, dest.bucket, scratch))
+    finally:
+        _remove_scratch(store, dest.bucket, scratch)
+    profile = StoreProfile(name=AUTO, **checks)
+    log.info("probed the S3 store at %s for %s: %s", store.endpoint_url, dest.url,
+             profile.model_dump(exclude={"name"}))
+    return profile
+
+
+def _conditional_checks(store: S3Store, bucket: str, scratch: str) -> dict[str, Any]:
+    key = scratch + "conditional"
+    store.put_object(bucket, key, b"1", if_none_match=True)
+    create = _refused(lambda: store.put_object(bucket, key, b"2", if_none_match=True))
+    replace = _refused(lambda: store.put_object(bucket, key, b"3", if_match=_WRONG_ETAG))
+    return {"conditional_create": create, "conditional_replace": replace,
+            "if_match_missing": _if_match_missing(store, bucket, scratch + "missing")}
+
+
+def _refused(write: Callable[[], object]) -> bool:
+    try:
+        write()
+    except PreconditionFailed:
+        return True
+    return False
+
+
+def _if_match_missing(store: S3Store, bucket: str, key: str) -> IfMatchMissing:
+    try:
+        store.put_object(bucket, key, b"x", if_match=_WRONG_ETAG)
+    except PreconditionFailed as exc:
+        return "404" if exc.code in ("NoSuchKey", "404") else "412"
+    return "ignored"
+
+
+def _prefix_listing_check(store: S3Store, bucket: str, scratch: str) -> dict[str, Any]:
+    key = scratch + "listing/pending"
+    upload_id = store.create_upload(bucket, key)
+    try:
+        found = _raw_upload_keys(store, bucket, scratch)
+    finally:
+        store.abort_upload(bucket, key, upload_id)
+    return {"uploads_by_prefix": key in found}
+
+
+def _raw_upload_keys(store: S3Store, bucket: str, prefix: str, **more: Any) -> list[str]:
+    """One raw ListMultipartUploads page, as the store answers it."""
+    response = _raw(store, "ListMultipartUploads", bucket, prefix, Bucket=bucket,
+                    Prefix=prefix, **more)
+    return [str(u["Key"]) for u in response.get("Uploads", [])]
+
+
+def _raw(store: S3Store, op: str, bucket: str, where: str, **kwargs: Any) -> dict[str, Any]:
+    method = {"ListMultipartUploads": store.client.list_multipart_uploads}[op]
+    try:
+        return dict(method(**kwargs))
+    except (ClientError, BotoCoreError) as exc:
+        raise translate(exc, op, f"s3://{bucket}/{where}") from exc
+
+
+def _remove_scratch(store: S3Store, bucket: str, scratch: str) -> None:
+    """Best effort: a probe's leftovers are hidden, tiny, and named as probes."""
+    try:
+        for upload in store.list_uploads(bucket, scratch):
+            store.abort_upload(bucket, upload.key, upload.upload_id)
+        keys = [o.key for o in store.list_objects(bucket, scratch)]
+        if keys:
+            store.delete_objects(bucket, keys)
+    except StoreError:
+        log.warning("could not remove the store probe's objects under s3://%s/%s", bucket,
+                    scratch, exc_info=True)
+
+
+# -- the doctor's full examination -------------------------------------------------
+def examine(store: S3Store, dest: Destination) -> tuple[StoreProfile, list[Check]]:
+    """Every probe, against the store at ``dest``; the profile the committer would
+    use there and one :class:`Check` per behaviour."""
+    scratch = scratch_prefix(dest)
+    cleaner = store
+    try:
+        values = _conditional_checks(store, dest.bucket, scratch)
+        values.update(_prefix_listing_check(store, dest.bucket, scratch))
+        # From here on, list uploads the way the committer would on this store.
+        cleaner = store = store.with_profile(StoreProfile(name=AUTO, **values))
+        values["conditional_complete"] = _conditional_complete(store, dest.bucket, scratch)
+        values["recomplete"] = _recomplete(store, dest.bucket, scratch)
+        profile = StoreProfile(name=AUTO, **values)
+        checks = _profile_checks(profile)
+        checks.append(_complete_after_abort(store, dest.bucket, scratch))
+        checks.append(_prefix_exactness(store, dest.bucket, scratch))
+        checks.append(_upload_paging(store, dest.bucket, scratch))
+    finally:
+        _remove_scratch(cleaner, dest.bucket, scratch)
+    checks.append(Check("409 ConditionalRequestConflict", "cannot be provoked on demand",
+                        "info", "read as a lost round and retried, never as a failure"))
+    return profile, checks
+
+
+def _profile_checks(p: StoreProfile) -> list[Check]:
+    yes = "honoured"
+    return [
+        Check("PutObject If-None-Match: *", yes if p.conditional_create else "ignored",
+              "ok" if p.conditional_create else "unsafe",
+              "creates job records, manifests, plans and claims once" if p.conditional_create
+              else "refuses to run: two processes could both create one object"),
+        Check("PutObject If-Match (compare-and-swap)", yes if p.conditional_replace else "ignored",
+              "ok" if p.conditional_replace else "unsafe",
+              "decides each job exactly once" if p.conditional_replace
+              else "refuses to run: a commit and an abort could both decide a job"),
+        Check("If-Match on a missing key", {"404": "404 NoSuchKey (as AWS)",
+                                            "412": "412 PreconditionFailed",
+                                            "ignored": "ignored: the object was written",
+                                            "unknown": "not probed"}[p.if_match_missing],
+              "info" if p.if_match_missing != "ignored" else "fallback",
+              "reads both answers as a lost compare-and-swap" if p.if_match_missing != "ignored"
+              else "never compare-and-swaps a record it has not just read"),
+        Check("ListMultipartUploads by prefix", "prefix" if p.uploads_by_prefix
+              else "prefix taken as one exact key (as MinIO)",
+              "ok" if p.uploads_by_prefix else "fallback",
+              "finds a job's pending uploads by prefix" if p.uploads_by_prefix
+              else "lists the bucket's uploads without a prefix and filters them"),
+        Check("CompleteMultipartUpload If-None-Match: *",
+              {True: yes, False: "ignored", None: "not supported"}[p.conditional_complete],
+              "info", "not relied on: every file name carries its job id"),
+        Check("complete of an already completed upload", _RECOMPLETE[p.recomplete], "info",
+              "a resumed commit lists pending uploads and checks the others by ETag"),
+    ]
+
+
+_RECOMPLETE: dict[Recomplete, str] = {
+    "same-etag": "200, same ETag (as AWS)", "no-such-upload": "404 NoSuchUpload (as MinIO)",
+    "error": "an error other than NoSuchUpload", "unknown": "not probed"}
+
+
+def _one_part_upload(store: S3Store, bucket: str, key: str) -> tuple[str, list[tuple[int, str]]]:
+    upload_id = store.create_upload(bucket, key)
+    etag = store.upload_part(bucket, key, upload_id, 1, b"probe")
+    return upload_id, [(1, etag)]
+
+
+def _conditional_complete(store: S3Store, bucket: str, scratch: str) -> bool | None:
+    key = scratch + "conditional"  # exists: written by the conditional checks
+    upload_id, parts = _one_part_upload(store, bucket, key)
+    try:
+        store.complete_upload(bucket, key, upload_id, parts, if_none_match=True)
+    except PreconditionFailed:
+        store.abort_upload(bucket, key, upload_id)
+        return True
+    except StoreError as exc:
+        log.info("conditional complete probe: %s", exc)
+        store.abort_upload(bucket, key, upload_id)
+        return None
+    return False
+
+
+def _recomplete(store: S3Store, bucket: str, scratch: str) -> Recomplete:
+    key = scratch + "recomplete"
+    upload_id, parts = _one_part_upload(store, bucket, key)
+    first = store.complete_upload(bucket, key, upload_id, parts)
+    try:
+        again = store.complete_upload(bucket, key, upload_id, parts)
+    except NoSuchUpload:
+        return "no-such-upload"
+    except StoreError:
+        return "error"
+    return "same-etag" if again.strip('"') == first.strip('"') else "error"
+
+
+def _complete_after_abort(store: S3Store, bucket: str, scratch: str) -> Check:
+    key = scratch + "aborted"
+    upload_id, parts = _one_part_upload(store, bucket, key)
+    store.abort_upload(bucket, key, upload_id)
+    try:
+        store.complete_upload(bucket, key, upload_id, parts)
+        observed, status = "completed anyway", "unsafe"
+    except NoSuchUpload:
+        observed, status = "404 NoSuchUpload (as AWS)", "ok"
+    except StoreError as exc:
+        observed, status = f"{exc.code or exc.status or 'error'} (AWS: 404 NoSuchUpload)", "info"
+    return Check("complete of an aborted upload", observed, status,  # type: ignore[arg-type]
+                 "checks the object's ETag before believing any answer")
+
+
+def _prefix_exactness(store: S3Store, bucket: str, scratch: str) -> Check:
+    for key in (scratch + "d1/x", scratch + "d10/x"):
+        store.create_upload(bucket, key)
+    found = _raw_upload_keys(store, bucket, scratch + "d1/")
+    observed = ("only d1/" if found == [scratch + "d1/x"] else
+                "d1/ and d10/" if scratch + "d10/x" in found else f"{len(found)} upload(s)")
+    return Check("upload listing prefix 'd1/' next to 'd10/'", observed, "info",
+                 "always lists with a trailing '/' and filters keys by prefix itself")
+
+
+def _upload_paging(store: S3Store, bucket: str, scratch: str) -> Check:
+    response = _raw(store, "ListMultipartUploads", bucket, scratch, Bucket=bucket,
+                    Prefix=scratch, MaxUploads=1)
+    truncated = bool(response.get("IsTruncated"))
+    marker = bool(response.get("NextKeyMarker"))
+    observed = ("pages with markers" if truncated and marker else
+                "truncated without NextKeyMarker" if truncated else
+                f"ignores MaxUploads ({len(response.get('Uploads', []))} in one page)")
+    complete = sorted(u.key for u in store.list_uploads(bucket, scratch))
+    ok = complete == sorted([scratch + "d1/x", scratch + "d10/x"])
+    return Check("ListMultipartUploads paging", observed, "ok" if ok else "unsafe",
+                 "asks for no page size, follows markers, and stops with an error "
+                 "rather than restart a listing that does not advance")

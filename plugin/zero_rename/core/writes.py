@@ -1,0 +1,69 @@
+"""Conditional writes that are safe to retry after a lost response.
+
+Every object the protocol publishes is created once (If-None-Match) or
+advanced by compare-and-swap (If-Match). Either can fail in three ways, and
+they call for different answers:
+
+- 412 PreconditionFailed: the condition did not hold. For a create, the key
+  exists: it may hold our own body, written by an earlier try whose response
+  was lost (botocore retries a dropped connection by itself, and the retry then
+  meets our own write), so it is read back before anything is concluded.
+- 409 ConditionalRequestConflict (AWS): the write raced another operation on
+  the key and did not take effect; retry it.
+- no answer or a 5xx: the outcome is unknown; read back, never guess.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+from zero_rename.core.store import S3Store
+from zero_rename.errors import ConditionalConflict, PreconditionFailed, StoreError
+
+log = logging.getLogger(__name__)
+
+# Rounds of put-then-read-back before an unknown outcome is given up on.
+CREATE_ROUNDS = 5
+
+
+def backoff(round_number: int, base: float = 0.05, cap: float = 2.0) -> None:
+    """Sleep before another round: exponential with full jitter, so processes
+    that lost the same race do not meet again in step."""
+    time.sleep(random.uniform(0, min(cap, base * 2 ** round_number)))
+
+
+def create_once(store: S3Store, bucket: str, key: str, body: bytes,
+                content_type: str = "application/json") -> bytes | None:
+    """Create ``key`` holding ``body`` unless it exists.
+
+    Returns None when the key now holds ``body`` (written by this call or by
+    an earlier one whose response was lost), or the other body the key holds.
+
+    Raises:
+        StoreError: the outcome stayed unknown, or the store refused the write.
+    """
+    unknown: StoreError | None = None
+    for round_number in range(CREATE_ROUNDS):
+        try:
+            store.put_object(bucket, key, body, if_none_match=True, content_type=content_type)
+            return None
+        except ConditionalConflict:
+            backoff(round_number)
+            continue
+        except PreconditionFailed:
+            pass
+        except StoreError as exc:
+            if not exc.outcome_unknown:
+                raise
+            unknown = exc
+            log.info("create of s3://%s/%s: outcome unknown (%s); reading it back", bucket,
+                     key, exc)
+        found = store.get_object(bucket, key)
+        if found is None:
+            backoff(round_number)  # not there (yet): put it again
+            continue
+        return None if found[0] == body else found[0]
+    raise unknown or StoreError(f"create of s3://{bucket}/{key} kept conflicting; gave up after "
+                                f"{CREATE_ROUNDS} rounds", operation="PutObject")
