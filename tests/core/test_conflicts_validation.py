@@ -34,7 +34,7 @@ def test_partitioned_fail_refuses_and_changes_nothing(committer: Committer) -> N
         committer.resolve_conflicts(job.job_id)
     with pytest.raises(ConflictError, match="nothing was changed"):
         committer.commit_job(job.job_id)
-    assert committer.job(job.job_id).state == "setup"
+    assert committer.job(job.job_id).state == "sealed"
     assert visible(committer) == {"dt=2024-01-01/old.parquet": b"old",
                                   "dt=2024-01-03/other.parquet": b"o"}
     committer.abort_job(job.job_id)
@@ -144,19 +144,27 @@ def test_validation_checks_uploads_are_still_pending(committer: Committer) -> No
     with pytest.raises(ValidationError, match="no longer pending") as err:
         committer.commit_job(job.job_id, [m])
     assert gone.key in str(err.value)
-    assert committer.job(job.job_id).state == "setup"
+    assert committer.job(job.job_id).state == "sealed"
     committer.abort_job(job.job_id)
     assert visible(committer) == {} and pending_in_bucket(committer) == []
 
 
 def test_validation_checks_recorded_parts(committer: Committer) -> None:
+    """Validation asks what CompleteMultipartUpload will: is every recorded part on S3
+    with its ETag? A recorded part S3 does not hold is refused; a part nobody
+    recorded is not, and the commit then publishes exactly the recorded bytes."""
     job = committer.setup_job({"conflict_mode": "append"})
     m = write_task(committer, job, "00000", [b"abc"], publish=False)
     assert m is not None
     u = m.uploads[0]
+    wrong = u.model_copy(update={"parts": (u.parts[0].model_copy(
+        update={"etag": '"0123456789abcdef0123456789abcdef"'}),)})
+    with pytest.raises(ValidationError, match=r"part\(s\) \[1\] on S3 are missing or differ"):
+        committer.validate(job.job_id, [m.model_copy(update={"uploads": (wrong,)})])
     committer.store.upload_part(committer.dest.bucket, u.key, u.upload_id, 2, b"extra")
-    with pytest.raises(ValidationError, match="has parts"):
-        committer.validate(job.job_id, [m])
+    committer.validate(job.job_id, [m])
+    committer.commit_job(job.job_id, [m])
+    assert list(visible(committer).values()) == [b"abc"]
 
 
 def test_malformed_published_manifest_is_named(committer: Committer) -> None:
@@ -165,7 +173,7 @@ def test_malformed_published_manifest_is_named(committer: Committer) -> None:
     committer.store.put_object(committer.dest.bucket, key, b'{"kind": "something else"}')
     with pytest.raises(ManifestError, match="tasks/00000.json"):
         committer.commit_job(job.job_id)
-    assert committer.job(job.job_id).state == "setup"
+    assert committer.job(job.job_id).state == "sealed"
 
 
 def test_stage_manifest_is_the_engine_choice(committer: Committer) -> None:

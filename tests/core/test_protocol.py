@@ -56,10 +56,16 @@ def test_commit_lifecycle(committer: Committer, mode: str) -> None:
         assert key in success
     assert success["iostatistics"]["counters"]["s3.CompleteMultipartUpload"] == 3
     assert committer.job(job.job_id).state == "committed"
-    # temporary objects are gone; the job record stays as history and fence
+    # temporary objects are gone; the job record stays as history and fence, and
+    # the destination's claim table, released
     hidden = [o.key for o in committer.store.list_objects(committer.dest.bucket,
                                                            committer.dest.hidden_dir)]
-    assert hidden == [committer.dest.job(job.job_id).record_key]
+    assert hidden == [committer.dest.hidden_dir + "claims.json",
+                      committer.dest.job(job.job_id).record_key]
+    assert json.loads(committer.store.get_object(
+        committer.dest.bucket, hidden[0])[0])["claims"] == []
+    record = committer.job(job.job_id)
+    assert record.claimed == ("",) and record.store_profile is not None
 
 
 def test_duplicated_commit_returns_the_same_summary(committer: Committer, mode: str) -> None:

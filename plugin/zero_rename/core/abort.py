@@ -1,10 +1,12 @@
 """Job abort and job cleanup, both scoped to one job.
 
 Pending uploads are found by listing the destination's uploads (not only from
-manifests: an attempt killed mid-write never wrote one) and kept only if the
-job id is in the file name. The listing prefix ends in '/', so a job writing
-``dest`` never touches ``dest10``; and the job-id filter spares other jobs
-writing other partitions of the same table.
+manifests: an attempt killed mid-write never wrote one) and kept only where
+this job could have written a data file: the job id in a ``part-`` file name,
+inside the job's partition directories. The listing prefix ends in '/', so a
+job writing ``dest`` never touches ``dest10``; the layout check spares a job
+nested inside the destination that reused the job id (``dest/inner``); the
+job-id filter spares other jobs writing other partitions of the same table.
 """
 
 from __future__ import annotations
@@ -13,11 +15,19 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from zero_rename.core.claims import Claims
 from zero_rename.core.jobs import JobRecords, step_finished, step_started
-from zero_rename.core.layout import Destination
-from zero_rename.core.model import JobRecord, JobSummary
+from zero_rename.core.layout import Destination, is_job_data_key
+from zero_rename.core.model import JobRecord, JobSummary, dump, utcnow
+from zero_rename.core.options import JobOptions
 from zero_rename.core.store import S3Store, UploadInfo
-from zero_rename.errors import AbortRefusedError, JobNotFoundError
+from zero_rename.errors import (
+    AbortRefusedError,
+    JobNotFoundError,
+    ManifestError,
+    PreconditionFailed,
+    ZeroRenameError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -26,17 +36,20 @@ log = logging.getLogger(__name__)
 SWEEP_ROUNDS = 3
 
 
-def job_uploads(store: S3Store, dest: Destination, job_id: str) -> list[UploadInfo]:
-    """Pending uploads of this job under the destination."""
+def job_uploads(store: S3Store, dest: Destination, job_id: str,
+                columns: tuple[str, ...] | None = None) -> list[UploadInfo]:
+    """Pending uploads of this job under the destination (``columns``: the job's
+    partition columns, if known)."""
     return [u for u in store.list_uploads(dest.bucket, dest.dir)
-            if job_id in u.key.rsplit("/", 1)[-1]]
+            if is_job_data_key(dest, job_id, u.key, columns)]
 
 
-def abort_uploads(store: S3Store, dest: Destination, job_id: str, threads: int = 16) -> int:
+def abort_uploads(store: S3Store, dest: Destination, job_id: str, threads: int = 16,
+                  columns: tuple[str, ...] | None = None) -> int:
     """Abort every pending upload of the job; returns how many were aborted."""
     aborted = 0
     for _ in range(SWEEP_ROUNDS):
-        uploads = job_uploads(store, dest, job_id)
+        uploads = job_uploads(store, dest, job_id, columns)
         if not uploads:
             break
         with ThreadPoolExecutor(max(1, min(threads, len(uploads)))) as pool:
@@ -58,16 +71,40 @@ def remove_temporary(store: S3Store, dest: Destination, job_id: str) -> int:
 
 
 def abort_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
-    """Job abort: decide "aborted", abort every pending upload, remove temporary objects.
+    """Job abort: decide "aborted", abort every pending upload, remove temporary objects,
+    release the job's claim.
 
-    Idempotent. Works without a job record too (job setup may never have run).
+    Idempotent. Works from ``setup`` and ``sealed`` (a commit that has not passed
+    its point of no return loses), without a job record (job setup may never
+    have run), and with an unreadable one (unless a plan exists: then the job
+    may have passed its point of no return, and that is not guessed).
 
     Raises:
         AbortRefusedError: the commit passed its point of no return.
     """
     started = time.monotonic()
     records = JobRecords(store, dest)
+    record = _decide_aborted(store, dest, records, job_id)
+    if record is not None:
+        store = store.with_profile(record.store_profile)
+    threads = record.options.threads if record else 16
+    columns = record.options.partition_columns if record else None
+    aborted = abort_uploads(store, dest, job_id, threads, columns)
+    remove_temporary(store, dest, job_id)
+    Claims(store, dest).release(job_id)
+    summary = JobSummary(job_id=job_id, destination=dest.url, state="aborted",
+                         aborted_uploads=aborted, requests=store.stats.total_requests,
+                         seconds=round(time.monotonic() - started, 3))
+    if record is not None:
+        records.update(job_id, lambda r: r.model_copy(update={
+            "steps": step_finished(r, "abort", detail=f"{aborted} upload(s) aborted")}))
+    log.info("aborted job %s at %s", job_id, dest.url)
+    return summary
 
+
+def _decide_aborted(store: S3Store, dest: Destination, records: JobRecords,
+                    job_id: str) -> JobRecord | None:
+    """Swap the record to ``aborted``; None when there is no record at all."""
     def decide(record: JobRecord) -> JobRecord | None:
         if record.state in ("committing", "committed"):
             raise AbortRefusedError(
@@ -79,35 +116,59 @@ def abort_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
                                          "steps": step_started(record, "abort")})
 
     try:
-        record: JobRecord | None = records.update(job_id, decide)
+        return records.update(job_id, decide)
     except JobNotFoundError:
         log.warning("no job record for %s at %s; aborting its uploads anyway", job_id, dest.url)
-        record = None
-    aborted = abort_uploads(store, dest, job_id, record.options.threads if record else 16)
-    remove_temporary(store, dest, job_id)
-    summary = JobSummary(job_id=job_id, destination=dest.url, state="aborted",
-                         aborted_uploads=aborted, requests=store.stats.total_requests,
-                         seconds=round(time.monotonic() - started, 3))
-    if record is not None:
-        records.update(job_id, lambda r: r.model_copy(update={
-            "steps": step_finished(r, "abort", detail=f"{aborted} upload(s) aborted")}))
-    log.info("aborted job %s at %s", job_id, dest.url)
-    return summary
+        return None
+    except ManifestError as exc:
+        return _replace_unreadable(store, dest, records, job_id, exc)
+
+
+def _replace_unreadable(store: S3Store, dest: Destination, records: JobRecords, job_id: str,
+                        problem: ManifestError) -> JobRecord:
+    """Abort a job whose record cannot be read, by replacing the record (compare-and-
+    swap on its ETag) with an aborted one; refused where a plan exists, since the
+    job may have passed its point of no return."""
+    layout = dest.job(job_id)
+    plans = [o.key for o in store.list_objects(dest.bucket, layout.dir)
+             if o.key.rsplit("/", 1)[-1].startswith("plan-")]
+    if plans:
+        raise AbortRefusedError(
+            f"job {job_id}'s record cannot be read ({problem}) and a commit plan exists "
+            f"({plans[0]}): the job may have passed its point of no return. Inspect it by "
+            "hand; nothing was changed")
+    _, etag = records.read_raw(job_id)
+    now = utcnow()
+    record = JobRecord(job_id=job_id, destination=dest.url, options=JobOptions(),
+                       state="aborted", created=now,
+                       error=f"aborted with an unreadable record: {str(problem)[:300]}")
+    try:
+        store.put_object(dest.bucket, layout.record_key, dump(record), if_match=etag)
+    except PreconditionFailed:
+        raise ZeroRenameError(f"job {job_id}'s unreadable record changed while it was being "
+                              "aborted; run the abort again") from None
+    log.warning("job %s had an unreadable record (%s); replaced it with an aborted one",
+                job_id, problem)
+    return record
 
 
 def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
-    """Job cleanup after the job is decided: abort stray uploads, remove temporary objects.
+    """Job cleanup after the job is decided: release its claim, abort stray uploads,
+    remove temporary objects.
 
-    A job still in setup or mid-commit is left alone, with a warning: cleaning
-    it would take the decision that only commit or abort may take.
+    A job still in setup, sealed or mid-commit is left alone, with a warning:
+    cleaning it would take the decision that only commit or abort may take.
     """
     started = time.monotonic()
     record = JobRecords(store, dest).get(job_id)
-    if record.state in ("setup", "committing"):
+    store = store.with_profile(record.store_profile)
+    if record.state in ("setup", "sealed", "committing"):
         log.warning("job %s is %s; cleanup leaves it for %s", job_id, record.state,
-                    "abort or commit" if record.state == "setup" else "a commit retry")
+                    "a commit retry" if record.state == "committing" else "abort or commit")
         return JobSummary(job_id=job_id, destination=dest.url, state=record.state)
-    aborted = abort_uploads(store, dest, job_id, record.options.threads)
+    Claims(store, dest).release(job_id)
+    aborted = abort_uploads(store, dest, job_id, record.options.threads,
+                            record.options.partition_columns)
     removed = remove_temporary(store, dest, job_id)
     log.info("cleaned up job %s: %d stray upload(s) aborted, %d temporary object(s) removed",
              job_id, aborted, removed)

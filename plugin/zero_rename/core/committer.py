@@ -22,9 +22,11 @@ from zero_rename.core.jobs import JobRecords, setup_job, step_finished, step_sta
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import JobRecord, JobSummary, SuccessData, TaskManifest, load
 from zero_rename.core.options import JobOptions, parse_options
+from zero_rename.core.probes import resolve_profile
+from zero_rename.core.profiles import AUTO, check_profile_name
 from zero_rename.core.store import S3Store, StoreConfig, UploadInfo
 from zero_rename.core.task import TaskAttempt
-from zero_rename.errors import JobDecidedError, ZeroRenameError
+from zero_rename.errors import JobDecidedError, JobNotFoundError, ManifestError, ZeroRenameError
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +35,13 @@ class Committer:
     """Job setup, task attempts, validation, conflict resolution, job commit, abort, cleanup."""
 
     def __init__(self, destination: str | Destination, config: StoreConfig | None = None,
-                 store: S3Store | None = None) -> None:
+                 store: S3Store | None = None, profile: str | None = None) -> None:
+        """``profile``: the store's family, or ``auto`` to probe it at job setup;
+        default: ``config.profile`` (``auto``)."""
         self.dest = (destination if isinstance(destination, Destination)
                      else Destination.parse(destination))
         self.store = store or S3Store.connect(config or StoreConfig())
+        self.profile = check_profile_name(profile or (config.profile if config else AUTO))
         self.records = JobRecords(self.store, self.dest)
 
     def _job_store(self) -> S3Store:
@@ -46,7 +51,8 @@ class Committer:
     def setup_job(self, options: JobOptions | Mapping[str, Any] | None = None,
                   job_id: str | None = None, expected_tasks: int | None = None) -> JobRecord:
         opts = options if isinstance(options, JobOptions) else parse_options(options)
-        return setup_job(self._job_store(), self.dest, opts, job_id, expected_tasks)
+        return setup_job(self._job_store(), self.dest, opts, job_id, expected_tasks,
+                         self.profile)
 
     def job(self, job_id: str) -> JobRecord:
         return self.records.get(job_id)
@@ -101,9 +107,9 @@ class Committer:
 
     def _step(self, job_id: str, step: str, run: Any) -> JobSummary:
         started = time.monotonic()
-        store = self._job_store()
         record = self.records.get(job_id)
-        if record.state != "setup":
+        store = self._job_store().with_profile(record.store_profile)
+        if record.state not in ("setup", "sealed"):
             raise JobDecidedError(f"job {job_id} is {record.state}; {step} runs before commit")
         self.records.update(job_id, lambda r: r.model_copy(
             update={"steps": step_started(r, step)}))
@@ -130,9 +136,23 @@ class Committer:
         return abort_mod.cleanup_job(self._job_store(), self.dest, job_id)
 
     def pending_uploads(self, job_id: str | None = None) -> list[UploadInfo]:
+        """Pending uploads under the destination, or those of one job."""
+        store = self.listing_store(job_id)
         if job_id is not None:
-            return abort_mod.job_uploads(self.store, self.dest, job_id)
-        return list(self.store.list_uploads(self.dest.bucket, self.dest.dir))
+            return abort_mod.job_uploads(store, self.dest, job_id)
+        return list(store.list_uploads(self.dest.bucket, self.dest.dir))
+
+    def listing_store(self, job_id: str | None = None) -> S3Store:
+        """The store, knowing how to list pending uploads here: from the job's
+        record if there is one, else from the profile setting (probing for ``auto``)."""
+        if job_id is not None:
+            try:
+                return self.store.with_profile(self.records.get(job_id).store_profile)
+            except (JobNotFoundError, ManifestError):
+                pass
+        if self.store.profile is None:
+            self.store.profile = resolve_profile(self.store, self.dest, self.profile)
+        return self.store
 
     def read_success(self) -> SuccessData | None:
         found = self.store.get_object(self.dest.bucket, self.dest.success_key)

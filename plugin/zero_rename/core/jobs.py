@@ -14,13 +14,19 @@ from collections.abc import Callable
 from zero_rename.core.layout import Destination, is_visible, new_job_id
 from zero_rename.core.model import JobRecord, StepTiming, dump, load, utcnow
 from zero_rename.core.options import JobOptions
+from zero_rename.core.probes import resolve_profile
+from zero_rename.core.profiles import AUTO
 from zero_rename.core.store import S3Store
+from zero_rename.core.writes import backoff, create_once
 from zero_rename.errors import (
+    ConditionalConflict,
     ConfigError,
     ConflictError,
     DestinationError,
     JobNotFoundError,
+    ManifestError,
     PreconditionFailed,
+    StoreError,
     ZeroRenameError,
 )
 
@@ -39,42 +45,65 @@ class JobRecords:
         self.store = store
         self.dest = dest
 
-    def read(self, job_id: str) -> tuple[JobRecord, str]:
+    def read_raw(self, job_id: str) -> tuple[bytes, str]:
+        """The record's bytes and ETag; raises JobNotFoundError."""
         key = self.dest.job(job_id).record_key
         found = self.store.get_object(self.dest.bucket, key)
         if found is None:
             raise JobNotFoundError(f"no job {job_id} at {self.dest.url}")
-        record = load(JobRecord, found[0], f"s3://{self.dest.bucket}/{key}")
+        return found
+
+    def parse(self, job_id: str, data: bytes) -> JobRecord:
+        key = self.dest.job(job_id).record_key
+        record = load(JobRecord, data, f"s3://{self.dest.bucket}/{key}")
         if record.job_id != job_id:
-            raise ZeroRenameError(f"job record at {key} names job {record.job_id}, not {job_id}")
-        return record, found[1]
+            raise ManifestError(f"job record at {key} names job {record.job_id}, not {job_id}")
+        return record
+
+    def read(self, job_id: str) -> tuple[JobRecord, str]:
+        data, etag = self.read_raw(job_id)
+        return self.parse(job_id, data), etag
 
     def get(self, job_id: str) -> JobRecord:
         return self.read(job_id)[0]
 
-    def create(self, record: JobRecord) -> None:
+    def create(self, record: JobRecord) -> JobRecord:
+        """Create the record; returns it, or the record already there (this job's,
+        perhaps written by an earlier try whose response was lost)."""
         key = self.dest.job(record.job_id).record_key
-        self.store.put_object(self.dest.bucket, key, dump(record), if_none_match=True)
+        existing = create_once(self.store, self.dest.bucket, key, dump(record))
+        return record if existing is None else self.parse(record.job_id, existing)
 
     def update(self, job_id: str,
                change: Callable[[JobRecord], JobRecord | None]) -> JobRecord:
         """Apply ``change`` by compare-and-swap; it may raise, or return None for no change.
 
         ``change`` must be safe to call again on a newer record: after a lost
-        round it sees what the other process wrote and decides anew.
+        round it sees what the other process wrote and decides anew. A write
+        whose outcome is unknown is read back: if the record holds what was
+        written, the change took effect.
         """
         key = self.dest.job(job_id).record_key
-        for _ in range(CAS_ROUNDS):
-            record, etag = self.read(job_id)
-            new = change(record)
+        for round_number in range(CAS_ROUNDS):
+            data, etag = self.read_raw(job_id)
+            new = change(self.parse(job_id, data))
             if new is None:
-                return record
-            new = new.model_copy(update={"updated": utcnow()})
+                return self.parse(job_id, data)
+            new = new.model_copy(update={"updated": utcnow(), "version": 2})
+            body = dump(new)
             try:
-                self.store.put_object(self.dest.bucket, key, dump(new), if_match=etag)
+                self.store.put_object(self.dest.bucket, key, body, if_match=etag)
                 return new
-            except PreconditionFailed:
+            except (PreconditionFailed, ConditionalConflict):
                 log.info("job record %s changed underneath; reading it again", job_id)
+            except StoreError as exc:
+                if not exc.outcome_unknown:
+                    raise
+                if self.read_raw(job_id)[0] == body:
+                    return new
+                log.info("update of job record %s: outcome unknown (%s), not applied; "
+                         "reading it again", job_id, exc)
+            backoff(round_number)
         raise ZeroRenameError(f"job record {job_id} kept changing; gave up after {CAS_ROUNDS} rounds")
 
     def list(self) -> list[JobRecord]:
@@ -115,19 +144,26 @@ def visible_files(store: S3Store, dest: Destination, relative_dir: str = "") -> 
 
 
 def setup_job(store: S3Store, dest: Destination, options: JobOptions,
-              job_id: str | None = None, expected_tasks: int | None = None) -> JobRecord:
-    """Job setup: check the destination and create the job record.
+              job_id: str | None = None, expected_tasks: int | None = None,
+              profile: str = AUTO) -> JobRecord:
+    """Job setup: check the destination and the store, and create the job record.
 
     Running it again with the same job id and options returns the existing
-    record, so an orchestrator may retry it.
+    record, so an orchestrator may retry it. ``profile`` names the store's
+    family, or ``auto`` to probe it (once per process and bucket); the job
+    record keeps the result for every later step.
 
     Raises:
+        ConfigError: a bad job id or expected task count; the job id exists with
+            other options, or is already decided.
         DestinationError: missing bucket, refused credentials, a file at the destination.
+        StoreCapabilityError: the store lacks what the protocol needs (conditional writes).
         ConflictError: conflict mode ``fail`` without partitions, and files already there.
-        ConfigError: the job id exists with other options, or is already decided.
     """
     job_id = dest.job(job_id or new_job_id()).job_id
+    _check_expected_tasks(expected_tasks)
     check_destination(store, dest)
+    store_profile = resolve_profile(store, dest, profile).require_safe(dest.url)
     if options.conflict_mode == "fail" and not options.partition_columns:
         existing = visible_files(store, dest)
         if existing:
@@ -137,19 +173,25 @@ def setup_job(store: S3Store, dest: Destination, options: JobOptions,
                 "or write elsewhere")
     now = utcnow()
     record = JobRecord(job_id=job_id, destination=dest.url, options=options,
-                       expected_tasks=expected_tasks,
+                       expected_tasks=expected_tasks, store_profile=store_profile,
                        steps={"setup": StepTiming(started=now, finished=now, status="succeeded")})
-    records = JobRecords(store, dest)
-    try:
-        records.create(record)
-    except PreconditionFailed:
-        existing_record = records.get(job_id)
-        if existing_record.options != options or existing_record.state != "setup":
+    found = JobRecords(store, dest).create(record)
+    if found is not record:
+        if found.options != options or found.state != "setup":
             raise ConfigError(
-                f"job {job_id} already exists at {dest.url} (state {existing_record.state}) "
-                "with other options; use a new job id") from None
+                f"job {job_id} already exists at {dest.url} (state {found.state}) "
+                "with other options; use a new job id")
         log.info("job %s already set up at %s", job_id, dest.url)
-        return existing_record
+        return found
     log.info("set up job %s at %s (%s committer, conflict mode %s)", job_id, dest.url,
              options.mode_name, options.conflict_mode)
     return record
+
+
+def _check_expected_tasks(expected_tasks: object) -> None:
+    if expected_tasks is None:
+        return
+    if isinstance(expected_tasks, bool) or not isinstance(expected_tasks, int) \
+            or expected_tasks < 0:
+        raise ConfigError(f"expected_tasks must be an integer >= 0 or None, got "
+                          f"{expected_tasks!r}")

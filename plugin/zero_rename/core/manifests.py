@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import StageManifest, TaskManifest, dump, load
 from zero_rename.core.store import S3Store
-from zero_rename.errors import ManifestError, PreconditionFailed
+from zero_rename.core.writes import create_once
+from zero_rename.errors import ManifestError
 
 log = logging.getLogger(__name__)
 
@@ -24,14 +25,13 @@ def save_stage_manifest(store: S3Store, dest: Destination, job_id: str,
     stage = StageManifest(job_id=job_id, engine=engine, manifests=tuple(
         sorted(manifests, key=lambda m: m.task_id)))
     key = dest.job(job_id).stage_manifest_key
-    try:
-        store.put_object(dest.bucket, key, dump(stage), if_none_match=True)
-    except PreconditionFailed:
-        existing = load_stage_manifest(store, dest, job_id)
+    existing = create_once(store, dest.bucket, key, dump(stage))
+    if existing is not None:
+        found = load(StageManifest, existing, f"s3://{dest.bucket}/{key}")
         chosen = sorted(m.task_attempt_id for m in stage.manifests)
-        if existing is None or sorted(m.task_attempt_id for m in existing) != chosen:
+        if sorted(m.task_attempt_id for m in found.manifests) != chosen:
             raise ManifestError(f"job {job_id} already has a stage manifest naming other "
-                                "task attempts; run a new job") from None
+                                "task attempts; run a new job")
     log.info("saved stage manifest of job %s: %d task(s)", job_id, len(stage.manifests))
     return f"s3://{dest.bucket}/{key}"
 

@@ -15,12 +15,18 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from zero_rename.core.options import MAX_PARTS, JobOptions
+from zero_rename.core.profiles import StoreProfile
 from zero_rename.errors import ManifestError
 
 M = TypeVar("M", bound=BaseModel)
 
-JobState = Literal["setup", "committing", "committed", "aborted"]
+# setup -> sealed -> committing -> committed, and setup or sealed -> aborted.
+# "sealed": a job commit closed the job to new task commits and is planning;
+# abort still wins from there. "committing" is the point of no return.
+JobState = Literal["setup", "sealed", "committing", "committed", "aborted"]
 DECIDED_STATES = ("committing", "committed", "aborted")
+# No task commit may join the job once it is in one of these states.
+CLOSED_STATES = ("sealed", *DECIDED_STATES)
 
 
 def utcnow() -> datetime:
@@ -145,10 +151,16 @@ class JobSummary(_Frozen):
 
 
 class JobRecord(_Frozen):
-    """The job's one mutable object, advanced only by compare-and-swap (If-Match)."""
+    """The job's one mutable object, advanced only by compare-and-swap (If-Match).
+
+    Version 2 added the ``sealed`` state, ``claimed`` (the partitions the job's
+    commit claimed: relative directories, ``""`` for the whole destination)
+    and ``store_profile`` (the store behaviour the job runs with). Version 1
+    records still load.
+    """
 
     kind: Literal["zero-rename/job"] = "zero-rename/job"
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 2
     job_id: str
     destination: str
     options: JobOptions
@@ -160,12 +172,19 @@ class JobRecord(_Frozen):
     steps: dict[str, StepTiming] = Field(default_factory=dict)
     plan_key: str | None = None
     committed_attempts: tuple[str, ...] = ()
+    claimed: tuple[str, ...] = ()
+    store_profile: StoreProfile | None = None
     summary: JobSummary | None = None
     error: str = ""
 
     @property
     def decided(self) -> bool:
         return self.state in DECIDED_STATES
+
+    @property
+    def closed(self) -> bool:
+        """No new task commit may join: a job commit sealed it, or it is decided."""
+        return self.state in CLOSED_STATES
 
 
 class ReplacedObject(_Frozen):
@@ -186,6 +205,7 @@ class CommitPlan(_Frozen):
     attempts: tuple[str, ...] = ()
     replaced: tuple[ReplacedObject, ...] = ()
     partitions: tuple[str, ...] = ()
+    claimed: tuple[str, ...] = ()
     task_stats: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -23,6 +23,8 @@ MAX_PARTS = 10_000
 
 CommitterMode = Literal["magic", "staging"]
 ConflictMode = Literal["fail", "replace", "append"]
+# What a job commit does when another job holds a claim on a partition it writes.
+OnConflict = Literal["fail", "wait"]
 
 
 class JobOptions(BaseModel):
@@ -36,6 +38,9 @@ class JobOptions(BaseModel):
     part_size: int = Field(default=8 * MIB, ge=MIN_PART_SIZE, le=MAX_PART_SIZE)
     threads: int = Field(default=64, ge=1, le=1024)
     verify_uploads: bool = True
+    on_conflict: OnConflict = "fail"
+    # Seconds a job commit waits for another job's claim with on_conflict=wait.
+    wait_timeout: int = Field(default=600, ge=0, le=7 * 24 * 3600)
 
     @field_validator("partition_columns", mode="before")
     @classmethod

@@ -3,9 +3,21 @@
 Task commit turns the attempt's pending uploads into one task manifest. Where
 no engine decides which attempt of a task commits, the manifest is published
 with If-None-Match, so the first attempt wins and a loser aborts its own
-uploads. Either way the attempt then reads the job record: if the job was
-already decided without it, it aborts its uploads and fails (fencing), so a
-late or zombie attempt can add nothing to a decided job.
+uploads. Either way the attempt then reads the job record (the fence):
+
+- ``setup``: no job commit has sealed the job yet, so any later one lists this
+  manifest (it seals before it lists): the task is committed.
+- ``committing`` or ``committed`` naming this attempt: committed.
+- ``sealed``, for a published manifest: a job commit is planning, and may or
+  may not have listed it. The attempt waits for the decision and reads it.
+- anything else (decided without it, or sealed for an engine's attempt, whose
+  message cannot reach a commit that has already begun): the attempt aborts
+  its uploads and fails with JobDecidedError, so a late or zombie attempt adds
+  nothing to a decided job.
+
+Outcomes: success and JobDecidedError / TaskCommitConflict are final.
+TaskCommitUnknownError (a lost answer that could not be read back, or a job
+left sealed past the wait) leaves the uploads for the job commit or abort.
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,15 +35,22 @@ from zero_rename.core.model import JobRecord, TaskManifest, dump, load
 from zero_rename.core.stats import RequestStats
 from zero_rename.core.store import S3Store
 from zero_rename.core.writers import MagicOutput, OutputFile, StagingOutput
+from zero_rename.core.writes import backoff, create_once
 from zero_rename.errors import (
+    ConfigError,
     JobDecidedError,
-    PreconditionFailed,
+    NoSuchUpload,
     StoreError,
     TaskCommitConflict,
+    TaskCommitUnknownError,
     ZeroRenameError,
 )
 
 log = logging.getLogger(__name__)
+
+# How long an attempt that published its manifest waits for a sealed job's
+# decision; a job commit normally decides within seconds of sealing.
+FENCE_WAIT_SECONDS = 300.0
 
 
 class TaskAttempt:
@@ -38,6 +58,8 @@ class TaskAttempt:
 
     def __init__(self, store: S3Store, dest: Destination, job: JobRecord, task_id: str,
                  attempt: int = 0, spool_dir: str | None = None) -> None:
+        if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
+            raise ConfigError(f"task attempt number must be an integer >= 0, got {attempt!r}")
         self.dest = dest
         self.job = job
         self.task_id = check_task_id(task_id)
@@ -65,11 +87,11 @@ class TaskAttempt:
         key = self.dest.dir + relative + name
         if self.options.committer == "magic":
             out: OutputFile = MagicOutput(self.store, self.dest.bucket, key, values,
-                                          self.options.part_size)
+                                          self.options.part_size, self._upload_gone)
         else:
             spool = self._spool_dir() / f"{len(self._files):05d}{extension}"
             out = StagingOutput(self.dest.bucket, key, values, str(spool),
-                                self.options.part_size)
+                                self.options.part_size, self._upload_gone)
         self._files.append(out)
         return out
 
@@ -88,36 +110,70 @@ class TaskAttempt:
 
         Raises:
             TaskCommitConflict: another attempt of this task committed first.
-            JobDecidedError: the job was committed or aborted without this attempt.
+            JobDecidedError: the job was committed, aborted or sealed without this attempt.
+            TaskCommitUnknownError: the outcome could not be established; the
+                uploads are left for the job commit (which includes them if the
+                manifest counts) or the job abort.
         """
-        if self._state == "committed":
-            raise ZeroRenameError(f"{self.attempt_id} is already committed")
+        if self._state != "writing":
+            raise ZeroRenameError(f"{self.attempt_id} is {self._state}; it cannot commit"
+                                  + ("; start a new attempt" if self._state == "aborted" else ""))
         try:
             for f in self._files:
                 f.close()
             self._upload_staged()
             manifest = self._manifest()
-            if publish:
-                self._publish(manifest)
         except BaseException:
             self.abort()
             raise
+        if publish:
+            self._publish_or_abort(manifest)
         try:
-            self._check_fence()
+            self._check_fence(published=publish)
         except JobDecidedError:
             self.abort()
             raise
-        except BaseException:
-            # A published manifest is this task's commit: its uploads stay for
-            # the job commit. Unpublished, they are this attempt's to abort.
+        except BaseException as exc:
             if not publish:
                 self.abort()
-            raise
+                raise
+            # A published manifest may be in a job commit's plan already.
+            self._unknown()
+            if isinstance(exc, TaskCommitUnknownError):
+                raise
+            raise TaskCommitUnknownError(
+                f"{self.attempt_id} published its manifest but could not read the job record "
+                f"({exc}); the job commit includes it if it listed it") from exc
         self._state = "committed"
         self._remove_spool()
         log.info("task commit %s: %d file(s), %d bytes", self.attempt_id,
                  len(manifest.uploads), manifest.bytes)
         return manifest
+
+    def _publish_or_abort(self, manifest: TaskManifest) -> None:
+        """Publish; abort the uploads only where the manifest surely did not count."""
+        try:
+            self._publish(manifest)
+        except TaskCommitUnknownError:
+            self._unknown()
+            raise
+        except StoreError as exc:
+            if exc.outcome_unknown:
+                self._unknown()
+                raise TaskCommitUnknownError(
+                    f"{self.attempt_id}: the outcome of publishing its manifest is unknown "
+                    f"({exc})") from exc
+            self.abort()
+            raise
+        except BaseException:
+            self.abort()
+            raise
+
+    def _unknown(self) -> None:
+        self._state = "unknown"
+        self._remove_spool()
+        log.warning("%s: task commit outcome unknown; its uploads stay for the job commit "
+                    "or the job abort", self.attempt_id)
 
     def _upload_staged(self) -> None:
         staged = [f for f in self._files if isinstance(f, StagingOutput)]
@@ -137,44 +193,67 @@ class TaskAttempt:
     def _publish(self, manifest: TaskManifest) -> None:
         key = self.dest.job(self.job.job_id).task_manifest_key(self.task_id)
         try:
-            self.store.put_object(self.dest.bucket, key, dump(manifest), if_none_match=True)
+            existing = create_once(self.store, self.dest.bucket, key, dump(manifest))
+        except StoreError as exc:
+            if not exc.outcome_unknown:
+                raise
+            raise TaskCommitUnknownError(
+                f"{self.attempt_id}: its manifest may or may not have been published ({exc}); "
+                "its uploads stay for the job commit or the job abort") from exc
+        if existing is None:
             return
-        except PreconditionFailed:
-            pass
-        except StoreError:
-            # Outcome unknown: the PUT may have landed before its response was
-            # lost. If our manifest is there, this attempt is committed.
-            if self._published_is_ours(key):
-                return
-            raise
-        # The key exists: another attempt won, or our own earlier PUT did and
-        # its response was lost. Read it before deciding.
-        found = self.store.get_object(self.dest.bucket, key)
-        if found is not None:
-            winner = load(TaskManifest, found[0], key)
-            if winner.task_attempt_id == self.attempt_id:
-                return
-            raise TaskCommitConflict(
-                f"task {self.task_id} was already committed by {winner.task_attempt_id}; "
-                f"{self.attempt_id} aborted its uploads")
-        raise TaskCommitConflict(f"task manifest {key} could not be created")
+        winner = load(TaskManifest, existing, f"s3://{self.dest.bucket}/{key}")
+        if winner.task_attempt_id == self.attempt_id:
+            return
+        raise TaskCommitConflict(
+            f"task {self.task_id} was already committed by {winner.task_attempt_id}; "
+            f"{self.attempt_id} aborted its uploads")
 
-    def _published_is_ours(self, key: str) -> bool:
-        found = self.store.get_object(self.dest.bucket, key)
-        return found is not None and load(TaskManifest, found[0], key).task_attempt_id == \
-            self.attempt_id
+    def _check_fence(self, published: bool) -> None:
+        """Read the job record after task commit; see the module documentation."""
+        records = JobRecords(self.store, self.dest)
+        deadline = time.monotonic() + FENCE_WAIT_SECONDS
+        round_number = 0
+        while True:
+            record = records.get(self.job.job_id)
+            if record.state == "setup" or self.attempt_id in record.committed_attempts:
+                return
+            if record.state != "sealed" or not published:
+                raise JobDecidedError(
+                    f"job {record.job_id} is already {record.state}; task attempt "
+                    f"{self.attempt_id} may not add output, its uploads were aborted")
+            if time.monotonic() > deadline:
+                raise TaskCommitUnknownError(
+                    f"job {record.job_id} stayed sealed for {FENCE_WAIT_SECONDS:.0f} s after "
+                    f"{self.attempt_id} published its manifest: its job commit stopped before "
+                    "deciding. A commit retry decides whether this task counts")
+            round_number = min(round_number + 1, 8)
+            backoff(round_number, base=0.05, cap=2.0)
 
-    def _check_fence(self) -> None:
-        record = JobRecords(self.store, self.dest).get(self.job.job_id)
-        if record.decided and self.attempt_id not in record.committed_attempts:
+    def _upload_gone(self, exc: NoSuchUpload) -> None:
+        """An upload of this attempt vanished: a job abort or commit swept it. Say so."""
+        try:
+            record = JobRecords(self.store, self.dest).get(self.job.job_id)
+        except ZeroRenameError:
+            return
+        if record.closed:
             raise JobDecidedError(
-                f"job {record.job_id} is already {record.state}; task attempt "
-                f"{self.attempt_id} may not add output, its uploads were aborted")
+                f"job {record.job_id} is {record.state} and swept the uploads of task attempt "
+                f"{self.attempt_id}; this attempt may add nothing") from exc
 
     def abort(self) -> None:
-        """Task abort: abort this attempt's uploads and remove its spool. Idempotent."""
+        """Task abort: abort this attempt's uploads and remove its spool. Idempotent.
+
+        After an unknown task commit outcome the uploads are left alone: the
+        manifest may be in a job commit's plan.
+        """
         if self._state == "committed":
             raise ZeroRenameError(f"{self.attempt_id} is committed; abort the job instead")
+        if self._state == "unknown":
+            log.warning("%s: its task commit outcome is unknown, so task abort leaves its "
+                        "uploads to the job commit or job abort", self.attempt_id)
+            self._remove_spool()
+            return
         errors = []
         for f in self._files:
             try:

@@ -3,7 +3,8 @@
 Checks every expected task exactly once, no destination key twice, every key
 inside the destination and in its partition directory, every manifest from
 this job, and (with ListParts) every upload still pending with the parts the
-task recorded. Each problem names the task, key or upload at fault.
+task recorded, as CompleteMultipartUpload will need them. Each problem names
+the task, key or upload at fault.
 """
 
 from __future__ import annotations
@@ -82,15 +83,26 @@ def check_uploads(store: S3Store, dest: Destination, uploads: Sequence[PendingUp
 
 
 def _upload_problem(store: S3Store, dest: Destination, upload: PendingUpload) -> str | None:
+    """Whether CompleteMultipartUpload with the recorded parts would take this upload.
+
+    It would when every recorded part is on S3 with the recorded ETag: a part
+    the server lists twice (SeaweedFS, after an UploadPart whose response was
+    lost and which botocore sent again) or a part nobody recorded does not
+    stop it, so neither stops validation.
+    """
     try:
         parts = store.list_parts(dest.bucket, upload.key, upload.upload_id)
     except NoSuchUpload:
         return f"upload {upload.upload_id} of {upload.key} is no longer pending"
-    found = [(p.number, p.etag.strip('"'), p.size) for p in parts]
-    recorded = [(p.number, p.etag.strip('"'), p.size) for p in upload.parts]
-    if found != recorded:
-        return (f"upload of {upload.key} has parts {[(n, s) for n, _, s in found]} on S3, "
-                f"but the manifest recorded {[(n, s) for n, _, s in recorded]}")
+    on_s3: dict[int, set[tuple[str, int]]] = {}
+    for p in parts:
+        on_s3.setdefault(p.number, set()).add((p.etag.strip('"'), p.size))
+    differ = [p.number for p in upload.parts
+              if (p.etag.strip('"'), p.size) not in on_s3.get(p.number, set())]
+    if differ:
+        return (f"upload of {upload.key}: part(s) {differ[:10]} on S3 are missing or differ "
+                f"from what the manifest recorded (S3 has parts "
+                f"{sorted(on_s3)[:10]}{'...' if len(on_s3) > 10 else ''})")
     return None
 
 

@@ -11,12 +11,21 @@ from __future__ import annotations
 import io
 import logging
 import os
+from collections.abc import Callable
 from typing import BinaryIO
 
 from zero_rename.core.model import Part, PendingUpload
 from zero_rename.core.options import MAX_PARTS
 from zero_rename.core.store import S3Store
-from zero_rename.errors import ZeroRenameError
+from zero_rename.errors import NoSuchUpload, ZeroRenameError
+
+# Called when S3 says an upload of the attempt is gone (aborted underneath it):
+# raises the error that explains why, or returns to let NoSuchUpload stand.
+OnGone = Callable[[NoSuchUpload], None]
+
+
+def _ignore(_: NoSuchUpload) -> None:
+    return None
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +63,12 @@ class MagicOutput(OutputFile):
     """Uploads each full part as it is written; the last part at close."""
 
     def __init__(self, store: S3Store, bucket: str, key: str,
-                 partition: dict[str, str | None], part_size: int) -> None:
+                 partition: dict[str, str | None], part_size: int,
+                 on_gone: OnGone = _ignore) -> None:
         super().__init__(bucket, key, partition)
         self._store = store
         self._part_size = part_size
+        self._on_gone = on_gone
         self._buffer = bytearray()
         self._parts: list[Part] = []
         self.upload_id: str | None = store.create_upload(bucket, key)
@@ -80,7 +91,11 @@ class MagicOutput(OutputFile):
                 f"{self.key} needs more than {MAX_PARTS} parts (S3's limit); raise part_size "
                 f"above {self._part_size} bytes or write smaller files")
         assert self.upload_id is not None
-        etag = self._store.upload_part(self.bucket, self.key, self.upload_id, number, chunk)
+        try:
+            etag = self._store.upload_part(self.bucket, self.key, self.upload_id, number, chunk)
+        except NoSuchUpload as exc:
+            self._on_gone(exc)
+            raise
         self._parts.append(Part(number=number, etag=etag, size=len(chunk)))
 
     def close(self) -> None:
@@ -109,10 +124,11 @@ class StagingOutput(OutputFile):
     """Spools to a local file; :meth:`upload` sends it as parts at task commit."""
 
     def __init__(self, bucket: str, key: str, partition: dict[str, str | None],
-                 spool_path: str, part_size: int) -> None:
+                 spool_path: str, part_size: int, on_gone: OnGone = _ignore) -> None:
         super().__init__(bucket, key, partition)
         self.spool_path = spool_path
         self._part_size = part_size
+        self._on_gone = on_gone
         self._file: BinaryIO = open(spool_path, "wb")  # noqa: SIM115
         self._parts: list[Part] = []
         self.upload_id: str | None = None
@@ -139,7 +155,12 @@ class StagingOutput(OutputFile):
         with open(self.spool_path, "rb") as spool:
             for number in range(1, parts_needed + 1):
                 chunk = spool.read(self._part_size)
-                etag = store.upload_part(self.bucket, self.key, self.upload_id, number, chunk)
+                try:
+                    etag = store.upload_part(self.bucket, self.key, self.upload_id, number,
+                                             chunk)
+                except NoSuchUpload as exc:
+                    self._on_gone(exc)
+                    raise
                 self._parts.append(Part(number=number, etag=etag, size=len(chunk)))
 
     def pending(self) -> PendingUpload:
