@@ -42,8 +42,10 @@ APPLICATION = conf.get("zero_rename", "daily_application", fallback="") or str(
 AWS_CONN_ID = conf.get("zero_rename", "aws_conn_id", fallback="aws_default")
 SPARK_CONN_ID = conf.get("zero_rename", "spark_conn_id", fallback="spark_default")
 # The options the application's writer uses: setup records them, and the
-# writer's own setup must find the same.
-OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace"}
+# writer's own setup must find the same. Two runs of one day (a rerun racing
+# a backfill) are serialized by the job commit's partition claim: the second
+# commit waits for the first, then replaces its files.
+OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace", "on_conflict": "wait"}
 
 # A manual run may have no logical date: then the day it was triggered for.
 DAY = ("{{ params.date or partition_key"
@@ -59,9 +61,6 @@ with DAG(
                                     key_format="%Y-%m-%d"),
     start_date=datetime(2024, 1, 1),
     catchup=False,
-    # Two runs replacing the same partition at once could each miss the
-    # other's files; one run at a time keeps "exactly one copy" true.
-    max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
     params={
         "date": Param(None, type=["null", "string"], format="date",

@@ -82,3 +82,51 @@ def run_until_crash(target: Callable[[], Any]) -> int:
     proc.join(300)
     assert proc.exitcode is not None, "child did not finish"
     return proc.exitcode
+
+
+class Pause:
+    """Holds the ``nth`` matching call of an operation until released: a step of
+    one process frozen at an exact request while another process races it."""
+
+    def __init__(self, op: str, nth: int, key_contains: str | None, timeout: float) -> None:
+        self.op, self.nth, self.key_contains, self.timeout = op, nth, key_contains, timeout
+        self.reached = threading.Event()
+        self._go = threading.Event()
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def mark(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        key = str(params.get("Key", "")) + str(params.get("Prefix", ""))
+        context[f"pause-{id(self)}"] = self.key_contains is None or self.key_contains in key
+
+    def __call__(self, context: dict[str, Any], **_: Any) -> None:
+        if not context.get(f"pause-{id(self)}"):
+            return
+        with self._lock:
+            self._seen += 1
+            if self._seen != self.nth:
+                return
+        self.reached.set()
+        if not self._go.wait(self.timeout):
+            raise TimeoutError(f"paused {self.op} was never released")
+
+    def release(self) -> None:
+        self._go.set()
+
+    def __enter__(self) -> Pause:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        # Whatever the test's outcome, never leave a thread held until the timeout.
+        self.release()
+
+
+def pause(client: Any, op: str, nth: int = 1, key_contains: str | None = None,
+          timeout: float = 120.0) -> Pause:
+    """Hold the ``nth`` call of ``op`` (on keys or prefixes containing ``key_contains``)
+    before it is sent, until ``release()``."""
+    held = Pause(op, nth, key_contains, timeout)
+    client.meta.events.register(f"before-parameter-build.s3.{op}", held.mark,
+                                unique_id=f"pmark-{id(held)}")
+    client.meta.events.register(f"before-call.s3.{op}", held, unique_id=f"pause-{id(held)}")
+    return held

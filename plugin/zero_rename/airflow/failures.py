@@ -3,7 +3,8 @@
 A refusal (abort after the point of no return, a job decided elsewhere), bad
 options, invalid manifests or a conflict stay the same however often the step
 is retried, so they fail the task at once with ``AirflowFailException``. S3
-errors and an unknown commit outcome propagate unchanged: Airflow's retries
+errors, an unknown commit outcome and another job's claim on a partition
+(it goes away when that job finishes) propagate unchanged: Airflow's retries
 are the cure for those.
 """
 
@@ -22,6 +23,7 @@ from zero_rename.errors import (
     JobDecidedError,
     JobNotFoundError,
     ManifestError,
+    PartitionClaimConflict,
     ValidationError,
 )
 
@@ -47,5 +49,7 @@ def protocol_errors() -> Iterator[None]:
     """Turn errors that no retry can fix into ``AirflowFailException``."""
     try:
         yield
+    except PartitionClaimConflict:
+        raise
     except FINAL_ERRORS as exc:
         raise AirflowFailException(describe(exc)) from exc

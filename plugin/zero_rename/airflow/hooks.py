@@ -17,6 +17,7 @@ from botocore.config import Config
 
 from zero_rename.core.committer import Committer
 from zero_rename.core.options import JobOptions
+from zero_rename.core.profiles import AUTO
 from zero_rename.core.store import S3Store, StoreConfig
 
 DEFAULT_POOL_SIZE: int = JobOptions.model_fields["threads"].default
@@ -77,5 +78,11 @@ class ZeroRenameHook(S3Hook):
         """The core's store over this hook's boto3 client."""
         return S3Store(self.get_conn())
 
+    @property
+    def store_profile(self) -> str:
+        """The store's family from the connection's extra (``store_profile``), or
+        ``auto``: probe it at job setup. Not a secret."""
+        return str(self.conn_config.extra_config.get("store_profile") or AUTO)
+
     def committer(self, destination: str) -> Committer:
-        return Committer(destination, store=self.store())
+        return Committer(destination, store=self.store(), profile=self.store_profile)

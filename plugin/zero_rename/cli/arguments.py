@@ -6,9 +6,10 @@ import argparse
 
 from zero_rename.cli.durations import duration_arg
 from zero_rename.core.layout import check_job_id
+from zero_rename.core.profiles import check_profile_name
 from zero_rename.errors import ConfigError
 
-__all__ = ["duration_arg", "job_id_arg", "positive_int"]
+__all__ = ["duration_arg", "job_id_arg", "positive_int", "store_profile_arg"]
 
 
 def job_id_arg(text: str) -> str:
@@ -26,3 +27,10 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
     return value
+
+
+def store_profile_arg(text: str) -> str:
+    try:
+        return check_profile_name(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

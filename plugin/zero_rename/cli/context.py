@@ -10,6 +10,7 @@ from zero_rename.cli.exits import NotFound, missing_bucket
 from zero_rename.cli.output import Output
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import Destination
+from zero_rename.core.profiles import AUTO, named_profile
 from zero_rename.core.store import S3Store, StoreConfig
 from zero_rename.errors import DestinationError
 
@@ -41,7 +42,8 @@ class Context:
         # instance role) supplies them, so they appear in no argv or log.
         endpoint = getattr(args, "endpoint_url", None) or default_endpoint()
         config = StoreConfig(endpoint_url=endpoint, region=getattr(args, "region", None),
-                             max_pool_connections=DEFAULT_THREADS * 2)
+                             max_pool_connections=DEFAULT_THREADS * 2,
+                             profile=getattr(args, "store_profile", None) or AUTO)
         return cls(args=args, out=out, config=config)
 
     @property
@@ -49,8 +51,12 @@ class Context:
         return int(getattr(self.args, "verbose", 0) or 0)
 
     def store(self) -> S3Store:
+        """The command's store; with a named ``--store-profile`` it lists pending
+        uploads as that store family needs (MinIO: without a prefix)."""
         if self._store is None:
             self._store = connect(self.config)
+            if self.config.profile != AUTO:
+                self._store.profile = named_profile(self.config.profile)
         return self._store
 
     def destination(self, url: str) -> Destination:
@@ -60,7 +66,7 @@ class Context:
         return dest
 
     def committer(self, url: str) -> Committer:
-        return Committer(self.destination(url), store=self.store())
+        return Committer(self.destination(url), store=self.store(), profile=self.config.profile)
 
     def require_bucket(self, bucket: str) -> None:
         try:

@@ -132,6 +132,9 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
         ("partitions", shown(list(s.partitions)) if s else None),
         ("commit requests", s.requests if s else None),
         ("commit seconds", format_duration(s.seconds) if s else None),
+        ("claimed", ", ".join(d.rstrip("/") or "(whole destination)" for d in record.claimed)
+         or None),
+        ("store profile", _profile(record)),
         ("pending uploads", pending), ("error", record.error),
     ])
     out.say()
@@ -145,7 +148,17 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
                 ("conflict mode", o.conflict_mode),
                 ("partition columns", ", ".join(o.partition_columns)),
                 ("part size", _bytes(o.part_size)), ("threads", o.threads),
-                ("verify uploads", o.verify_uploads)])
+                ("verify uploads", o.verify_uploads),
+                ("on conflict", f"{o.on_conflict}" + (f" (up to {o.wait_timeout} s)"
+                                                      if o.on_conflict == "wait" else ""))])
+
+
+def _profile(record: JobRecord) -> str | None:
+    p = record.store_profile
+    if p is None:
+        return None
+    return (f"{p.name}: uploads listed " + ("by prefix" if p.uploads_by_prefix
+                                            else "without a prefix, filtered"))
 
 
 def _bytes(count: int) -> str:
@@ -172,9 +185,12 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
 def run_commit(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     record = committer.job(args.job)
-    if record.state in ("setup", "aborted"):
+    if record.state in ("setup", "sealed", "aborted"):
         raise Refused(f"job {args.job} is {record.state}; only a job whose commit passed its "
-                      "point of no return ('committing') is finished from here")
+                      "point of no return ('committing') is finished from here"
+                      + ("; a sealed job's commit stopped before deciding: rerun its "
+                         "orchestrator's commit step, or abort it" if record.state == "sealed"
+                         else ""))
     summary = committer.commit_job(args.job)  # logs "completed n of N file(s)" with -v
     return Result(summary.model_dump(mode="json"), lambda out: out.say(
         f"job {args.job} committed: {summary.files} file(s), {human_bytes(summary.bytes)}, "

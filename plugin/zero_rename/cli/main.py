@@ -10,10 +10,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from zero_rename import __version__
-from zero_rename.cli import demo, jobs, lifecycle, serve, success, uploads
+from zero_rename.cli import demo, doctor, jobs, lifecycle, serve, success, uploads
+from zero_rename.cli.arguments import store_profile_arg
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import EPILOG, ExitCode, exit_code_for
 from zero_rename.cli.output import Output
+from zero_rename.core.profiles import PROFILES
 from zero_rename.errors import ZeroRenameError
 
 DESCRIPTION = """\
@@ -37,6 +39,10 @@ def common_options(suppress: bool) -> argparse.ArgumentParser:
                             "else AWS)")
     group.add_argument("--region", metavar="REGION", default=default,
                        help="S3 region (default: boto3's, else us-east-1)")
+    group.add_argument("--store-profile", metavar="NAME", default=default,
+                       type=store_profile_arg,
+                       help="the S3 store's family: auto (default), "
+                            + ", ".join(sorted(PROFILES)) + "; see `zero-rename doctor`")
     group.add_argument("-v", "--verbose", action="count",
                        default=argparse.SUPPRESS if suppress else 0,
                        help="log progress (-v) or debug (-vv) to stderr; tracebacks on errors")
@@ -54,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options(suppress=True)
-    for module in (uploads, jobs, success, lifecycle, serve, demo):
+    for module in (uploads, jobs, success, lifecycle, doctor, serve, demo):
         module.register(groups, common)
     _share_epilog(parser)
     return parser

@@ -10,10 +10,12 @@ the job's state is what keeps an abort from destroying a commit:
 - ``committed``: every upload of the plan is complete; what is still pending is
   a stray of an attempt that did not commit. Abort.
 - ``aborted`` or no record: leftovers and orphans. Abort.
-- ``setup``: the job may still run. Aborting its uploads under it could let a
-  commit without upload verification pass its point of no return and fail
-  half-published, so the job itself is aborted first (compare-and-swap on
-  its record), which fences every attempt; see :mod:`zero_rename.core.abort`.
+- ``setup`` or ``sealed``: the job may still run (``sealed``: a job commit is
+  planning). Aborting its uploads under it could let a commit without upload
+  verification pass its point of no return and fail half-published, so the
+  job itself is aborted first (compare-and-swap on its record, which a commit
+  past its point of no return refuses), which fences every attempt; see
+  :mod:`zero_rename.core.abort`.
 """
 
 from __future__ import annotations
@@ -149,8 +151,8 @@ def decide_for_job(owner: Owner) -> Decision:
     if state == "committing":
         return Decision(REFUSE, f"job {owner.job_id} is committing: its pending uploads are "
                         "the commit's and a commit retry completes them. Retry the commit")
-    if state == "setup":
-        return Decision(REFUSE, f"job {owner.job_id} is still in setup and may be running. "
+    if state in ("setup", "sealed"):
+        return Decision(REFUSE, f"job {owner.job_id} is still in {state} and may be running. "
                         "Abort the job instead (zero-rename jobs abort DEST JOB): it records "
                         "the abort first, so no attempt can commit afterwards")
     return Decision(ABORT, _abort_reason(state))
@@ -162,9 +164,9 @@ def decide_for_sweep(owner: Owner) -> Decision:
         return Decision(KEEP, "not written by a zero-rename job (no job id in the file name)")
     if owner.state == "committing":
         return Decision(REFUSE, "job is committing: its commit needs these uploads; retry it")
-    if owner.state == "setup":
-        return Decision(ABORT_JOB, "job left in setup: aborted as a job, so no attempt can "
-                        "commit afterwards")
+    if owner.state in ("setup", "sealed"):
+        return Decision(ABORT_JOB, f"job left in {owner.state}: aborted as a job, so no "
+                        "attempt can commit afterwards")
     return Decision(ABORT, _abort_reason(owner.state))
 
 

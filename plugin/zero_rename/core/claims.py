@@ -197,6 +197,7 @@ class Claims:
 
     @staticmethod
     def _blocking(mine: Claim, others: Sequence[Claim]) -> tuple[Claim, tuple[str, ...]] | None:
+        """The first claim excluding ours, with our directories it overlaps."""
         for other in others:
             shared = overlapping(mine.dirs, other.dirs)
             if shared and not compatible(mine.conflict_mode, other.conflict_mode):
@@ -220,13 +221,14 @@ class Claims:
                   "setup": "let it finish, or abort it"}.get(state, "let it finish")
         waited = (f" after waiting {record.options.wait_timeout} s"
                   if record.options.on_conflict == "wait" else "")
+        theirs = overlapping(holder.dirs, mine.dirs)
         return PartitionClaimConflict(
             f"job {record.job_id} ({mine.conflict_mode}) cannot claim "
             f"{describe_dirs(shared)} at {self.dest.url}{waited}: job {holder.job_id} "
-            f"({holder.conflict_mode}, {state} since {holder.since:%Y-%m-%d %H:%M:%S} UTC on "
-            f"{holder.hostname}) holds it; {advice}. Nothing of job {record.job_id} is "
-            "visible: retry its commit later, set on_conflict=wait, or abort it",
-            holder=holder.job_id, partitions=shared)
+            f"({holder.conflict_mode}, {state}, claimed {holder.since:%Y-%m-%d %H:%M:%S} UTC "
+            f"on {holder.hostname}) holds {describe_dirs(theirs)}; {advice}. Nothing of job "
+            f"{record.job_id} is visible: retry its commit later, set on_conflict=wait, or "
+            "abort it", holder=holder.job_id, partitions=shared)
 
 
 def _state_of(records: JobRecords, job_id: str) -> str | None:

@@ -48,7 +48,7 @@ from zero_rename.core.stats import combined
 from zero_rename.core.store import S3Store
 from zero_rename.core.success import build_success, success_summary
 from zero_rename.core.validate import Expected, validate
-from zero_rename.core.writes import create_once
+from zero_rename.core.writes import create_once, put_checked
 from zero_rename.errors import (
     CommitStateUnknownError,
     JobDecidedError,
@@ -98,7 +98,7 @@ def commit_job(store: S3Store, dest: Destination, job_id: str,
     etags = _complete_all(store, dest, plan, record.options.threads, progress, resumed)
     _delete_replaced(store, dest, plan)
     success = build_success(dest, record, plan, etags, store.stats)
-    store.put_object(dest.bucket, dest.success_key, dump(success))
+    put_checked(store, dest.bucket, dest.success_key, dump(success))
     summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
     records.update(job_id, lambda r: _finished(r, summary))
     _cleanup_after_commit(store, dest, record)

@@ -22,8 +22,7 @@ from zero_rename.core.jobs import JobRecords, setup_job, step_finished, step_sta
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import JobRecord, JobSummary, SuccessData, TaskManifest, load
 from zero_rename.core.options import JobOptions, parse_options
-from zero_rename.core.probes import resolve_profile
-from zero_rename.core.profiles import AUTO, check_profile_name
+from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
 from zero_rename.core.store import S3Store, StoreConfig, UploadInfo
 from zero_rename.core.task import TaskAttempt
 from zero_rename.errors import JobDecidedError, JobNotFoundError, ManifestError, ZeroRenameError
@@ -143,15 +142,16 @@ class Committer:
         return list(store.list_uploads(self.dest.bucket, self.dest.dir))
 
     def listing_store(self, job_id: str | None = None) -> S3Store:
-        """The store, knowing how to list pending uploads here: from the job's
-        record if there is one, else from the profile setting (probing for ``auto``)."""
+        """The store, knowing how to list pending uploads here: from the job's record
+        if there is one, else from a named profile; with neither, the listing
+        confirms an empty answer without a prefix (see ``S3Store.list_uploads``)."""
         if job_id is not None:
             try:
                 return self.store.with_profile(self.records.get(job_id).store_profile)
             except (JobNotFoundError, ManifestError):
                 pass
-        if self.store.profile is None:
-            self.store.profile = resolve_profile(self.store, self.dest, self.profile)
+        if self.profile != AUTO:
+            return self.store.with_profile(named_profile(self.profile))
         return self.store
 
     def read_success(self) -> SuccessData | None:

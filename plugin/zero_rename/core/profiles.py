@@ -42,8 +42,10 @@ class StoreProfile(BaseModel):
       (AWS 200 with the same ETag, MinIO NoSuchUpload, moto and old Ceph a 500).
       A resumed commit never relies on it: it lists the job's pending uploads
       and checks every other planned file by its ETag.
-    - ``conflict_409``: may answer 409 ConditionalRequestConflict to racing
-      conditional writes (AWS); always read as a lost round and retried.
+
+    Every store may answer 409 ConditionalRequestConflict to racing conditional
+    writes (AWS does); it is always read as a lost round and retried, so no
+    profile needs to say so.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -55,7 +57,6 @@ class StoreProfile(BaseModel):
     conditional_complete: bool | None = None
     if_match_missing: IfMatchMissing = "unknown"
     recomplete: Recomplete = "unknown"
-    conflict_409: bool = False
 
     def problems(self) -> list[str]:
         """Why the protocol cannot run safely on this store; empty when it can."""
@@ -81,7 +82,7 @@ class StoreProfile(BaseModel):
 
 PROFILES: dict[str, StoreProfile] = {
     "aws": StoreProfile(name="aws", conditional_complete=True, if_match_missing="404",
-                        recomplete="same-etag", conflict_409=True),
+                        recomplete="same-etag"),
     "minio": StoreProfile(name="minio", uploads_by_prefix=False, conditional_complete=True,
                           if_match_missing="412", recomplete="no-such-upload"),
     # Conditional CompleteMultipartUpload from v20 (Tentacle); an unknown upload

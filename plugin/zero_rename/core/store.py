@@ -280,11 +280,24 @@ class S3Store:
         markers, or markers that do not advance, is an error rather than a
         restart from the start, and an upload seen twice is yielded once.
         Where the store takes a prefix as one exact key (MinIO), the bucket's
-        uploads are listed without one and filtered here.
+        uploads are listed without one and filtered here. Where the store's
+        profile is not known, an empty prefix listing is confirmed that way, so
+        the answer is right on every store without writing a probe.
         """
         if not prefix.endswith("/"):
             raise ValueError(f"upload listing prefix {prefix!r} must end in '/'")
-        by_prefix = self.profile is None or self.profile.uploads_by_prefix
+        if self.profile is not None and not self.profile.uploads_by_prefix:
+            yield from self._uploads(bucket, prefix, page_size, by_prefix=False)
+            return
+        found = False
+        for upload in self._uploads(bucket, prefix, page_size, by_prefix=True):
+            found = True
+            yield upload
+        if not found and self.profile is None:
+            yield from self._uploads(bucket, prefix, page_size, by_prefix=False)
+
+    def _uploads(self, bucket: str, prefix: str, page_size: int | None,
+                 by_prefix: bool) -> Iterator[UploadInfo]:
         kwargs: dict[str, Any] = {"Bucket": bucket}
         if by_prefix:
             kwargs["Prefix"] = prefix

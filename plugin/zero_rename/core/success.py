@@ -56,6 +56,8 @@ def build_success(dest: Destination, record: JobRecord, plan: CommitPlan,
             "part_size": str(options.part_size),
             "threads": str(options.threads),
             "plan_id": plan.plan_id,
+            # The directories the job claimed ("" is the whole destination).
+            "claimed": ",".join(d.rstrip("/") or "/" for d in plan.claimed),
         },
         destination=dest.url,
         files=files,

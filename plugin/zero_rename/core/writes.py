@@ -67,3 +67,20 @@ def create_once(store: S3Store, bucket: str, key: str, body: bytes,
         return None if found[0] == body else found[0]
     raise unknown or StoreError(f"create of s3://{bucket}/{key} kept conflicting; gave up after "
                                 f"{CREATE_ROUNDS} rounds", operation="PutObject")
+
+
+def put_checked(store: S3Store, bucket: str, key: str, body: bytes,
+                content_type: str = "application/json") -> None:
+    """An unconditional PUT (``_SUCCESS``) whose lost answer is read back, and which
+    is sent again if it did not land: a plain overwrite is safe to repeat."""
+    for round_number in range(CREATE_ROUNDS):
+        try:
+            store.put_object(bucket, key, body, content_type=content_type)
+            return
+        except StoreError as exc:
+            if not exc.outcome_unknown or round_number == CREATE_ROUNDS - 1:
+                raise
+            found = store.get_object(bucket, key)
+            if found is not None and found[0] == body:
+                return
+            backoff(round_number)

@@ -48,8 +48,9 @@ DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
 # the value: credentials come from boto3's standard chain on every worker.
 _SECRET_WORDS = ("secret", "password", "token", "credential", "access_key", "accesskey")
 
-_JOB_KEYS = ("committer", "conflict_mode", "part_size", "threads", "verify_uploads")
-_STORE_KEYS = ("endpoint", "region", "path_style")
+_JOB_KEYS = ("committer", "conflict_mode", "part_size", "threads", "verify_uploads",
+             "on_conflict", "wait_timeout")
+_STORE_KEYS = ("endpoint", "region", "path_style", "store_profile")
 _FILE_KEYS = ("compression", "max_file_size", "max_rows_per_file", "max_open_files",
               "row_group_size")
 KNOWN_OPTIONS = frozenset(("path", "partition_by", "job_id", "spool_dir")
@@ -234,6 +235,7 @@ def parse_writer_options(options: Mapping[str, str], overwrite: bool = False) ->
         endpoint_url=resolve_endpoint(opts.get("endpoint")),
         region=opts.get("region") or None,
         path_style=parse_bool("path_style", opts["path_style"]) if "path_style" in opts else None,
+        profile=opts.get("store_profile") or "auto",
     )
     job_id = check_job_id(opts["job_id"]) if opts.get("job_id") else None
     return WriteConfig(destination=Destination.parse(path), store=store, job=job,
