@@ -27,12 +27,14 @@ Usage::
 
 from __future__ import annotations
 
+import functools
 import http.client
 import logging
 import random
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -44,6 +46,7 @@ from types import TracebackType
 from typing import Any, BinaryIO
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import botocore.session
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest, HTTPHeaders
 from botocore.credentials import Credentials
@@ -81,6 +84,13 @@ _PRECONDITIONS = ("if-match", "if-none-match")
 # Payload hashes that say how the body is sent rather than what it is.
 _CHUNK_SIGNED = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
 _NO_BODY_STATUS = frozenset({204, 304})
+
+
+@functools.cache
+def s3_operations() -> frozenset[str]:
+    """The S3 operation names in botocore's service model."""
+    model = botocore.session.get_session().get_service_model("s3")
+    return frozenset(model.operation_names)
 
 
 class ProxyError(Exception):
@@ -195,7 +205,7 @@ _BUCKET_SUBRESOURCES = {
     "location": "BucketLocation", "policyStatus": "BucketPolicyStatus",
 }
 # botocore's names for the DELETE forms that differ from "Delete" + the Get/Put name.
-_BUCKET_DELETES = {"lifecycle": "DeleteBucketLifecycle", "notification": None}
+_BUCKET_DELETES = {"lifecycle": "DeleteBucketLifecycle"}
 _OBJECT_SUBRESOURCES = {
     "tagging": "ObjectTagging", "acl": "ObjectAcl", "retention": "ObjectRetention",
     "legal-hold": "ObjectLegalHold", "attributes": "ObjectAttributes",
@@ -231,7 +241,7 @@ def _bucket_op(method: str, query: Mapping[str, list[str]]) -> str:
     for name, suffix in _BUCKET_SUBRESOURCES.items():
         if name in query:
             if method == "DELETE":
-                return _BUCKET_DELETES.get(name) or f"Delete{suffix}"
+                return _BUCKET_DELETES.get(name, f"Delete{suffix}")
             return f"{method.capitalize()}{suffix}"
     return {"GET": "ListObjects", "HEAD": "HeadBucket", "PUT": "CreateBucket",
             "DELETE": "DeleteBucket"}.get(method, f"{method}Bucket")
@@ -406,10 +416,9 @@ class _Xml:
         return (self.text("IsTruncated") or "").strip().lower() == "true"
 
     def to_bytes(self) -> bytes:
-        if self.ns:
-            # Without this ElementTree writes "ns0:" prefixes; S3 uses a default namespace.
-            ET.register_namespace("", self.ns)
-        return ET.tostring(self.root, encoding="UTF-8", xml_declaration=True)
+        # Without default_namespace ElementTree writes "ns0:" prefixes; S3 does not.
+        return ET.tostring(self.root, encoding="UTF-8", xml_declaration=True,
+                           default_namespace=self.ns or None)
 
 
 # -- fault rules -----------------------------------------------------------------
@@ -466,8 +475,10 @@ class _Chaos:
 class _Upstream:
     """One keep-alive connection to the S3 server, owned by one client connection."""
 
-    def __init__(self, host: str, port: int, timeout: float) -> None:
+    def __init__(self, host: str, port: int, timeout: float,
+                 on_connect: Callable[[], None]) -> None:
         self._host, self._port, self._timeout = host, port, timeout
+        self._on_connect = on_connect
         self._conn: http.client.HTTPConnection | None = None
 
     def exchange(self, request: S3Request) -> Response:
@@ -479,6 +490,7 @@ class _Upstream:
                 self.close()
                 self._conn = http.client.HTTPConnection(self._host, self._port,
                                                         timeout=self._timeout)
+                self._on_connect()
             try:
                 return self._exchange_once(self._conn, request)  # type: ignore[arg-type]
             except TimeoutError:
@@ -567,8 +579,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.track(self.connection)
         proxy = self.server.proxy
+        proxy._connected("client")
         self._upstream = _Upstream(proxy.upstream_host, proxy.upstream_port,
-                                   proxy.upstream_timeout)
+                                   proxy.upstream_timeout, lambda: proxy._connected("upstream"))
 
     def finish(self) -> None:
         try:
@@ -679,8 +692,11 @@ class _Server(ThreadingHTTPServer):
         super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients vanish mid-request on purpose here; stay quiet.
-        log.debug("error serving %s", client_address, exc_info=True)
+        # Clients vanish mid-request on purpose here: quiet about that, not about bugs.
+        if isinstance(sys.exc_info()[1], OSError):
+            log.debug("connection from %s failed", client_address, exc_info=True)
+        else:
+            log.exception("the S3 proxy failed serving %s", client_address)
 
 
 # -- the proxy ---------------------------------------------------------------------
@@ -710,6 +726,7 @@ class S3Proxy:
         self._rules: list[Rule] = []
         self._chaos: _Chaos | None = None
         self._chaos_fired: Counter[str] = Counter()
+        self._connections: Counter[str] = Counter()
         self._quirks: frozenset[str] = frozenset()
         self._completed: set[str] = set()  # upload ids seen completed
         self._conflicted: set[tuple[str, str]] = set()  # keys already given their 409
@@ -767,14 +784,27 @@ class S3Proxy:
 
     @property
     def chaos_fired(self) -> Counter[str]:
+        """Chaos faults injected, by chaos action name (a copy)."""
         with self._lock:
             return Counter(self._chaos_fired)
+
+    @property
+    def connections(self) -> Counter[str]:
+        """Connections opened: "client" (accepted) and "upstream" (made); keep-alive
+        keeps both at the size of the client's pool."""
+        with self._lock:
+            return Counter(self._connections)
+
+    def _connected(self, side: str) -> None:
+        with self._lock:
+            self._connections[side] += 1
 
     def reset_counts(self) -> None:
         with self._lock:
             self._counts.clear()
             self._forwarded.clear()
             self._chaos_fired.clear()
+            self._connections.clear()
 
     # -- faults ----------------------------------------------------------------
     def add(self, op: str, action: str, *, key_contains: str | None = None, nth: int = 1,
@@ -783,6 +813,9 @@ class S3Proxy:
         """Inject ``action`` into requests of ``op`` ("*": any); see :class:`Rule`."""
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}; one of {sorted(ACTIONS)}")
+        if op != "*" and op not in s3_operations():
+            # A misspelt operation would never fire and the test would pass for nothing.
+            raise ValueError(f"{op!r} is not an S3 operation botocore knows")
         if nth < 1:
             raise ValueError("nth counts from 1")
         rule = Rule(op, action, key_contains, nth, times, status, code, seconds, when)
@@ -824,9 +857,6 @@ class S3Proxy:
         unknown = new - QUIRKS
         if unknown:
             raise ValueError(f"unknown quirks {sorted(unknown)}; one of {sorted(QUIRKS)}")
-        if new & {"no_preconditions", "minio_upload_prefix"} and self._credentials is None:
-            log.warning("quirks %s re-sign requests, and the proxy has no credentials",
-                        sorted(new & {"no_preconditions", "minio_upload_prefix"}))
         with self._lock:
             if "aws_conflict_409" in new - self._quirks:
                 self._conflicted.clear()  # each key gets its first 409 again
@@ -934,9 +964,7 @@ class S3Proxy:
         return request
 
     def _signing_credentials(self) -> Credentials | None:
-        if self._credentials is None:
-            import botocore.session  # the standard chain, only if asked for
-
+        if self._credentials is None:  # boto3's standard chain, then
             found = botocore.session.get_session().get_credentials()
             self._credentials = found.get_frozen_credentials() if found else None
         return self._credentials
