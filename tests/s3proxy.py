@@ -17,6 +17,10 @@ the Host it receives, so signatures stay valid without the proxy knowing any
 secret. Only the quirks that change a request (dropping signed headers,
 re-listing without paging parameters) need the credentials, to sign again.
 
+Limits: path-style addressing, plain HTTP, and whole bodies held in memory
+(requests and responses are read completely before being passed on, so a
+fault can still replace them); test-sized objects only.
+
 Usage::
 
     with proxy_for(s3_server) as proxy:
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import http.client
+import io
 import logging
 import random
 import select
@@ -43,7 +48,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import botocore.session
@@ -81,7 +86,8 @@ _MESSAGES = {
 # Paging parameters MinIO ignores when listing uploads (minio/minio#20989).
 _UPLOAD_PAGING = ("max-uploads", "key-marker", "upload-id-marker")
 _PRECONDITIONS = ("if-match", "if-none-match")
-# Payload hashes that say how the body is sent rather than what it is.
+# Bodies whose every chunk carries a signature chained to the header's: these
+# cannot be signed again without re-framing the body (botocore never sends them).
 _CHUNK_SIGNED = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
 _NO_BODY_STATUS = frozenset({204, 304})
 
@@ -482,26 +488,40 @@ class _Upstream:
         self._conn: http.client.HTTPConnection | None = None
 
     def exchange(self, request: S3Request) -> Response:
-        """Send ``request`` and read the whole response. A kept-alive connection the
-        server closed while idle is replaced once; a fresh one's failure is raised."""
-        for attempt in range(2):
-            reused = self._conn is not None and not _dropped(self._conn)
+        """Send ``request`` and read the whole response.
+
+        A kept-alive connection can be closed by the server between two requests;
+        that failure is the connection's, not the request's, so the request is sent
+        once more on a new connection. (If the server closed it just after taking
+        the request, that is a second execution; idle closes are caught before
+        sending, which leaves a window of microseconds on loopback.)
+        """
+        conn, reused = self._connection()
+        try:
+            return self._exchange_once(conn, request)
+        except TimeoutError:
+            self.close()
+            raise
+        except (OSError, http.client.HTTPException):
+            self.close()
             if not reused:
-                self.close()
-                self._conn = http.client.HTTPConnection(self._host, self._port,
-                                                        timeout=self._timeout)
-                self._on_connect()
-            try:
-                return self._exchange_once(self._conn, request)  # type: ignore[arg-type]
-            except TimeoutError:
-                self.close()
                 raise
-            except (OSError, http.client.HTTPException):
-                self.close()
-                if not reused or attempt:
-                    raise
-                log.debug("upstream closed a kept-alive connection; sending again")
-        raise AssertionError("unreachable")
+            log.debug("upstream closed a kept-alive connection; sending again")
+        conn, _ = self._connection()
+        try:
+            return self._exchange_once(conn, request)
+        except (OSError, http.client.HTTPException):
+            self.close()
+            raise
+
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """The open connection and True, or a new one and False."""
+        if self._conn is not None and not _dropped(self._conn):
+            return self._conn, True
+        self.close()
+        self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        self._on_connect()
+        return self._conn, False
 
     def _exchange_once(self, conn: http.client.HTTPConnection, request: S3Request) -> Response:
         conn.putrequest(request.method, request.target, skip_host=True,
@@ -543,7 +563,7 @@ class _Outcome:
     drop: str = ""  # "reset" (RST) or "close" (FIN, response lost)
 
 
-def _read_chunked(rfile: BinaryIO) -> tuple[bytes, bytes]:
+def _read_chunked(rfile: io.BufferedIOBase) -> tuple[bytes, bytes]:
     """(decoded body, the bytes as framed) of a chunked request body."""
     decoded: list[bytes] = []
     wire: list[bytes] = []
@@ -739,8 +759,8 @@ class S3Proxy:
     def endpoint_url(self) -> str:
         if self._server is None:
             raise ProxyError("the proxy is not running")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     def start(self) -> S3Proxy:
         if self._server is None:
