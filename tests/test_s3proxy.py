@@ -126,7 +126,11 @@ def test_forwards_verbatim_from_64_threads(make_client: MakeClient, proxy: S3Pro
         list(pool.map(work, range(64)))
     assert proxy.counts == Counter(PutObject=64, GetObject=64, HeadObject=64)
     assert expects.fired == 64
-    assert proxy.connections == Counter(client=64, upstream=64)
+    # One upstream connection per client connection; up to the pool's 64 (a thread
+    # that finishes first can hand its connection on before the last one starts).
+    connections = proxy.connections
+    assert connections["client"] == connections["upstream"]
+    assert 16 <= connections["client"] <= 64
 
 
 def test_chunked_body_with_expect_continue(s3_server: EmbeddedS3, proxy: S3Proxy, direct: Any,
