@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import boto3
-import pytest
 import botocore.auth
+import pytest
 from botocore.auth import SIGV4_TIMESTAMP, S3SigV4Auth
 from botocore.awsrequest import AWSRequest, AWSResponse
 from botocore.config import Config
@@ -41,6 +41,7 @@ def proxy(s3_server: EmbeddedS3) -> Iterator[S3Proxy]:
 
 def client(server: EmbeddedS3, endpoint: str, attempts: int = 3, pool: int = 10,
            read_timeout: float = 60) -> Any:
+    """A path-style client; ``attempts`` counts the first try too."""
     return boto3.client(
         "s3", endpoint_url=endpoint, region_name="us-east-1",
         aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key,
@@ -54,8 +55,7 @@ MakeClient = Callable[..., Any]
 
 @pytest.fixture
 def make_client(s3_server: EmbeddedS3) -> Iterator[MakeClient]:
-    """Clients that are closed after the test: SeaweedFS 4.48 ignores SIGTERM while a
-    client holds an idle kept-alive connection, so open pools cost 15 s at session end."""
+    """Clients closed after the test, so that no pooled connection outlives it."""
     made: list[Any] = []
 
     def make(endpoint: str, **kwargs: Any) -> Any:
@@ -69,7 +69,7 @@ def make_client(s3_server: EmbeddedS3) -> Iterator[MakeClient]:
 
 @pytest.fixture
 def via(make_client: MakeClient, proxy: S3Proxy) -> Any:
-    """A client through the proxy, retrying as the committer's does."""
+    """A client through the proxy: standard retry mode, 3 attempts."""
     return make_client(proxy.endpoint_url)
 
 
@@ -99,11 +99,21 @@ def one_part_upload(c: Any, bucket: str, key: str,
     return upload_id, [{"PartNumber": 1, "ETag": part["ETag"]}]
 
 
+def assert_same_headers(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    """The same response headers, through the proxy or not (but for the volatile ones)."""
+    def kept(response: dict[str, Any]) -> dict[str, str]:
+        headers = response["ResponseMetadata"]["HTTPHeaders"]
+        return {k: v for k, v in headers.items() if k not in VOLATILE}
+
+    assert kept(ours) == kept(theirs)
+
+
 # -- forwarding --------------------------------------------------------------------
 
 def test_forwards_verbatim_from_64_threads(make_client: MakeClient, proxy: S3Proxy, direct: Any,
                                            bucket: str) -> None:
     via = make_client(proxy.endpoint_url, pool=64)
+    # A delay of nothing: a probe counting the requests its predicate picks.
     expects = proxy.add("PutObject", "delay", times=None,
                         when=lambda r: r.header("Expect") == "100-continue")
     start = threading.Barrier(64)
@@ -115,12 +125,11 @@ def test_forwards_verbatim_from_64_threads(make_client: MakeClient, proxy: S3Pro
         # botocore makes every PutObject body a file object, and for those it sends
         # "Expect: 100-continue" and waits for the 100 before the body.
         via.put_object(Bucket=bucket, Key=key, Body=body)
-        got = via.get_object(Bucket=bucket, Key=key)
-        assert got["Body"].read() == body
-        ours = via.head_object(Bucket=bucket, Key=key)["ResponseMetadata"]["HTTPHeaders"]
-        theirs = direct.head_object(Bucket=bucket, Key=key)["ResponseMetadata"]["HTTPHeaders"]
-        assert {k: v for k, v in ours.items() if k not in VOLATILE} == \
-            {k: v for k, v in theirs.items() if k not in VOLATILE}
+        ours, theirs = (c.get_object(Bucket=bucket, Key=key) for c in (via, direct))
+        assert ours["Body"].read() == theirs["Body"].read() == body
+        assert_same_headers(ours, theirs)
+        assert_same_headers(via.head_object(Bucket=bucket, Key=key),
+                            direct.head_object(Bucket=bucket, Key=key))
 
     with ThreadPoolExecutor(64) as pool:
         list(pool.map(work, range(64)))
@@ -137,17 +146,26 @@ def test_chunked_body_with_expect_continue(s3_server: EmbeddedS3, proxy: S3Proxy
                                            bucket: str) -> None:
     """botocore's over-TLS form of an upload (aws-chunked in HTTP chunks, a trailing
     checksum, Expect: 100-continue), sent by botocore's own HTTP session."""
-    data = bytes(range(256)) * 8_000
+    data = bytes(range(256)) * 3_000
+    seen: list[S3Request] = []
+    proxy.add("PutObject", "delay", when=lambda r: seen.append(r) is None)  # a probe
     response = send_chunked_put(s3_server, proxy.endpoint_url, bucket, "chunked/obj", data)
     assert response.status_code == 200, response.content
+    [request] = seen
+    assert request.header("Transfer-Encoding") == "chunked"
+    # HTTP chunks (the wire) carrying aws-chunks (the body: 12 of 64 KiB, a last
+    # empty one, the checksum trailer), each passed on as it came.
+    assert request.body.startswith(b"10000\r\n") and b"x-amz-checksum-crc32:" in request.body
+    assert len(request.wire_body) > len(request.body) > len(data)
     assert direct.get_object(Bucket=bucket, Key="chunked/obj")["Body"].read() == data
     assert proxy.forwarded["PutObject"] == 1
 
 
 def send_chunked_put(server: EmbeddedS3, endpoint: str, bucket: str, key: str, data: bytes,
                      **headers: str) -> Any:
+    # Small aws-chunks, so the HTTP chunks the proxy must pass on are many.
     body = AwsChunkedWrapper(io.BytesIO(data), checksum_cls=Crc32Checksum,
-                             checksum_name="x-amz-checksum-crc32")
+                             checksum_name="x-amz-checksum-crc32", chunk_size=64 * 1024)
     request = AWSRequest("PUT", f"{endpoint}/{bucket}/{key}", data=body, headers={
         "Transfer-Encoding": "chunked", "Content-Encoding": "aws-chunked",
         "X-Amz-Trailer": "x-amz-checksum-crc32", "Expect": "100-continue",
@@ -334,6 +352,24 @@ def test_lost_upload_part_is_sent_again(via: Any, proxy: S3Proxy, direct: Any,
     via.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={
         "Parts": [{"PartNumber": 1, "ETag": response["ETag"]}]})
     assert direct.get_object(Bucket=bucket, Key=key)["Body"].read() == body
+
+
+def test_lost_responses_mislead_the_retry(via: Any, proxy: S3Proxy, direct: Any,
+                                         bucket: str) -> None:
+    """What botocore's automatic retry reports after a lost response, on SeaweedFS."""
+    # A create-if-absent PUT that took effect: the retry finds the writer's own
+    # object and reports PreconditionFailed, as if another writer had won.
+    proxy.add("PutObject", "lose")
+    with pytest.raises(ClientError) as caught:
+        via.put_object(Bucket=bucket, Key="mine", Body=b"mine", IfNoneMatch="*")
+    assert code_of(caught.value) == "PreconditionFailed"
+    assert direct.get_object(Bucket=bucket, Key="mine")["Body"].read() == b"mine"
+    # A CreateMultipartUpload: the retry starts a second upload; the first,
+    # whose id the client never saw, stays pending.
+    proxy.add("CreateMultipartUpload", "lose")
+    via.create_multipart_upload(Bucket=bucket, Key="twice")
+    listing = direct.list_multipart_uploads(Bucket=bucket, Prefix="twice")
+    assert upload_keys(listing) == ["twice", "twice"]
 
 
 def test_delay(make_client: MakeClient, proxy: S3Proxy, via: Any, bucket: str) -> None:
