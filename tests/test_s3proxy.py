@@ -148,7 +148,12 @@ def test_chunked_body_with_expect_continue(s3_server: EmbeddedS3, proxy: S3Proxy
     checksum, Expect: 100-continue), sent by botocore's own HTTP session."""
     data = bytes(range(256)) * 3_000
     seen: list[S3Request] = []
-    proxy.add("PutObject", "delay", when=lambda r: seen.append(r) is None)  # a probe
+
+    def record(request: S3Request) -> bool:
+        seen.append(request)
+        return True
+
+    proxy.add("PutObject", "delay", when=record)  # a delay of nothing: a probe
     response = send_chunked_put(s3_server, proxy.endpoint_url, bucket, "chunked/obj", data)
     assert response.status_code == 200, response.content
     [request] = seen
