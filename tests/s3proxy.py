@@ -623,7 +623,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         request = S3Request.build(self.command, self.path, self.headers.items(), body, wire)
-        outcome = self.server.proxy.serve(request, self._upstream)
+        outcome = self.server.proxy._serve_request(request, self._upstream)
         if outcome.drop:
             self._drop(outcome.drop)
         elif outcome.response is not None:
@@ -889,7 +889,7 @@ class S3Proxy:
         self.quirks = self._quirks - set(names)
 
     # -- serving ---------------------------------------------------------------
-    def serve(self, request: S3Request, upstream: _Upstream) -> _Outcome:
+    def _serve_request(self, request: S3Request, upstream: _Upstream) -> _Outcome:
         """Decide and do what happens to one request."""
         with self._lock:
             self._counts[request.op] += 1
