@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.s3proxy import S3Proxy, proxy_for
 from zero_rename.core.committer import Committer
 from zero_rename.core.store import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
@@ -57,3 +58,16 @@ def dest(bucket: str) -> str:
 @pytest.fixture
 def committer(dest: str, store_config: StoreConfig) -> Committer:
     return Committer(dest, store_config)
+
+
+@pytest.fixture
+def proxy(s3_server: EmbeddedS3) -> Iterator[S3Proxy]:
+    """A fault-injecting proxy in front of the S3 server, for this test alone."""
+    with proxy_for(s3_server) as running:
+        yield running
+
+
+@pytest.fixture
+def proxied(proxy: S3Proxy, dest: str) -> Committer:
+    """A committer whose every request goes through ``proxy``."""
+    return Committer(dest, StoreConfig(endpoint_url=proxy.endpoint_url, max_pool_connections=64))

@@ -21,7 +21,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from zero_rename.core.layout import Destination
 from zero_rename.core.profiles import AUTO, IfMatchMissing, Recomplete, StoreProfile, named_profile
 from zero_rename.core.store import S3Store, translate
-from zero_rename.errors import NoSuchUpload, PreconditionFailed, StoreError
+from zero_rename.core.writes import CREATE_ROUNDS, backoff
+from zero_rename.errors import ConditionalConflict, NoSuchUpload, PreconditionFailed, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -80,16 +81,28 @@ def detect(store: S3Store, dest: Destination) -> StoreProfile:
 
 def _conditional_checks(store: S3Store, bucket: str, scratch: str) -> dict[str, Any]:
     key = scratch + "conditional"
-    store.put_object(bucket, key, b"1", if_none_match=True)
+    _settled(lambda: store.put_object(bucket, key, b"1", if_none_match=True))
     create = _refused(lambda: store.put_object(bucket, key, b"2", if_none_match=True))
     replace = _refused(lambda: store.put_object(bucket, key, b"3", if_match=_WRONG_ETAG))
     return {"conditional_create": create, "conditional_replace": replace,
             "if_match_missing": _if_match_missing(store, bucket, scratch + "missing")}
 
 
+def _settled(write: Callable[[], object]) -> object:
+    """Run a conditional write, again after a 409 (AWS: a racing operation; retry)."""
+    for round_number in range(CREATE_ROUNDS):
+        try:
+            return write()
+        except ConditionalConflict:
+            if round_number == CREATE_ROUNDS - 1:
+                raise
+            backoff(round_number)
+    raise AssertionError("unreachable")
+
+
 def _refused(write: Callable[[], object]) -> bool:
     try:
-        write()
+        _settled(write)
     except PreconditionFailed:
         return True
     return False
@@ -97,7 +110,7 @@ def _refused(write: Callable[[], object]) -> bool:
 
 def _if_match_missing(store: S3Store, bucket: str, key: str) -> IfMatchMissing:
     try:
-        store.put_object(bucket, key, b"x", if_match=_WRONG_ETAG)
+        _settled(lambda: store.put_object(bucket, key, b"x", if_match=_WRONG_ETAG))
     except PreconditionFailed as exc:
         return "404" if exc.code in ("NoSuchKey", "404") else "412"
     return "ignored"

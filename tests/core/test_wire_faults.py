@@ -1,0 +1,195 @@
+"""Faults on the wire, between botocore and the S3 server, through the fault proxy.
+
+Where the hooks in ``tests/faults.py`` fail a call inside the client, the proxy
+drops connections after S3 acted, answers 409 or 503, and plays other stores'
+quirks (MinIO's upload listing, GCS's missing preconditions), so botocore's
+own retries meet the protocol's read-backs as they would in production.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import pending_in_bucket, visible, write_task
+from tests.s3proxy import S3Proxy
+from zero_rename.core.claims import Claims
+from zero_rename.core.committer import Committer
+from zero_rename.core.probes import examine
+from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.errors import StoreCapabilityError, StoreError
+
+pytestmark = pytest.mark.s3
+
+FILES = {"2024-01-01": b"day 1", "2024-01-02": b"day 2"}
+
+# Every write of a whole job; "lose" lets the request act on S3, then drops the
+# connection: botocore sends it again and meets its own write.
+LOST = [
+    pytest.param("PutObject", "job.json", 1, id="job-record-create"),
+    pytest.param("CreateMultipartUpload", None, 1, id="create-upload"),
+    pytest.param("UploadPart", None, 1, id="upload-part"),
+    pytest.param("PutObject", "tasks/", 1, id="task-manifest"),
+    pytest.param("PutObject", "job.json", 2, id="seal"),
+    pytest.param("PutObject", "claims.json", 1, id="claim"),
+    pytest.param("PutObject", "plan-", 1, id="plan"),
+    pytest.param("PutObject", "job.json", 3, id="decide"),
+    pytest.param("CompleteMultipartUpload", None, 1, id="complete"),
+    pytest.param("PutObject", "journal/", 1, id="journal"),
+    pytest.param("PutObject", "_SUCCESS", 1, id="success-marker"),
+    pytest.param("PutObject", "job.json", 4, id="committed"),
+    pytest.param("PutObject", "claims.json", 2, id="claim-release"),
+    pytest.param("AbortMultipartUpload", None, 1, id="stray-abort"),
+]
+
+
+def run_job(c: Committer, mode: str = "replace", losing_attempt: bool = False) -> str:
+    job = c.setup_job({"partition_columns": "dt", "conflict_mode": mode, "threads": 4})
+    for i, (day, body) in enumerate(FILES.items()):
+        write_task(c, job, f"{i:05d}", {day: body})
+    if losing_attempt:  # an attempt that never commits: its upload is a stray to abort
+        write_task(c, job, "00000", {"2024-01-01": b"lost"}, attempt=1, commit=False)
+    c.commit_job(job.job_id)
+    c.cleanup_job(job.job_id)
+    return job.job_id
+
+
+def assert_committed_once(c: Committer, job_id: str) -> None:
+    files = visible(c)
+    assert sorted(files.values()) == sorted(FILES.values())
+    assert all(job_id in name for name in files)
+    assert pending_in_bucket(c) == []
+    success = json.loads(c.store.get_object(c.dest.bucket, c.dest.success_key)[0])
+    assert success["jobId"] == job_id and len(success["files"]) == len(FILES)
+    assert c.job(job_id).state == "committed"
+    assert Claims(c.store, c.dest).read()[0].claims == ()
+
+
+@pytest.mark.parametrize("op,key,nth", LOST)
+def test_a_lost_response_anywhere_commits_once_in_one_pass(proxy: S3Proxy, proxied: Committer,
+                                                          op: str, key: str | None,
+                                                          nth: int) -> None:
+    rule = proxy.add(op, "lose", key_contains=key, nth=nth)
+    job_id = run_job(proxied, losing_attempt=True)
+    assert rule.fired == 1
+    assert_committed_once(proxied, job_id)
+
+
+def test_conflict_409_on_every_conditional_write_is_a_lost_round(proxy: S3Proxy,
+                                                                proxied: Committer) -> None:
+    """AWS answers racing conditional writes with 409, which botocore does not retry."""
+    proxy.enable("aws_conflict_409")
+    job_id = run_job(proxied)
+    assert proxy.counts["PutObject"] > proxy.forwarded["PutObject"]  # 409s were answered
+    assert_committed_once(proxied, job_id)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_five_percent_faults_over_a_whole_job(proxy: S3Proxy, proxied: Committer,
+                                             seed: int) -> None:
+    """500s, SlowDown, resets, lost responses and delays on 5% of requests: botocore's
+    retries and the protocol's read-backs leave exactly one copy."""
+    proxy.chaos(0.05, seed=seed)
+    job_id = run_job(proxied)
+    proxy.chaos(0)
+    assert sum(proxy.chaos_fired.values()) >= 1
+    assert_committed_once(proxied, job_id)
+
+
+def test_max_attempts_is_every_attempt(proxy: S3Proxy, bucket: str) -> None:
+    def store(attempts: int) -> S3Store:
+        return S3Store.connect(StoreConfig(endpoint_url=proxy.endpoint_url,
+                                           max_attempts=attempts))
+
+    proxy.add("PutObject", "error", status=503, code="SlowDown", times=None)
+    with pytest.raises(StoreError, match="SlowDown"):
+        store(1).put_object(bucket, "k", b"x")
+    assert proxy.counts["PutObject"] == 1
+    proxy.clear()
+    proxy.reset_counts()
+    proxy.add("PutObject", "error", status=503, code="SlowDown", times=2)
+    store(3).put_object(bucket, "k", b"x")
+    assert proxy.counts["PutObject"] == 3
+
+
+# -- other stores' quirks ---------------------------------------------------------------
+def test_minio_upload_listing_falls_back_to_the_whole_bucket(proxy: S3Proxy,
+                                                             proxied: Committer,
+                                                             store_config: StoreConfig) -> None:
+    """MinIO takes a ListMultipartUploads prefix as one exact key: a prefix listing
+    finds nothing. The probe at setup sees it, and abort lists without a prefix."""
+    proxy.enable("minio_upload_prefix")
+    job = proxied.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    assert job.store_profile is not None and not job.store_profile.uploads_by_prefix
+    write_task(proxied, job, "00000", {"2024-01-01": b"a"}, commit=False)
+    write_task(proxied, job, "00001", {"2024-01-02": b"b"})
+    other = Committer(f"s3://{proxied.dest.bucket}/other", store_config)
+    other_job = other.setup_job({"conflict_mode": "append"})
+    write_task(other, other_job, "00000", [b"other"], commit=False)
+    assert len(proxied.pending_uploads(job.job_id)) == 2
+    assert proxied.abort_job(job.job_id).aborted_uploads == 2
+    assert visible(proxied) == {}
+    assert [u.key for u in other.pending_uploads()] == [
+        u.key for u in other.pending_uploads(other_job.job_id)]  # the other job's, untouched
+    assert len(other.pending_uploads()) == 1
+
+
+def test_minio_commit_sweeps_losing_attempts(proxy: S3Proxy, proxied: Committer) -> None:
+    proxy.enable("minio_upload_prefix", "minio_recomplete")
+    job_id = run_job(proxied, losing_attempt=True)
+    assert_committed_once(proxied, job_id)
+
+
+def test_unknown_profile_listing_is_right_on_minio(proxy: S3Proxy, proxied: Committer) -> None:
+    """With no profile known (the command line's default), an empty prefix listing is
+    confirmed by a listing without a prefix."""
+    job = proxied.setup_job({"conflict_mode": "append"})
+    write_task(proxied, job, "00000", [b"x"], commit=False)
+    written = [u.key for u in proxied.pending_uploads(job.job_id)]
+    proxy.enable("minio_upload_prefix")
+    bare = S3Store.connect(StoreConfig(endpoint_url=proxy.endpoint_url))
+    assert [u.key for u in bare.list_uploads(proxied.dest.bucket, proxied.dest.dir)] == written
+    assert len(written) == 1 and job.job_id in written[0]
+
+
+def test_store_without_preconditions_is_refused_before_anything_is_written(
+        proxy: S3Proxy, proxied: Committer) -> None:
+    proxy.enable("no_preconditions")
+    with pytest.raises(StoreCapabilityError, match="ignores If-None-Match"):
+        proxied.setup_job({"conflict_mode": "append"})
+    assert proxied.jobs() == [] and visible(proxied) == {}
+    assert list(proxied.store.list_objects(proxied.dest.bucket, proxied.dest.dir)) == []
+
+
+def test_named_gcs_profile_is_refused_without_probing(proxy: S3Proxy, dest: str) -> None:
+    c = Committer(dest, StoreConfig(endpoint_url=proxy.endpoint_url, profile="gcs"))
+    with pytest.raises(StoreCapabilityError, match="gcs"):
+        c.setup_job({})
+    assert proxy.counts["PutObject"] == 0
+
+
+def test_truncated_listing_without_marker_is_an_error(proxy: S3Proxy, proxied: Committer) -> None:
+    job = proxied.setup_job({"conflict_mode": "append"})
+    write_task(proxied, job, "00000", [b"a", b"b", b"c"], commit=False)
+    proxy.enable("truncated_without_marker")
+    with pytest.raises(StoreError, match="gives no NextKeyMarker"):
+        list(proxied.store.list_uploads(proxied.dest.bucket, proxied.dest.dir, page_size=1))
+
+
+def test_examine_reports_each_store_family(proxy: S3Proxy, proxied: Committer) -> None:
+    profile, checks = examine(proxied.store, proxied.dest)
+    assert profile.problems() == [] and profile.uploads_by_prefix
+    assert {c.status for c in checks} <= {"ok", "info"}
+    proxy.enable("minio_upload_prefix", "minio_recomplete")
+    profile, _ = examine(proxied.store, proxied.dest)
+    assert not profile.uploads_by_prefix and profile.recomplete == "no-such-upload"
+    proxy.disable("minio_upload_prefix", "minio_recomplete")
+    proxy.enable("no_preconditions")
+    profile, checks = examine(proxied.store, proxied.dest)
+    assert len(profile.problems()) == 2
+    assert [c.behaviour for c in checks if c.status == "unsafe"][:2] == [
+        "PutObject If-None-Match: *", "PutObject If-Match (compare-and-swap)"]
+    proxy.disable("no_preconditions")
+    assert list(proxied.store.list_objects(proxied.dest.bucket, proxied.dest.dir)) == []
+    assert pending_in_bucket(proxied) == []
