@@ -93,7 +93,9 @@ def commit_job(store: S3Store, dest: Destination, job_id: str,
     resumed = record.state == "committing"
     if not resumed:
         record = _seal(JobRecords(store, dest), record)
-        record = _plan_and_decide(store, dest, record, manifests, expected)
+        record, ours = _plan_and_decide(store, dest, record, manifests, expected)
+        # Another commit's plan: it may be completing it now, or have crashed.
+        resumed = not ours
     plan = _load_plan(store, dest, record)
     etags = _complete_all(store, dest, plan, record.options.threads, progress, resumed)
     _delete_replaced(store, dest, plan)
@@ -161,7 +163,8 @@ def prepare_plan(store: S3Store, dest: Destination, record: JobRecord,
 
 def _plan_and_decide(store: S3Store, dest: Destination, record: JobRecord,
                      manifests: Sequence[TaskManifest] | None,
-                     expected: Expected) -> JobRecord:
+                     expected: Expected) -> tuple[JobRecord, bool]:
+    """Plan and pass the point of no return; the record, and whether the plan is ours."""
     records = JobRecords(store, dest)
     try:
         plan, key = prepare_plan(store, dest, record, manifests, expected)
@@ -188,10 +191,10 @@ def _plan_and_decide(store: S3Store, dest: Destination, record: JobRecord,
     decided = records.update(record.job_id, decide)
     if decided.plan_key != key:
         log.info("job %s: another commit decided first; finishing its plan", record.job_id)
-    else:
-        log.info("job %s passed its point of no return: %d file(s) to complete, %d to replace",
-                 record.job_id, len(plan.uploads), len(plan.replaced))
-    return decided
+        return decided, False
+    log.info("job %s passed its point of no return: %d file(s) to complete, %d to replace",
+             record.job_id, len(plan.uploads), len(plan.replaced))
+    return decided, True
 
 
 def _load_plan(store: S3Store, dest: Destination, record: JobRecord) -> CommitPlan:
