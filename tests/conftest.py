@@ -29,6 +29,23 @@ assert set(_SERVER_FIXTURES) == set(BACKENDS)
 DEFAULT_BACKEND = "seaweedfs"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--s3-backends", default=",".join(BACKENDS),
+                     help="comma-separated S3 implementations tests/core runs on "
+                          f"(default: {','.join(BACKENDS)})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Parsed once, here, so that a wrong name is a usage error, not a
+    # collection error in every module of tests/core.
+    names = [n.strip() for n in str(config.option.s3_backends).split(",") if n.strip()]
+    unknown = sorted(set(names) - set(BACKENDS))
+    if unknown or not names:
+        raise pytest.UsageError(f"--s3-backends {config.option.s3_backends!r}: "
+                                f"choose from {', '.join(BACKENDS)}")
+    config.option.s3_backends = [n for n in BACKENDS if n in names]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         # Tests that name no marker are unit tests, so `-m unit` selects them.

@@ -1,10 +1,10 @@
-"""The behaviour suite runs on every S3 implementation in tests.servers.BACKENDS."""
+"""The behaviour suite runs on every S3 implementation in tests.servers.BACKENDS,
+or on those named by ``--s3-backends`` (``-k moto`` would also pick the
+SeaweedFS case of a test marked ``moto_xfail``: marks are keywords too)."""
 
 from __future__ import annotations
 
 import pytest
-
-from tests.servers import BACKENDS
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -12,5 +12,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # pytest_generate_tests for the tests under it. Session scope groups each
     # backend's tests together.
     if "s3_backend" in metafunc.fixturenames:
-        metafunc.parametrize("s3_backend", BACKENDS, indirect=True, scope="session",
-                             ids=BACKENDS)
+        backends: list[str] = metafunc.config.option.s3_backends
+        metafunc.parametrize("s3_backend", backends, indirect=True, scope="session",
+                             ids=backends)
