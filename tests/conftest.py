@@ -2,10 +2,10 @@
 first needs it, and a fresh bucket per test.
 
 ``s3_backend`` is the server a test runs on. tests/core parametrises it over
-every implementation in ``tests.servers.BACKENDS`` (see tests/core/conftest.py), so the
-behaviour suite runs on SeaweedFS and on moto; everywhere else it is SeaweedFS,
-once, and ``s3_server`` is SeaweedFS by name for the tests (Spark, Airflow)
-that need more of it than the S3 API.
+every implementation in ``tests.servers.BACKENDS`` (see tests/core/conftest.py),
+so the behaviour suite runs on SeaweedFS and on moto; everywhere else it is
+SeaweedFS, once, and ``s3_server`` is SeaweedFS by name for the tests (Spark,
+Airflow) that need more of it than the S3 API.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from zero_rename.embedded_s3 import EmbeddedS3
 
 _MARKERS = {"unit", "s3", "spark", "airflow", "browser"}
 
-# backend id -> the session fixture that starts it
+# backend id (a test id in tests/core) -> the session fixture that starts it
 _SERVER_FIXTURES = {"seaweedfs": "s3_server", "moto": "moto_s3"}
 assert set(_SERVER_FIXTURES) == set(BACKENDS)
 DEFAULT_BACKEND = "seaweedfs"
