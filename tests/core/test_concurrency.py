@@ -98,6 +98,7 @@ def _wait_for_manifest(c: Committer, job: JobRecord, task_id: str) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.atomic_writes
 @pytest.mark.parametrize("round_number", range(3))
 def test_tasks_racing_the_job_commit_are_in_or_out_never_lost(
         s3_server: object, bucket: str, store_config: StoreConfig, round_number: int) -> None:
@@ -240,6 +241,7 @@ def test_claim_of_a_decided_job_is_broken(committer: Committer, store_config: St
     assert Claims(committer.store, committer.dest).read()[0].claims == ()
 
 
+@pytest.mark.atomic_writes
 @pytest.mark.parametrize("round_number", range(4))
 def test_racing_replace_jobs_leave_exactly_one_copy(
         s3_server: object, bucket: str, store_config: StoreConfig, round_number: int) -> None:
@@ -270,6 +272,7 @@ def test_racing_replace_jobs_leave_exactly_one_copy(
     assert pending_in_bucket(writers[0]) == []
 
 
+@pytest.mark.atomic_writes
 def test_two_commits_of_one_job_publish_once(committer: Committer,
                                              store_config: StoreConfig) -> None:
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})

@@ -201,8 +201,8 @@ def test_late_attempt_after_abort_adds_nothing(committer: Committer, mode: str) 
     assert visible(committer) == {} and pending_in_bucket(committer) == []
 
 
-def test_parallel_jobs_to_adjacent_paths(s3_server: object, bucket: str,
-                                         store_config: StoreConfig, mode: str) -> None:
+def test_parallel_jobs_to_adjacent_paths(bucket: str, store_config: StoreConfig,
+                                         mode: str) -> None:
     c1 = Committer(f"s3://{bucket}/out/ds1", store_config)
     c10 = Committer(f"s3://{bucket}/out/ds10", store_config)
     j1, j10 = c1.setup_job(opts(mode)), c10.setup_job(opts(mode))

@@ -52,6 +52,18 @@ def test_upload_listing_is_paged_and_prefix_exact(store: S3Store, bucket: str) -
         list(store.list_uploads(bucket, "out/ds1"))
 
 
+@pytest.mark.moto_xfail(reason="ListMultipartUploads ignores MaxUploads and KeyMarker: every "
+                               "upload in one page, IsTruncated false", raises=AssertionError)
+def test_upload_listing_follows_the_pages(store: S3Store, bucket: str) -> None:
+    """The listing above on a server that really pages: more than one request."""
+    keys = [f"pg/k{i}" for i in range(5)]
+    for key in keys:
+        store.create_upload(bucket, key)
+    before = store.stats.requests("ListMultipartUploads")
+    assert sorted(u.key for u in store.list_uploads(bucket, "pg/", page_size=2)) == keys
+    assert store.stats.requests("ListMultipartUploads") - before >= 3
+
+
 def test_conditional_create_and_replace(store: S3Store, bucket: str) -> None:
     etag = store.put_object(bucket, "rec", b"1", if_none_match=True)
     with pytest.raises(PreconditionFailed):
@@ -77,14 +89,19 @@ def test_listing_and_bulk_delete_past_one_page(store: S3Store, bucket: str) -> N
     assert list(store.list_objects(bucket, "p/")) == []
 
 
-def test_missing_bucket_and_bad_credentials(store_config: StoreConfig, store: S3Store,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_bucket(store: S3Store) -> None:
     with pytest.raises(DestinationError, match="does not exist"):
         store.check_bucket("no-such-bucket-here")
+
+
+@pytest.mark.moto_xfail(reason="accepts any credentials (no signature check without IAM "
+                               "emulation)", raises=pytest.fail.Exception)
+def test_bad_credentials(store_config: StoreConfig, bucket: str,
+                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
     bad = S3Store.connect(store_config)
-    with pytest.raises(DestinationError) as err:
-        bad.put_object("whatever", "k", b"x")
+    with pytest.raises(DestinationError, match="access refused") as err:
+        bad.put_object(bucket, "k", b"x")
     assert "wrong-secret" not in str(err.value)
 
 
