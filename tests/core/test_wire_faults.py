@@ -169,11 +169,13 @@ def test_named_gcs_profile_is_refused_without_probing(proxy: S3Proxy, dest: str)
     assert proxy.counts["PutObject"] == 0
 
 
+@pytest.mark.moto_xfail(reason="moto ignores MaxUploads: its listings are never truncated",
+                        raises=pytest.fail.Exception)
 def test_truncated_listing_without_marker_is_an_error(proxy: S3Proxy, proxied: Committer) -> None:
     job = proxied.setup_job({"conflict_mode": "append"})
     write_task(proxied, job, "00000", [b"a", b"b", b"c"], commit=False)
     proxy.enable("truncated_without_marker")
-    with pytest.raises(StoreError, match="gives no NextKeyMarker"):
+    with pytest.raises(StoreError, match="gives no NextKeyMarker or NextUploadIdMarker"):
         list(proxied.store.list_uploads(proxied.dest.bucket, proxied.dest.dir, page_size=1))
 
 

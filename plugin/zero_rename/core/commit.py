@@ -325,12 +325,23 @@ def _check_completed(store: S3Store, dest: Destination, upload: PendingUpload,
     expected = upload.expected_etag()
     if info is not None and (info.etag == expected if expected else info.size == upload.bytes):
         return info.etag
-    if error is not None and not isinstance(error, NoSuchUpload):
-        raise error
+    if error is not None and not isinstance(error, NoSuchUpload) and _still_pending(
+            store, dest, upload):
+        raise error  # a failed complete of a pending upload: a retry may finish it
     raise CommitStateUnknownError(
         f"upload {upload.upload_id} of {upload.key} is no longer pending and the object "
         f"there is {'missing' if info is None else 'not the one this job wrote'}; "
         "check whether another process aborted or overwrote it") from error
+
+
+def _still_pending(store: S3Store, dest: Destination, upload: PendingUpload) -> bool:
+    """Whether the upload is still pending. Some stores (moto, older Ceph) answer a
+    complete of an unknown upload with a 500 rather than NoSuchUpload."""
+    try:
+        store.list_parts(dest.bucket, upload.key, upload.upload_id)
+    except NoSuchUpload:
+        return False
+    return True
 
 
 class _Reporter:

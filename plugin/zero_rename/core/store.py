@@ -317,7 +317,10 @@ class S3Store:
     def _pages(self, op: str, where: str, kwargs: dict[str, Any],
                *markers: tuple[str, str]) -> Iterator[dict[str, Any]]:
         """The pages of a listing; ``markers`` pair each response field with the
-        request parameter that continues from it (the first pair is required)."""
+        request parameter that continues from it. A truncated page must give at
+        least one marker (SeaweedFS pages uploads by ``NextUploadIdMarker``
+        alone), and the markers must advance: otherwise the listing fails
+        rather than restart from the start or loop."""
         previous: tuple[str, ...] | None = None
         while True:
             response = self._call(op, where, **kwargs)
@@ -325,17 +328,20 @@ class S3Store:
             if not response.get("IsTruncated"):
                 return
             position = tuple(str(response.get(field) or "") for field, _ in markers)
-            if not position[0]:
+            if not any(position):
                 raise StoreError(f"{op} {where}: the store says the listing is truncated but "
-                                 f"gives no {markers[0][0]} to continue from; refusing to "
-                                 "restart it or to act on part of it", operation=op)
+                                 f"gives no {' or '.join(f for f, _ in markers)} to continue "
+                                 "from; refusing to restart it or to act on part of it",
+                                 operation=op)
             if position == previous:
                 raise StoreError(f"{op} {where}: the listing does not advance past "
-                                 f"{position[0]!r}; refusing to loop", operation=op)
+                                 f"{position!r}; refusing to loop", operation=op)
             previous = position
             for (_, param), value in zip(markers, position):
                 if value:
                     kwargs[param] = value
+                else:
+                    kwargs.pop(param, None)
 
     # -- objects -----------------------------------------------------------
     def put_object(self, bucket: str, key: str, body: bytes, *, if_none_match: bool = False,

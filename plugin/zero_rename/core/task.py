@@ -87,11 +87,11 @@ class TaskAttempt:
         key = self.dest.dir + relative + name
         if self.options.committer == "magic":
             out: OutputFile = MagicOutput(self.store, self.dest.bucket, key, values,
-                                          self.options.part_size, self._upload_gone)
+                                          self.options.part_size, self._part_failed)
         else:
             spool = self._spool_dir() / f"{len(self._files):05d}{extension}"
             out = StagingOutput(self.dest.bucket, key, values, str(spool),
-                                self.options.part_size, self._upload_gone)
+                                self.options.part_size, self._part_failed)
         self._files.append(out)
         return out
 
@@ -230,8 +230,20 @@ class TaskAttempt:
             round_number = min(round_number + 1, 8)
             backoff(round_number, base=0.05, cap=2.0)
 
-    def _upload_gone(self, exc: NoSuchUpload) -> None:
-        """An upload of this attempt vanished: a job abort or commit swept it. Say so."""
+    def _part_failed(self, exc: StoreError, key: str, upload_id: str) -> None:
+        """A part upload failed. If the upload vanished (a job abort or commit swept
+        it) and the job is closed, say so. Some stores answer a part upload to an
+        aborted upload with a 500 (moto, older Ceph), not NoSuchUpload: ask."""
+        if not isinstance(exc, NoSuchUpload):
+            if not exc.outcome_unknown:
+                return
+            try:
+                self.store.list_parts(self.dest.bucket, key, upload_id)
+                return
+            except NoSuchUpload:
+                pass
+            except ZeroRenameError:
+                return
         try:
             record = JobRecords(self.store, self.dest).get(self.job.job_id)
         except ZeroRenameError:

@@ -17,14 +17,15 @@ from typing import BinaryIO
 from zero_rename.core.model import Part, PendingUpload
 from zero_rename.core.options import MAX_PARTS
 from zero_rename.core.store import S3Store
-from zero_rename.errors import NoSuchUpload, ZeroRenameError
+from zero_rename.errors import StoreError, ZeroRenameError
 
-# Called when S3 says an upload of the attempt is gone (aborted underneath it):
-# raises the error that explains why, or returns to let NoSuchUpload stand.
-OnGone = Callable[[NoSuchUpload], None]
+# Called with (error, key, upload id) when a part upload failed: raises the
+# error that explains it if the upload was aborted underneath the attempt (a
+# job abort or commit swept it), or returns to let the error stand.
+OnPartFailure = Callable[[StoreError, str, str], None]
 
 
-def _ignore(_: NoSuchUpload) -> None:
+def _ignore(_: StoreError, __: str, ___: str) -> None:
     return None
 
 log = logging.getLogger(__name__)
@@ -64,11 +65,11 @@ class MagicOutput(OutputFile):
 
     def __init__(self, store: S3Store, bucket: str, key: str,
                  partition: dict[str, str | None], part_size: int,
-                 on_gone: OnGone = _ignore) -> None:
+                 on_part_failure: OnPartFailure = _ignore) -> None:
         super().__init__(bucket, key, partition)
         self._store = store
         self._part_size = part_size
-        self._on_gone = on_gone
+        self._on_part_failure = on_part_failure
         self._buffer = bytearray()
         self._parts: list[Part] = []
         self.upload_id: str | None = store.create_upload(bucket, key)
@@ -93,8 +94,8 @@ class MagicOutput(OutputFile):
         assert self.upload_id is not None
         try:
             etag = self._store.upload_part(self.bucket, self.key, self.upload_id, number, chunk)
-        except NoSuchUpload as exc:
-            self._on_gone(exc)
+        except StoreError as exc:
+            self._on_part_failure(exc, self.key, self.upload_id)
             raise
         self._parts.append(Part(number=number, etag=etag, size=len(chunk)))
 
@@ -124,11 +125,12 @@ class StagingOutput(OutputFile):
     """Spools to a local file; :meth:`upload` sends it as parts at task commit."""
 
     def __init__(self, bucket: str, key: str, partition: dict[str, str | None],
-                 spool_path: str, part_size: int, on_gone: OnGone = _ignore) -> None:
+                 spool_path: str, part_size: int,
+                 on_part_failure: OnPartFailure = _ignore) -> None:
         super().__init__(bucket, key, partition)
         self.spool_path = spool_path
         self._part_size = part_size
-        self._on_gone = on_gone
+        self._on_part_failure = on_part_failure
         self._file: BinaryIO = open(spool_path, "wb")  # noqa: SIM115
         self._parts: list[Part] = []
         self.upload_id: str | None = None
@@ -158,8 +160,8 @@ class StagingOutput(OutputFile):
                 try:
                     etag = store.upload_part(self.bucket, self.key, self.upload_id, number,
                                              chunk)
-                except NoSuchUpload as exc:
-                    self._on_gone(exc)
+                except StoreError as exc:
+                    self._on_part_failure(exc, self.key, self.upload_id)
                     raise
                 self._parts.append(Part(number=number, etag=etag, size=len(chunk)))
 
