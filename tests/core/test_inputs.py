@@ -15,7 +15,7 @@ from zero_rename.core.layout import (
     is_visible,
 )
 from zero_rename.core.store import S3Store, StoreConfig
-from zero_rename.errors import AbortRefusedError, ConfigError, ManifestError, StoreError
+from zero_rename.errors import AbortRefusedError, ConfigError, ManifestError
 
 JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"
 

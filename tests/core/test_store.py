@@ -6,7 +6,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from zero_rename.core.store import S3Store, StoreConfig
-from zero_rename.errors import DestinationError, NoSuchUpload, PreconditionFailed, StoreError
+from zero_rename.errors import DestinationError, NoSuchUpload, PreconditionFailed
 
 pytestmark = pytest.mark.s3
 MIB = 1024 * 1024

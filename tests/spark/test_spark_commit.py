@@ -53,10 +53,13 @@ def test_plain_write_commits_the_job_itself(spark: Any, dest: str, committer: Co
     assert success is not None and success.job_id == job.job_id
     assert sorted(f.path for f in success.files) == data_files(committer)
     assert_exactly(spark, committer, tmp_path, df.collect(), df.columns, df.schema)
-    # Job commit removes its manifests and plans; the record stays as history.
+    # Job commit removes its manifests and plans; the record stays as history,
+    # and the destination's claim table, released.
     hidden = [o.key for o in committer.store.list_objects(committer.dest.bucket,
                                                           committer.dest.hidden_dir)]
-    assert hidden == [committer.dest.job(job.job_id).record_key]
+    assert hidden == [committer.dest.hidden_dir + "claims.json",
+                      committer.dest.job(job.job_id).record_key]
+    assert job.claimed == ("dt=2024-01-01/", "dt=2024-01-02/")
 
 
 def test_orchestrated_write_saves_the_stage_manifest_and_publishes_nothing(

@@ -115,8 +115,9 @@ class Committer:
         try:
             summary: JobSummary = run(store, record)
         except ZeroRenameError as exc:
+            detail = str(exc)[:500]
             self.records.update(job_id, lambda r: r.model_copy(update={
-                "steps": step_finished(r, step, ok=False, detail=str(exc)[:500])}))
+                "steps": step_finished(r, step, ok=False, detail=detail)}))
             raise
         self.records.update(job_id, lambda r: r.model_copy(update={"steps": step_finished(r, step)}))
         return summary.model_copy(update={"requests": store.stats.total_requests,
