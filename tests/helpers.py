@@ -5,6 +5,7 @@ from __future__ import annotations
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import is_visible
 from zero_rename.core.model import JobRecord, TaskManifest
+from zero_rename.core.planning import load_plan
 
 MIB = 1024 * 1024
 
@@ -52,3 +53,18 @@ def write_task(c: Committer, job: JobRecord, task_id: str, files: dict[str, byte
             out.write(body)
             out.rows = rows
     return ta.commit(publish=publish) if commit else None
+
+
+def history_only(c: Committer, job_id: str) -> bool:
+    """Whether all the job keeps after its commit is its history: the record, the
+    committed file list, and the decided plan's header and committed attempts."""
+    layout = c.dest.job(job_id)
+    record = c.job(job_id)
+    keys = [o.key for o in c.store.list_objects(c.dest.bucket, layout.dir)]
+    allowed = [layout.record_key, layout.files_dir]
+    if record.plan_key:
+        plan = load_plan(c.store, c.dest, job_id, record.plan_key)
+        allowed += [record.plan_key, plan.shards_prefix + "attempts-"]
+    return layout.record_key in keys and all(
+        any(k.startswith(a) for a in allowed) for k in keys) and not any(
+        k.startswith(layout.dir + "plan-") and "/uploads-" in k for k in keys)

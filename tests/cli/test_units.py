@@ -167,7 +167,7 @@ def test_compare_reports_each_kind_of_problem() -> None:
              f"dt=1/d-{name}": ObjectInfo("k", 3, '"other"'),
              f"dt=1/z-{name}": ObjectInfo("k", 1, '"z"'),
              "dt=1/part-from-another-job.csv": ObjectInfo("k", 1, '"y"')}
-    problems = checks.compare(success, found)
+    problems = checks.compare(success, success.files, found)
     assert [(p.kind, p.path[5]) for p in problems] == [
         (checks.MISSING, "b"), (checks.SIZE, "c"), (checks.ETAG, "d"), (checks.UNLISTED, "z")]
 

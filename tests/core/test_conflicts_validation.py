@@ -149,22 +149,28 @@ def test_validation_checks_uploads_are_still_pending(committer: Committer) -> No
     assert visible(committer) == {} and pending_in_bucket(committer) == []
 
 
-def test_validation_checks_recorded_parts(committer: Committer) -> None:
-    """Validation asks what CompleteMultipartUpload will: is every recorded part on S3
-    with its ETag? A recorded part S3 does not hold is refused; a part nobody
-    recorded is not, and the commit then publishes exactly the recorded bytes."""
+def test_recorded_parts_are_left_to_complete(committer: Committer) -> None:
+    """Validation confirms that every upload is pending, by listing; which parts it
+    holds is CompleteMultipartUpload's to check. A part nobody recorded does not
+    stop it (the commit publishes exactly the recorded bytes); a recorded part S3
+    does not hold is refused by S3, and the commit says whose manifest is wrong."""
     job = committer.setup_job({"conflict_mode": "append"})
     m = write_task(committer, job, "00000", [b"abc"], publish=False)
     assert m is not None
     u = m.uploads[0]
-    wrong = u.model_copy(update={"parts": (u.parts[0].model_copy(
-        update={"etag": '"0123456789abcdef0123456789abcdef"'}),)})
-    with pytest.raises(ValidationError, match=r"part\(s\) \[1\] on S3 are missing or differ"):
-        committer.validate(job.job_id, [m.model_copy(update={"uploads": (wrong,)})])
     committer.store.upload_part(committer.dest.bucket, u.key, u.upload_id, 2, b"extra")
     committer.validate(job.job_id, [m])
     committer.commit_job(job.job_id, [m])
     assert list(visible(committer).values()) == [b"abc"]
+
+    job = committer.setup_job({"conflict_mode": "append"})
+    m = write_task(committer, job, "00000", [b"def"], publish=False)
+    assert m is not None
+    u = m.uploads[0]
+    wrong = u.model_copy(update={"parts": (u.parts[0].model_copy(
+        update={"etag": '"0123456789abcdef0123456789abcdef"'}),)})
+    with pytest.raises(ManifestError, match=f"refused the parts recorded for {u.key}"):
+        committer.commit_job(job.job_id, [m.model_copy(update={"uploads": (wrong,)})])
 
 
 def test_malformed_published_manifest_is_named(committer: Committer) -> None:

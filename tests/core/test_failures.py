@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.faults import CRASH_EXIT_CODE, clear, inject, run_until_crash
-from tests.helpers import pending_in_bucket, visible, write_task
+from tests.helpers import history_only, pending_in_bucket, visible, write_task
 from zero_rename.core.claims import Claims
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord
@@ -61,15 +61,15 @@ def assert_committed_once(c: Committer, job: JobRecord) -> None:
     assert success["jobId"] == job.job_id and len(success["files"]) == len(FILES)
     record = c.job(job.job_id)
     assert record.state == "committed"
-    hidden = [o.key for o in c.store.list_objects(c.dest.bucket, c.dest.job(job.job_id).dir)]
-    assert hidden == [c.dest.job(job.job_id).record_key]
+    assert history_only(c, job.job_id)
 
 
 # -- job commit ---------------------------------------------------------------
 COMMIT_CRASHES = [
     pytest.param("PutObject", "before", 1, "job.json", "setup", id="before-seal"),
     pytest.param("PutObject", "after", 1, "job.json", "sealed", id="after-seal"),
-    pytest.param("ListParts", "before", 2, None, "sealed", id="during-validation"),
+    pytest.param("GetObject", "before", 2, "tasks/", "sealed", id="while-reading-manifests"),
+    pytest.param("ListMultipartUploads", "before", 1, None, "sealed", id="during-validation"),
     pytest.param("PutObject", "before", 1, "claims.json", "sealed", id="before-claim"),
     pytest.param("PutObject", "after", 1, "claims.json", "sealed", id="after-claim"),
     pytest.param("PutObject", "before", 1, "plan-", "sealed", id="before-plan-saved"),

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.helpers import MIB, pending, pending_in_bucket, visible, write_task
+from tests.helpers import MIB, history_only, pending, pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.store import StoreConfig
 from zero_rename.errors import (
@@ -56,14 +56,13 @@ def test_commit_lifecycle(committer: Committer, mode: str) -> None:
         assert key in success
     assert success["iostatistics"]["counters"]["s3.CompleteMultipartUpload"] == 3
     assert committer.job(job.job_id).state == "committed"
-    # temporary objects are gone; the job record stays as history and fence, and
+    # temporary objects are gone; the job's history stays (its record, the fence
+    # late attempts read; its file list; the plan's header and attempts), and
     # the destination's claim table, released
-    hidden = [o.key for o in committer.store.list_objects(committer.dest.bucket,
-                                                           committer.dest.hidden_dir)]
-    assert hidden == [committer.dest.hidden_dir + "claims.json",
-                      committer.dest.job(job.job_id).record_key]
-    assert json.loads(committer.store.get_object(
-        committer.dest.bucket, hidden[0])[0])["claims"] == []
+    assert history_only(committer, job.job_id)
+    claims = committer.dest.hidden_dir + "claims.json"
+    assert json.loads(committer.store.get_object(committer.dest.bucket,
+                                                 claims)[0])["claims"] == []
     record = committer.job(job.job_id)
     assert record.claimed == ("",) and record.store_profile is not None
 

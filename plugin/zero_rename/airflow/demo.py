@@ -132,7 +132,7 @@ def report(server: EmbeddedS3) -> None:
         return
     found: dict[str, Any] = partitions(server)
     print(f"committed job {success.job_id} at {DESTINATION} "
-          f"({len(success.files)} file(s), {len(pending)} upload(s) pending):")
+          f"({success.file_count or len(success.files)} file(s), {len(pending)} upload(s) pending):")
     for partition, rows in found.items():
         print(f"  dt={partition}: {rows} row(s)")
 

@@ -25,8 +25,7 @@ from zero_rename.airflow.hooks import ZeroRenameHook
 from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.runs import xcom_summary
 from zero_rename.core.committer import Committer
-from zero_rename.core.manifests import load_stage_manifest
-from zero_rename.core.model import JobSummary, TaskManifest
+from zero_rename.core.model import JobSummary
 
 SUMMARY_KEY = "summary"
 
@@ -37,15 +36,6 @@ def stage_arguments(destination: str, job_id: str, options: Mapping[str, Any]) -
     for key, value in sorted(options.items()):
         args += ["--option", f"{key}={value}"]
     return args
-
-
-def stage_summary(destination: str, job_id: str, manifests: list[TaskManifest],
-                  seconds: float = 0.0) -> JobSummary:
-    uploads = [u for m in manifests for u in m.uploads]
-    return JobSummary(job_id=job_id, destination=destination, state="setup",
-                      files=len(uploads), bytes=sum(u.bytes for u in uploads),
-                      rows=sum(u.rows or 0 for u in uploads), tasks=len(manifests),
-                      seconds=round(seconds, 3))
 
 
 def writer_options(options: Mapping[str, Any] | str) -> dict[str, Any]:
@@ -95,12 +85,12 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         with protocol_errors():
             record = self.committer.job(self.job_id)
-            staged = load_stage_manifest(self.committer.store, self.committer.dest, self.job_id)
+            staged = self.committer.stage_summary(self.job_id)
         if record.state != "setup" or staged is not None:
             self.log.info("job %s is %s%s; its stage is not submitted again", self.job_id,
                           record.state, " and its stage manifest is saved" if staged else "")
-            return self._report(context, stage_summary(self.destination, self.job_id,
-                                                       staged or []))
+            return self._report(context, staged or JobSummary(
+                job_id=self.job_id, destination=self.destination, state="setup"))
         options = writer_options(self.options)
         if endpoint := ZeroRenameHook(aws_conn_id=self.aws_conn_id).endpoint_url:
             options.setdefault("endpoint", endpoint)
@@ -111,13 +101,13 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
         started = time.monotonic()
         super().execute(context)
         with protocol_errors():
-            staged = load_stage_manifest(self.committer.store, self.committer.dest, self.job_id)
+            staged = self.committer.stage_summary(self.job_id)
         if staged is None:
             raise AirflowFailException(
                 f"the application finished but saved no stage manifest for job {self.job_id}; "
                 "does it write through the zero-rename format in orchestrated mode (--job-id)?")
-        return self._report(context, stage_summary(self.destination, self.job_id, staged,
-                                                   time.monotonic() - started))
+        return self._report(context, staged.model_copy(
+            update={"seconds": round(time.monotonic() - started, 3)}))
 
     def _report(self, context: Context, summary: JobSummary) -> dict[str, Any]:
         self.log.info("stage of job %s: %d task(s), %d file(s), %d byte(s), %d row(s) pending",

@@ -9,8 +9,6 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from zero_rename.airflow.hooks import ZeroRenameHook
-from zero_rename.core.manifests import load_stage_manifest
-from zero_rename.core.model import JobSummary
 from zero_rename.errors import JobNotFoundError
 
 
@@ -25,13 +23,9 @@ def check_stage(aws_conn_id: str | None, destination: str, job_id: str) -> dict[
     if record.state == "aborted":
         return {"status": "error", "job_id": job_id,
                 "message": f"job {job_id} was aborted; its stage will never be committed"}
-    manifests = load_stage_manifest(committer.store, committer.dest, job_id)
-    if manifests is None:
+    summary = committer.stage_summary(job_id, record.state)
+    if summary is None:
         return None
-    uploads = [u for m in manifests for u in m.uploads]
-    summary = JobSummary(job_id=job_id, destination=committer.dest.url, state=record.state,
-                         files=len(uploads), bytes=sum(u.bytes for u in uploads),
-                         rows=sum(u.rows or 0 for u in uploads), tasks=len(manifests))
     return {"status": "staged", **summary.model_dump(mode="json")}
 
 

@@ -11,12 +11,13 @@ in parallel), an unpartitioned job's anywhere under the destination.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
 from zero_rename.core.layout import Destination, is_visible
-from zero_rename.core.model import SuccessData
+from zero_rename.core.model import CommittedFile, SuccessData
+from zero_rename.core.success import committed_files
 from zero_rename.core.store import ObjectInfo, S3Store
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,10 @@ class Problem:
 
 
 def scan_dirs(success: SuccessData) -> list[str]:
-    """Relative directories holding the job's files: its partitions, or the whole destination."""
+    """Relative directories holding the job's files: its partitions, or the whole
+    destination (unpartitioned, or more partitions than ``_SUCCESS`` lists)."""
+    if (success.partition_count or 0) > len(success.partitions):
+        return [""]
     return [p.rstrip("/") + "/" for p in success.partitions] or [""]
 
 
@@ -57,10 +61,13 @@ def visible_objects(store: S3Store, dest: Destination, dirs: Sequence[str], thre
     return found
 
 
-def compare(success: SuccessData, found: dict[str, ObjectInfo]) -> list[Problem]:
-    """Problems, in the order of ``_SUCCESS`` and then of the unlisted paths."""
+def compare(success: SuccessData, files: Iterable[CommittedFile],
+            found: dict[str, ObjectInfo]) -> list[Problem]:
+    """Problems, in the order of the committed files and then of the unlisted paths."""
     problems = []
-    for f in success.files:
+    listed: set[str] = set()
+    for f in files:
+        listed.add(f.path)
         obj = found.get(f.path)
         if obj is None:
             problems.append(Problem(MISSING, f.path, "listed in _SUCCESS but not there"))
@@ -69,7 +76,6 @@ def compare(success: SuccessData, found: dict[str, ObjectInfo]) -> list[Problem]
         elif f.etag and _bare(obj.etag) != _bare(f.etag):
             problems.append(Problem(ETAG, f.path, f"ETag {_bare(obj.etag)}, _SUCCESS says "
                                     f"{_bare(f.etag)}: the file was rewritten"))
-    listed = {f.path for f in success.files}
     problems += [Problem(UNLISTED, path, f"carries job id {success.job_id} but is not in _SUCCESS")
                  for path in sorted(found)
                  if path not in listed and success.job_id in path.rsplit("/", 1)[-1]]
@@ -83,7 +89,12 @@ def _bare(etag: str) -> str:
 def check_output(store: S3Store, dest: Destination, success: SuccessData, threads: int,
                  advance: Callable[[int], None] = lambda n: None) -> list[Problem]:
     found = visible_objects(store, dest, scan_dirs(success), threads, advance)
-    problems = compare(success, found)
-    log.info("checked %d file(s) of job %s at %s: %d problem(s)", len(success.files),
+    problems = compare(success, committed_files(store, dest, success), found)
+    log.info("checked %d file(s) of job %s at %s: %d problem(s)", files_of(success),
              success.job_id, dest.url, len(problems))
     return problems
+
+
+def files_of(success: SuccessData) -> int:
+    """How many files the job committed (older ``_SUCCESS`` files list them all)."""
+    return success.file_count if success.file_count is not None else len(success.files)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from zero_rename.cli import checks
@@ -12,7 +13,8 @@ from zero_rename.cli.exits import ExitCode, NotFound
 from zero_rename.cli.output import Output, Result, human_bytes, shown
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import Destination
-from zero_rename.core.model import SuccessData
+from zero_rename.core.model import CommittedFile, SuccessData
+from zero_rename.core.success import committed_files
 from zero_rename.core.stats import total_requests
 
 
@@ -49,30 +51,35 @@ def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     success = read_success(committer)
     data = success.model_dump(mode="json", by_alias=True)
-    return Result(data, lambda out: render_success(out, committer.dest, success, args.files))
+    every: list[CommittedFile] | None = None
+    if args.files:  # the whole list, from the file list's shards
+        every = list(committed_files(committer.store, committer.dest, success))
+        data["files"] = [f.model_dump(mode="json") for f in every]
+    return Result(data, lambda out: render_success(out, committer.dest, success, every))
 
 
-def render_success(out: Output, dest: Destination, s: SuccessData, files: bool = False) -> None:
+def render_success(out: Output, dest: Destination, s: SuccessData,
+                   files: Sequence[CommittedFile] | None = None) -> None:
     m = s.metrics
     out.heading(f"{dest.url}/_SUCCESS")
     out.fields([
         ("job id", s.job_id), ("committer", s.committer), ("success", s.success),
         ("date", s.date), ("host", s.hostname), ("destination", s.destination),
         ("tasks", m.get("committer_tasks_committed")),
-        ("files", m.get("committer_files_committed", len(s.files))),
+        ("files", m.get("committer_files_committed", checks.files_of(s))),
         ("bytes", human_bytes(m.get("committer_bytes_committed",
                                     sum(f.bytes for f in s.files)))),
         ("rows", m.get("committer_rows_committed")),
         ("replaced files", m.get("committer_files_replaced")),
-        ("partitions", f"{len(s.partitions)}: {shown(list(s.partitions))}" if s.partitions
-         else "none (unpartitioned)"),
+        ("partitions", f"{s.partition_count or len(s.partitions)}: "
+         f"{shown(list(s.partitions))}" if s.partitions else "none (unpartitioned)"),
         ("requests", total_requests(s.iostatistics)),
         ("conflict mode", s.diagnostics.get("conflict_mode")),
     ])
-    if files:
+    if files is not None:
         out.say()
         out.table(["path", "bytes", "rows", "etag"],
-                  ([f.path, f.bytes, f.rows, f.etag.strip('"')] for f in s.files),
+                  ([f.path, f.bytes, f.rows, f.etag.strip('"')] for f in files),
                   right=["bytes", "rows"])
 
 
@@ -85,7 +92,7 @@ def run_validate(ctx: Context, args: argparse.Namespace) -> Result:
         problems = checks.check_output(committer.store, committer.dest, success, args.threads,
                                        advance)
     data = {"destination": committer.dest.url, "job_id": success.job_id,
-            "files_checked": len(success.files), "valid": not problems,
+            "files_checked": checks.files_of(success), "valid": not problems,
             "problems": [p.to_json() for p in problems]}
     return Result(data, lambda out: _render_validate(out, committer.dest, success, problems),
                   ExitCode.FAILED if problems else ExitCode.OK)
@@ -94,9 +101,9 @@ def run_validate(ctx: Context, args: argparse.Namespace) -> Result:
 def _render_validate(out: Output, dest: Destination, success: SuccessData,
                      problems: list[checks.Problem]) -> None:
     if not problems:
-        out.say(f"ok: {dest.url} holds the {len(success.files)} file(s) _SUCCESS lists for "
+        out.say(f"ok: {dest.url} holds the {checks.files_of(success)} file(s) _SUCCESS lists for "
                 f"job {success.job_id}, sizes and ETags as recorded", style="green")
         return
     out.table(["problem", "path", "detail"], ([p.kind, p.path, p.detail] for p in problems))
     out.say(f"{len(problems)} problem(s) in {dest.url} (job {success.job_id}, "
-            f"{len(success.files)} file(s) listed)", style="red")
+            f"{checks.files_of(success)} file(s) listed)", style="red")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from zero_rename.core.claims import Claims
@@ -20,6 +21,7 @@ from zero_rename.core.jobs import JobRecords, step_finished, step_started
 from zero_rename.core.layout import Destination, is_job_data_key
 from zero_rename.core.model import JobRecord, JobSummary, dump, utcnow
 from zero_rename.core.options import JobOptions
+from zero_rename.core.planning import load_plan
 from zero_rename.core.store import S3Store, UploadInfo
 from zero_rename.errors import (
     AbortRefusedError,
@@ -61,13 +63,29 @@ def abort_uploads(store: S3Store, dest: Destination, job_id: str, threads: int =
     return aborted
 
 
-def remove_temporary(store: S3Store, dest: Destination, job_id: str) -> int:
-    """Delete the job's manifests, plans and journal; the job record stays as history
-    and as the fence that late task attempts read."""
+def remove_temporary(store: S3Store, dest: Destination, job_id: str,
+                     keep: Sequence[str] = ()) -> int:
+    """Delete the job's manifests, plans and journal. The job record stays as history
+    and as the fence that late task attempts read, the committed file list
+    (``files/``) as the full list ``_SUCCESS`` names, and whatever starts with one
+    of ``keep`` (the decided plan's header and committed attempts, which a late
+    attempt reads to learn whether it counts)."""
     layout = dest.job(job_id)
+    kept = (layout.record_key, layout.files_dir, *keep)
     keys = [o.key for o in store.list_objects(dest.bucket, layout.dir)
-            if o.key != layout.record_key]
+            if not o.key.startswith(kept)]
     return store.delete_objects(dest.bucket, keys) if keys else 0
+
+
+def decided_plan_keys(store: S3Store, dest: Destination, record: JobRecord) -> tuple[str, ...]:
+    """What of a committed job's plan stays: its header and committed attempts."""
+    if record.state not in ("committing", "committed") or not record.plan_key:
+        return ()
+    try:
+        plan = load_plan(store, dest, record.job_id, record.plan_key)
+    except ManifestError:
+        return ()
+    return (record.plan_key, plan.shards_prefix + "attempts-")
 
 
 def abort_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
@@ -169,7 +187,7 @@ def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
     Claims(store, dest).release(job_id)
     aborted = abort_uploads(store, dest, job_id, record.options.threads,
                             record.options.partition_columns)
-    removed = remove_temporary(store, dest, job_id)
+    removed = remove_temporary(store, dest, job_id, decided_plan_keys(store, dest, record))
     log.info("cleaned up job %s: %d stray upload(s) aborted, %d temporary object(s) removed",
              job_id, aborted, removed)
     base = record.summary or JobSummary(job_id=job_id, destination=dest.url, state=record.state)

@@ -150,6 +150,11 @@ class Claims:
                                       f"after {CLAIM_ROUNDS} rounds")
             backoff(lost_rounds)
 
+    def holds(self, job_id: str, dirs: Sequence[str]) -> bool:
+        """Whether the job's claim stands, on exactly ``dirs``."""
+        held = self.read()[0].of(job_id)
+        return held is not None and held.dirs == tuple(sorted(dirs))
+
     def release(self, job_id: str) -> None:
         """Drop the job's claim, if it holds one; idempotent."""
         for round_number in range(CLAIM_ROUNDS):

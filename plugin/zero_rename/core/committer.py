@@ -17,13 +17,15 @@ from typing import Any
 
 from zero_rename.core import abort as abort_mod
 from zero_rename.core import commit as commit_mod
-from zero_rename.core import conflicts, manifests, validate
+from zero_rename.core import manifests, planning
 from zero_rename.core.jobs import JobRecords, setup_job, step_finished, step_started
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import JobRecord, JobSummary, SuccessData, TaskManifest, load
 from zero_rename.core.options import JobOptions, parse_options
 from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
 from zero_rename.core.store import S3Store, StoreConfig, UploadInfo
+from zero_rename.core.success import PARTITIONS_LISTED
+from zero_rename.core.validate import Expected
 from zero_rename.core.task import TaskAttempt
 from zero_rename.errors import JobDecidedError, JobNotFoundError, ManifestError, ZeroRenameError
 
@@ -72,37 +74,43 @@ class Committer:
     def load_manifests(self, job_id: str) -> list[TaskManifest]:
         return manifests.load_manifests(self.store, self.dest, job_id)
 
-    def validate(self, job_id: str, task_manifests: Sequence[TaskManifest] | None = None,
-                 expected: validate.Expected = None) -> JobSummary:
-        """Manifest validation as its own step; raises ValidationError."""
-        return self._step(job_id, "validate", lambda store, record: self._validate(
-            store, record, task_manifests, expected))
+    def stage_summary(self, job_id: str, state: str = "setup") -> JobSummary | None:
+        """What the job's stage manifest holds (tasks, files, bytes, rows), from its
+        header alone; None before an engine saved one."""
+        counts = manifests.stage_counts(self.store, self.dest, job_id)
+        if counts is None:
+            return None
+        return JobSummary(job_id=job_id, destination=self.dest.url, state=state,  # type: ignore[arg-type]
+                          tasks=counts.tasks, files=counts.files, bytes=counts.bytes,
+                          rows=counts.rows)
 
-    def _validate(self, store: S3Store, record: JobRecord,
-                  task_manifests: Sequence[TaskManifest] | None,
-                  expected: validate.Expected) -> JobSummary:
-        found = list(task_manifests) if task_manifests is not None else \
-            manifests.load_manifests(store, self.dest, record.job_id, record.options.threads)
-        validate.validate(store, self.dest, record, found,
-                          expected if expected is not None else record.expected_tasks)
-        uploads = [u for m in found for u in m.uploads]
-        return JobSummary(job_id=record.job_id, destination=self.dest.url, state=record.state,
-                          files=len(uploads), bytes=sum(u.bytes for u in uploads),
-                          rows=sum(u.rows or 0 for u in uploads), tasks=len(found))
+    def validate(self, job_id: str, task_manifests: Sequence[TaskManifest] | None = None,
+                 expected: Expected = None) -> JobSummary:
+        """Manifest validation as its own step; raises ValidationError. The plan it
+        writes is what the job commit takes, unless the manifests change."""
+        return self._step(job_id, "validate", lambda store, record: self._prepare(
+            store, record, task_manifests, expected, resolve=False))
 
     def resolve_conflicts(self, job_id: str,
                           task_manifests: Sequence[TaskManifest] | None = None) -> JobSummary:
-        """Conflict resolution as its own step: fails early for ``fail``, reports ``replace``."""
-        def run(store: S3Store, record: JobRecord) -> JobSummary:
-            found = list(task_manifests) if task_manifests is not None else \
-                manifests.load_manifests(store, self.dest, record.job_id, record.options.threads)
-            uploads = [u for m in found for u in m.uploads]
-            dirs, replaced = conflicts.resolve_conflicts(store, self.dest, record, uploads)
-            return JobSummary(job_id=record.job_id, destination=self.dest.url,
-                              state=record.state, files=len(uploads),
-                              partitions=tuple(d.rstrip("/") for d in dirs if d),
-                              replaced_files=len(replaced))
-        return self._step(job_id, "resolve_conflicts", run)
+        """Conflict resolution as its own step: claims the job's partitions, fails
+        early for ``fail``, records what ``replace`` replaces in the plan."""
+        return self._step(job_id, "resolve_conflicts", lambda store, record: self._prepare(
+            store, record, task_manifests, None, resolve=True))
+
+    def _prepare(self, store: S3Store, record: JobRecord,
+                 task_manifests: Sequence[TaskManifest] | None, expected: Expected,
+                 resolve: bool) -> JobSummary:
+        source = commit_mod.manifest_source(store, self.dest, record, task_manifests)
+        plan, key = planning.prepared_for(store, self.dest, record, source, expected, resolve)
+        if key != record.prepared_plan:
+            self.records.update(record.job_id, lambda r: r.model_copy(
+                update={"prepared_plan": key}))
+        return JobSummary(job_id=record.job_id, destination=self.dest.url, state=record.state,
+                          files=plan.files, bytes=plan.bytes, rows=plan.rows, tasks=plan.tasks,
+                          partitions=plan.partitions[:PARTITIONS_LISTED],
+                          partition_count=len(plan.partitions),
+                          replaced_files=plan.replaced_files)
 
     def _step(self, job_id: str, step: str, run: Any) -> JobSummary:
         started = time.monotonic()
@@ -124,7 +132,7 @@ class Committer:
                                           "seconds": round(time.monotonic() - started, 3)})
 
     def commit_job(self, job_id: str, task_manifests: Sequence[TaskManifest] | None = None,
-                   expected: validate.Expected = None,
+                   expected: Expected = None,
                    progress: commit_mod.Progress | None = None) -> JobSummary:
         return commit_mod.commit_job(self._job_store(), self.dest, job_id, task_manifests,
                                      expected, progress)

@@ -136,8 +136,21 @@ class JobLayout:
     def stage_manifest_key(self) -> str:
         return self.dir + "stage.json"
 
+    def stage_shards_dir(self, digest: str) -> str:
+        """Shards of one engine's choice of task manifests, named by its digest, so
+        that two different choices never write over each other's shards."""
+        return f"{self.dir}stage/{digest}/"
+
     def plan_key(self, plan_id: str) -> str:
         return f"{self.dir}plan-{plan_id}.json"
+
+    def plan_dir(self, plan_id: str) -> str:
+        return f"{self.dir}plan-{plan_id}/"
+
+    @property
+    def files_dir(self) -> str:
+        """The committed file list's shards: kept, like the record, as history."""
+        return self.dir + "files/"
 
     @property
     def journal_dir(self) -> str:

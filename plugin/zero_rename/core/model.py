@@ -112,14 +112,26 @@ class TaskManifest(_Frozen):
 
 
 class StageManifest(_Frozen):
-    """The task manifests an engine (Spark's driver) chose for a job, saved for a later commit."""
+    """The task manifests an engine (Spark's driver) chose for a job, saved for a later commit.
+
+    Version 2 keeps the manifests in ``shards`` shards of JSON lines beside it
+    (``stage/manifests-NNNNN.jsonl.gz``) and ``attempts_digest``, a digest of the
+    sorted task attempt ids, so a retry can tell its own choice without reading
+    them. Version 1 held them inline, in ``manifests``.
+    """
 
     kind: Literal["zero-rename/stage-manifest"] = "zero-rename/stage-manifest"
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 2
     job_id: str
     engine: str = ""
     created: datetime = Field(default_factory=utcnow)
     manifests: tuple[TaskManifest, ...] = ()
+    tasks: int = 0
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    shards: int = 0
+    attempts_digest: str = ""
 
 
 class StepTiming(_Frozen):
@@ -142,7 +154,9 @@ class JobSummary(_Frozen):
     files: int = 0
     bytes: int = 0
     rows: int = 0
+    # At most PARTITIONS_LISTED of them; partition_count says how many in all.
     partitions: tuple[str, ...] = ()
+    partition_count: int = 0
     tasks: int = 0
     replaced_files: int = 0
     aborted_uploads: int = 0
@@ -155,12 +169,14 @@ class JobRecord(_Frozen):
 
     Version 2 added the ``sealed`` state, ``claimed`` (the partitions the job's
     commit claimed: relative directories, ``""`` for the whole destination)
-    and ``store_profile`` (the store behaviour the job runs with). Version 1
-    records still load.
+    and ``store_profile`` (the store behaviour the job runs with). Version 3
+    keeps the committed task attempts in the plan's shards, no longer in
+    ``committed_attempts`` (read still, for version 2 records). Older records
+    still load.
     """
 
     kind: Literal["zero-rename/job"] = "zero-rename/job"
-    version: Literal[1, 2] = 2
+    version: Literal[1, 2, 3] = 3
     job_id: str
     destination: str
     options: JobOptions
@@ -171,6 +187,8 @@ class JobRecord(_Frozen):
     expected_tasks: int | None = Field(default=None, ge=0)
     steps: dict[str, StepTiming] = Field(default_factory=dict)
     plan_key: str | None = None
+    # The plan the validate or resolve-conflicts step prepared, for the commit to reuse.
+    prepared_plan: str | None = None
     committed_attempts: tuple[str, ...] = ()
     claimed: tuple[str, ...] = ()
     store_profile: StoreProfile | None = None
@@ -194,30 +212,56 @@ class ReplacedObject(_Frozen):
 
 
 class CommitPlan(_Frozen):
-    """Everything job commit will do, fixed before its point of no return."""
+    """Everything job commit will do, fixed before its point of no return.
+
+    Version 2 is a header: the pending uploads, the files being replaced and
+    the committed task attempts live in shards of JSON lines under
+    ``shards_prefix`` (``uploads-NNNNN``, ``replaced-NNNNN``, ``attempts-NNNNN``),
+    at most SHARD_SIZE each. ``attempt_starts`` holds the first (sorted) attempt
+    id of each attempts shard, so one GET tells whether an attempt is in the
+    plan. ``manifests_id`` identifies the task manifests the plan was made
+    from; ``resolved``: conflicts were resolved under the job's claim.
+    """
 
     kind: Literal["zero-rename/commit-plan"] = "zero-rename/commit-plan"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     job_id: str
     plan_id: str
     created: datetime = Field(default_factory=utcnow)
-    uploads: tuple[PendingUpload, ...] = ()
-    attempts: tuple[str, ...] = ()
-    replaced: tuple[ReplacedObject, ...] = ()
+    manifests_id: str = ""
+    shards_prefix: str
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    tasks: int = 0
+    upload_shards: int = 0
+    replaced_files: int = 0
+    replaced_shards: int = 0
+    attempt_starts: tuple[str, ...] = ()
     partitions: tuple[str, ...] = ()
     claimed: tuple[str, ...] = ()
+    resolved: bool = False
     task_stats: dict[str, Any] = Field(default_factory=dict)
 
 
+class AttemptId(_Frozen):
+    """A line of a plan's attempts shard."""
+
+    id: str
+
+
 class JournalEntry(_Frozen):
-    """Progress of a job commit: indexes into the plan's uploads now visible."""
+    """Progress of a job commit in one shard of the plan's uploads: indexes within
+    the shard now visible, or ``done`` when every upload of the shard is."""
 
     kind: Literal["zero-rename/journal"] = "zero-rename/journal"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     job_id: str
     plan_id: str
     seq: int = Field(ge=0)
+    shard: int = Field(ge=0)
     completed: tuple[int, ...] = ()
+    done: bool = False
     created: datetime = Field(default_factory=utcnow)
 
 
@@ -229,7 +273,13 @@ class CommittedFile(_Frozen):
 
 
 class SuccessData(_Frozen):
-    """``_SUCCESS``: Hadoop's SuccessData fields, plus every file and partition written."""
+    """``_SUCCESS``: Hadoop's SuccessData fields, and a bounded summary of what was written.
+
+    ``files`` lists the first FILES_LISTED files and ``partitions`` the first
+    PARTITIONS_LISTED partitions; ``file_count`` and ``partition_count`` say
+    how many in all, and ``file_list`` names the shards (relative to the
+    destination) that list every file with its size, rows and ETag.
+    """
 
     name: Literal["org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"] = (
         "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1")
@@ -248,6 +298,14 @@ class SuccessData(_Frozen):
     destination: str = ""
     files: tuple[CommittedFile, ...] = ()
     partitions: tuple[str, ...] = ()
+    file_count: int | None = None
+    partition_count: int | None = None
+    file_list: tuple[str, ...] = ()
+
+    @property
+    def complete_listing(self) -> bool:
+        """Whether ``files`` lists every file (older _SUCCESS files did, and small jobs do)."""
+        return not self.file_list or self.file_count == len(self.files)
 
 
 def dump(model: BaseModel) -> bytes:

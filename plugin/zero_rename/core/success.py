@@ -1,13 +1,18 @@
-"""``_SUCCESS``: Hadoop's SuccessData JSON, plus every file and partition written.
+"""``_SUCCESS``: Hadoop's SuccessData JSON, a bounded summary of what a job wrote.
 
 Readers of S3A's ``_SUCCESS`` (``name``, ``committer``, ``jobId``,
-``filenames``...) read this one too. No credential or endpoint secret is
-written here: diagnostics hold only committer settings.
+``filenames``...) read this one too, and Hadoop's manifest committer's parser
+accepts it. It stays small whatever the job's size, as Hadoop's manifest
+committer keeps it (its S3A predecessor listing every file ran out of memory on
+big jobs, HADOOP-16570): the first files and partitions, counts, statistics,
+and ``file_list``, the shards that list every file. No credential or endpoint
+secret is written here: diagnostics hold only committer settings.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
 from zero_rename.core.layout import Destination
@@ -18,35 +23,35 @@ from zero_rename.core.model import (
     JobSummary,
     SuccessData,
 )
+from zero_rename.core.publish import file_shard_key
+from zero_rename.core.shards import read_shard
 from zero_rename.core.stats import RequestStats, combined, total_requests
+from zero_rename.core.store import S3Store
 
-# Hadoop's SUCCESS_MARKER_FILE_LIMIT: ``filenames`` lists at most 100 files;
-# ``files`` lists them all.
+# Hadoop's SUCCESS_MARKER_FILE_LIMIT: ``filenames`` lists at most 100 files.
 FILENAMES_LIMIT = 100
+# Partitions listed in _SUCCESS and in a job's summary (XCom, the job record).
+PARTITIONS_LISTED = 1000
 
 
 def build_success(dest: Destination, record: JobRecord, plan: CommitPlan,
-                  etags: dict[str, str], job_stats: RequestStats) -> SuccessData:
+                  first_files: Sequence[CommittedFile], job_stats: RequestStats) -> SuccessData:
     now = datetime.now(UTC)
     stats = combined([plan.task_stats, job_stats.snapshot()])
-    files = tuple(
-        CommittedFile(path=u.key[len(dest.dir):], bytes=u.bytes, rows=u.rows,
-                      etag=etags.get(u.key) or u.expected_etag() or "")
-        for u in plan.uploads)
     options = record.options
     return SuccessData(
         committer=options.mode_name,
         jobId=record.job_id,
         timestamp=int(now.timestamp() * 1000),
         date=now.strftime("%a %b %d %H:%M:%S %Z %Y"),
-        description=f"zero-rename job commit of {len(plan.attempts)} task attempt(s)",
-        filenames=tuple("/" + u.key for u in plan.uploads[:FILENAMES_LIMIT]),
+        description=f"zero-rename job commit of {plan.tasks} task attempt(s)",
+        filenames=tuple(f"/{dest.dir}{f.path}" for f in first_files[:FILENAMES_LIMIT]),
         metrics={
-            "committer_files_committed": len(files),
-            "committer_bytes_committed": sum(f.bytes for f in files),
-            "committer_rows_committed": sum(f.rows or 0 for f in files),
-            "committer_tasks_committed": len(plan.attempts),
-            "committer_files_replaced": len(plan.replaced),
+            "committer_files_committed": plan.files,
+            "committer_bytes_committed": plan.bytes,
+            "committer_rows_committed": plan.rows,
+            "committer_tasks_committed": plan.tasks,
+            "committer_files_replaced": plan.replaced_files,
         },
         iostatistics=stats.snapshot(),
         diagnostics={
@@ -56,12 +61,16 @@ def build_success(dest: Destination, record: JobRecord, plan: CommitPlan,
             "part_size": str(options.part_size),
             "threads": str(options.threads),
             "plan_id": plan.plan_id,
-            # The directories the job claimed ("" is the whole destination).
+            # The directories the job claimed ("/" is the whole destination).
             "claimed": ",".join(d.rstrip("/") or "/" for d in plan.claimed),
         },
         destination=dest.url,
-        files=files,
-        partitions=plan.partitions,
+        files=tuple(first_files),
+        partitions=plan.partitions[:PARTITIONS_LISTED],
+        file_count=plan.files,
+        partition_count=len(plan.partitions),
+        file_list=tuple(file_shard_key(dest, plan.job_id, n)[len(dest.dir):]
+                        for n in range(plan.upload_shards)),
     )
 
 
@@ -69,11 +78,22 @@ def success_summary(dest: Destination, plan: CommitPlan, job_stats: RequestStats
                     seconds: float) -> JobSummary:
     return JobSummary(
         job_id=plan.job_id, destination=dest.url, state="committed",
-        files=len(plan.uploads), bytes=sum(u.bytes for u in plan.uploads),
-        rows=sum(u.rows or 0 for u in plan.uploads), partitions=plan.partitions,
-        tasks=len(plan.attempts), replaced_files=len(plan.replaced),
+        files=plan.files, bytes=plan.bytes, rows=plan.rows,
+        partitions=plan.partitions[:PARTITIONS_LISTED], partition_count=len(plan.partitions),
+        tasks=plan.tasks, replaced_files=plan.replaced_files,
         requests=total_requests(job_stats.snapshot()), seconds=round(seconds, 3))
 
 
 def now_millis() -> int:
     return int(time.time() * 1000)
+
+
+def committed_files(store: S3Store, dest: Destination,
+                    success: SuccessData) -> Iterator[CommittedFile]:
+    """Every file a ``_SUCCESS`` stands for: from its file list's shards, one shard
+    at a time, or from ``files`` where that lists them all."""
+    if not success.file_list:
+        yield from success.files
+        return
+    for relative in success.file_list:
+        yield from read_shard(store, dest.bucket, dest.dir + relative, CommittedFile)

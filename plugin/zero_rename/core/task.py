@@ -32,6 +32,7 @@ from pathlib import Path
 from zero_rename.core.jobs import JobRecords
 from zero_rename.core.layout import Destination, check_task_id, data_file_name, partition_dir
 from zero_rename.core.model import JobRecord, TaskManifest, dump, load
+from zero_rename.core.planning import attempt_committed
 from zero_rename.core.stats import RequestStats
 from zero_rename.core.store import S3Store
 from zero_rename.core.writers import MagicOutput, OutputFile, StagingOutput
@@ -216,7 +217,8 @@ class TaskAttempt:
         round_number = 0
         while True:
             record = records.get(self.job.job_id)
-            if record.state == "setup" or self.attempt_id in record.committed_attempts:
+            if record.state == "setup" or attempt_committed(self.store, self.dest, record,
+                                                            self.attempt_id):
                 return
             if record.state != "sealed" or not published:
                 raise JobDecidedError(

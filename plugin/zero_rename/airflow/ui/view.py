@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from zero_rename.core.committer import Committer
-from zero_rename.core.manifests import load_stage_manifest
 from zero_rename.core.model import JobRecord, JobSummary
 from zero_rename.errors import ZeroRenameError
 
@@ -86,13 +85,7 @@ def _counts(committer: Committer, record: JobRecord) -> JobSummary | None:
         return record.summary
     if record.state == "aborted":
         return None
-    manifests = load_stage_manifest(committer.store, committer.dest, record.job_id)
-    if manifests is None:
-        return None
-    uploads = [u for m in manifests for u in m.uploads]
-    return JobSummary(job_id=record.job_id, destination=committer.dest.url, state=record.state,
-                      files=len(uploads), bytes=sum(u.bytes for u in uploads),
-                      rows=sum(u.rows or 0 for u in uploads), tasks=len(manifests))
+    return committer.stage_summary(record.job_id, record.state)
 
 
 def job_view(committer: Committer, record: JobRecord, pending: Counter[str]) -> JobView:
@@ -121,7 +114,8 @@ def success_view(committer: Committer) -> SuccessView | None:
         return None
     metrics = success.metrics
     return SuccessView(job_id=success.job_id, committer=success.committer, date=success.date,
-                       files=metrics.get("committer_files_committed", len(success.files)),
+                       files=metrics.get("committer_files_committed",
+                                         success.file_count or len(success.files)),
                        bytes=metrics.get("committer_bytes_committed", 0),
                        rows=metrics.get("committer_rows_committed", 0),
                        partitions=success.partitions)

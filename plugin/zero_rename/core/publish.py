@@ -1,0 +1,200 @@
+"""After the point of no return: complete the plan's uploads, shard by shard.
+
+Each shard of the plan's uploads is read, its uploads completed in parallel
+(journaled as they finish), its files written to the job's file list
+(``files/``, kept as history and named by ``_SUCCESS``), and the shard marked
+done; one shard is in memory at a time. A resumed commit does not complete
+again what may be complete already (a repeated complete answers 200 on AWS,
+NoSuchUpload on MinIO, a 500 on moto and older Ceph): it lists the job's
+pending uploads, completes those, and checks every other planned file by HEAD
+against the ETag S3 computes from the recorded parts. Then the files being
+replaced are deleted: only now, after the new ones are visible.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from zero_rename.core.journal import Journal, read_progress
+from zero_rename.core.layout import Destination
+from zero_rename.core.model import CommitPlan, CommittedFile, JobRecord, PendingUpload
+from zero_rename.core.planning import replaced_objects, upload_shards
+from zero_rename.core.shards import KeySet, read_shard, shard_key, write_shard
+from zero_rename.core.store import S3Store
+from zero_rename.core.validate import pending_digests, upload_digest
+from zero_rename.errors import CommitStateUnknownError, ManifestError, NoSuchUpload, StoreError
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int, int], None]
+# Files listed in full in _SUCCESS; the file list's shards hold every one.
+FILES_LISTED = 100
+# CompleteMultipartUpload's answers to a part list that does not match the upload.
+_PARTS_REFUSED = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall"}
+
+
+def file_shard_key(dest: Destination, job_id: str, number: int) -> str:
+    return shard_key(dest.job(job_id).files_dir, "files", number)
+
+
+def publish(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan,
+            progress: ProgressCallback | None, resumed: bool) -> list[CommittedFile]:
+    """Make every planned file visible, then delete the replaced ones; returns the
+    first FILES_LISTED committed files (the rest are in the file list's shards)."""
+    journal_state = read_progress(store, dest, plan)
+    pending = _pending(store, dest, record, plan) if resumed else None
+    journal = Journal(store, dest, plan, journal_state.next_seq)
+    reporter = _Reporter(plan.job_id, plan.files, progress)
+    first: list[CommittedFile] = []
+    for number, uploads in upload_shards(store, dest, plan):
+        if number in journal_state.done:
+            reporter.skip(len(uploads))
+            if number == 0:
+                first = read_shard(store, dest.bucket, file_shard_key(dest, plan.job_id, 0),
+                                   CommittedFile)[:FILES_LISTED]
+            continue
+        files = _publish_shard(store, dest, plan, number, uploads,
+                               journal_state.completed_in(number), pending,
+                               record.options.threads, journal, reporter)
+        if number == 0:
+            first = files[:FILES_LISTED]
+    reporter.finish()
+    _delete_replaced(store, dest, plan)
+    return first
+
+
+def _pending(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan) -> KeySet:
+    dirs = [p + "/" for p in plan.partitions]
+    return pending_digests(store, dest, record, dirs, record.options.threads, plan.files)
+
+
+def _publish_shard(store: S3Store, dest: Destination, plan: CommitPlan, number: int,
+                   uploads: Sequence[PendingUpload], done: set[int], pending: KeySet | None,
+                   threads: int, journal: Journal, reporter: _Reporter) -> list[CommittedFile]:
+    todo = [i for i in range(len(uploads)) if i not in done]
+    reporter.skip(len(uploads) - len(todo))
+    etags = _complete(store, dest, uploads, todo, pending, threads, number, journal, reporter)
+    journal.flush()
+    files = [CommittedFile(path=u.key[len(dest.dir):], bytes=u.bytes, rows=u.rows,
+                           etag=etags.get(i) or u.expected_etag() or "")
+             for i, u in enumerate(uploads)]
+    # The file list first, then "done": a shard marked done has its file list.
+    write_shard(store, dest.bucket, file_shard_key(dest, plan.job_id, number), files,
+                overwrite=True)
+    journal.shard_done(number)
+    return files
+
+
+def _complete(store: S3Store, dest: Destination, uploads: Sequence[PendingUpload],
+              todo: Sequence[int], pending: KeySet | None, threads: int, shard: int,
+              journal: Journal, reporter: _Reporter) -> dict[int, str]:
+    """Complete ``todo`` (indexes into ``uploads``) in parallel; index -> ETag."""
+    etags: dict[int, str] = {}
+    if not todo:
+        return etags
+    # One pooled connection stays free for the journal, written from this thread.
+    workers = max(1, min(threads, store.pool_size - 1, len(todo)))
+    with ThreadPoolExecutor(workers) as pool:
+        futures = {pool.submit(complete_one, store, dest, uploads[i],
+                               pending is None or upload_digest(
+                                   uploads[i].key, uploads[i].upload_id) in pending): i
+                   for i in todo}
+        try:
+            for future in as_completed(futures):
+                index = futures[future]
+                etags[index] = future.result()
+                journal.add(shard, index)
+                reporter.advance()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return etags
+
+
+def complete_one(store: S3Store, dest: Destination, upload: PendingUpload,
+                 is_pending: bool) -> str:
+    if not is_pending:
+        return check_completed(store, dest, upload, None)
+    try:
+        return store.complete_upload(dest.bucket, upload.key, upload.upload_id,
+                                     upload.part_list())
+    except NoSuchUpload as exc:
+        # Completed by an earlier try whose response was lost, or gone:
+        # the object's ETag tells which.
+        return check_completed(store, dest, upload, exc)
+    except StoreError as exc:
+        # Some stores answer a complete of a consumed upload with a 500; and a
+        # 5xx may come after the complete took effect. Believe only the ETag.
+        if exc.outcome_unknown:
+            return check_completed(store, dest, upload, exc)
+        if exc.code in _PARTS_REFUSED:
+            raise ManifestError(
+                f"S3 refused the parts recorded for {upload.key} ({exc.code}): the task "
+                f"manifest does not describe upload {upload.upload_id}. The job is past its "
+                "point of no return; find the attempt that wrote it") from exc
+        raise
+
+
+def check_completed(store: S3Store, dest: Destination, upload: PendingUpload,
+                    error: StoreError | None) -> str:
+    """The ETag of the object the upload became, or an error saying why it is not there."""
+    info = store.head_object(dest.bucket, upload.key)
+    expected = upload.expected_etag()
+    if info is not None and (info.etag == expected if expected else info.size == upload.bytes):
+        return info.etag
+    if error is not None and not isinstance(error, NoSuchUpload) and _still_pending(
+            store, dest, upload):
+        raise error  # a failed complete of a pending upload: a retry may finish it
+    raise CommitStateUnknownError(
+        f"upload {upload.upload_id} of {upload.key} is no longer pending and the object "
+        f"there is {'missing' if info is None else 'not the one this job wrote'}; "
+        "check whether another process aborted or overwrote it") from error
+
+
+def _still_pending(store: S3Store, dest: Destination, upload: PendingUpload) -> bool:
+    """Whether the upload is still pending. Some stores (moto, older Ceph) answer a
+    complete of an unknown upload with a 500 rather than NoSuchUpload."""
+    try:
+        store.list_parts(dest.bucket, upload.key, upload.upload_id)
+    except NoSuchUpload:
+        return False
+    return True
+
+
+def _delete_replaced(store: S3Store, dest: Destination, plan: CommitPlan) -> None:
+    deleted = 0
+    for objects in replaced_objects(store, dest, plan):
+        deleted += store.delete_objects(dest.bucket, [o.key for o in objects])
+    if deleted:
+        log.info("job %s: deleted %d replaced file(s)", plan.job_id, deleted)
+
+
+class _Reporter:
+    """Logs "files completed of total" every 10% or 10 seconds."""
+
+    def __init__(self, job_id: str, total: int, callback: ProgressCallback | None) -> None:
+        self.job_id, self.total, self.done, self.callback = job_id, total, 0, callback
+        self.step = max(1, total // 10)
+        self.last = time.monotonic()
+
+    def skip(self, count: int) -> None:
+        if count:
+            self.done += count
+            if self.callback:
+                self.callback(self.done, self.total)
+
+    def advance(self) -> None:
+        self.done += 1
+        if self.callback:
+            self.callback(self.done, self.total)
+        if self.done % self.step == 0 or time.monotonic() - self.last > 10:
+            log.info("job %s: completed %d of %d file(s)", self.job_id, self.done, self.total)
+            self.last = time.monotonic()
+
+    def finish(self) -> None:
+        if self.callback and self.total == 0:
+            self.callback(0, 0)

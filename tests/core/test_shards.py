@@ -1,0 +1,149 @@
+"""Plans, stage manifests and file lists in shards: a job of any size in bounded memory.
+
+The shard size is lowered here so that a handful of files spans several shards.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.faults import CRASH_EXIT_CODE, inject, run_until_crash
+from tests.helpers import history_only, pending_in_bucket, visible, write_task
+from zero_rename.core import shards
+from zero_rename.core.committer import Committer
+from zero_rename.core.model import CommittedFile, TaskManifest
+from zero_rename.core.shards import KeySet, decode, digest, encode
+from zero_rename.core.store import StoreConfig
+from zero_rename.core.success import committed_files
+
+DAYS = [f"2024-01-0{d}" for d in range(1, 5)]
+
+
+def test_shards_encode_the_same_items_to_the_same_bytes() -> None:
+    files = [CommittedFile(path=f"dt=1/f{i}", bytes=i, rows=i, etag=f'"{i}"') for i in range(5)]
+    assert encode(files) == encode(files)  # create-only retries recognise their own
+    assert decode(CommittedFile, encode(files), "test") == files
+
+
+def test_key_sets_find_members_repeats_and_missing() -> None:
+    a, b = KeySet(), KeySet()
+    for key in ("x", "y", "y", "z"):
+        a.add(digest(key))
+    for key in ("x", "z"):
+        b.add(digest(key))
+    a.freeze()
+    assert digest("y") in a and digest("w") not in a
+    assert a.repeated() == {digest("y")}
+    assert a.missing_from(b) == {digest("y")}
+
+
+@pytest.fixture
+def small_shards(monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.setattr(shards, "SHARD_SIZE", 3)
+    return 3
+
+
+def write_days(c: Committer, mode: str = "replace") -> str:
+    job = c.setup_job({"partition_columns": "dt", "conflict_mode": mode, "threads": 4})
+    for i, day in enumerate(DAYS):
+        write_task(c, job, f"{i:05d}", {day: f"{day} a".encode()})
+        write_task(c, job, f"{i + 10:05d}", {day: f"{day} b".encode()})
+    return job.job_id
+
+
+@pytest.mark.s3
+def test_a_job_across_shards_commits_and_lists_every_file(committer: Committer,
+                                                          small_shards: int) -> None:
+    job_id = write_days(committer)
+    summary = committer.commit_job(job_id)
+    assert summary.files == 8 and summary.partition_count == 4
+    files = visible(committer)
+    assert len(files) == 8
+    success = committer.read_success()
+    assert success is not None and success.file_count == 8 and len(success.file_list) == 3
+    listed = list(committed_files(committer.store, committer.dest, success))
+    assert sorted(f.path for f in listed) == sorted(files)
+    assert all(f.etag for f in listed)
+    assert history_only(committer, job_id) and pending_in_bucket(committer) == []
+
+
+@pytest.mark.s3
+def test_crash_between_shards_resumes_once(committer: Committer, dest: str,
+                                           store_config: StoreConfig, small_shards: int) -> None:
+    """Killed after the first shard is done: the retry skips it by the journal and
+    completes the rest, each file once."""
+    job_id = write_days(committer)
+
+    def commit(c: Committer) -> None:
+        inject(c.store.client, "CompleteMultipartUpload", nth=4, action="exit")
+        c.commit_job(job_id)
+
+    assert run_until_crash(lambda: commit(Committer(dest, store_config))) == CRASH_EXIT_CODE
+    assert committer.job(job_id).state == "committing"
+    assert len(visible(committer)) == 3
+    committer.commit_job(job_id)
+    assert len(visible(committer)) == 8 and pending_in_bucket(committer) == []
+    success = committer.read_success()
+    assert success is not None
+    assert len(list(committed_files(committer.store, committer.dest, success))) == 8
+
+
+@pytest.mark.s3
+def test_replace_across_shards_deletes_every_old_file(committer: Committer,
+                                                      small_shards: int) -> None:
+    for day in DAYS:
+        for n in range(2):
+            committer.store.put_object(committer.dest.bucket,
+                                       f"{committer.dest.dir}dt={day}/old-{n}.parquet", b"old")
+    job_id = write_days(committer)
+    assert committer.commit_job(job_id).replaced_files == 8
+    assert sorted(visible(committer).values()) == sorted(
+        f"{d} {x}".encode() for d in DAYS for x in "ab")
+
+
+@pytest.mark.s3
+def test_stage_manifest_in_shards(committer: Committer, small_shards: int) -> None:
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    manifests = [write_task(committer, job, f"{i:05d}", {d: b"s", DAYS[0]: b"t"}, publish=False)
+                 for i, d in enumerate(DAYS[1:])]
+    staged = [m for m in manifests if isinstance(m, TaskManifest)]
+    committer.save_stage_manifest(job.job_id, staged, engine="test")
+    committer.save_stage_manifest(job.job_id, list(reversed(staged)), engine="test")  # a retry
+    summary = committer.stage_summary(job.job_id)
+    assert summary is not None and (summary.tasks, summary.files) == (3, 6)
+    assert sorted(m.task_id for m in committer.load_manifests(job.job_id)) == [
+        "00000", "00001", "00002"]
+    assert committer.commit_job(job.job_id).files == 6
+
+
+@pytest.mark.s3
+def test_the_commit_reuses_the_plan_its_steps_prepared(committer: Committer) -> None:
+    """Validate and resolve-conflicts steps prepare the plan once; the commit reads no
+    manifest and lists no partition again, and checks by listing that the uploads
+    are still pending."""
+    job_id = write_days(committer)
+    committer.validate(job_id)
+    resolved = committer.resolve_conflicts(job_id)
+    assert resolved.files == 8 and resolved.partition_count == 4
+    prepared = committer.job(job_id).prepared_plan
+    manifest_reads = inject(committer.store.client, "GetObject", nth=10**6, key_contains="tasks/")
+    partition_listings = inject(committer.store.client, "ListObjectsV2", nth=10**6,
+                                key_contains="dt=")
+    uploads_listed = inject(committer.store.client, "ListMultipartUploads", nth=10**6)
+    committer.commit_job(job_id)
+    assert committer.job(job_id).plan_key == prepared
+    assert manifest_reads.seen == 0 and partition_listings.seen == 0
+    assert uploads_listed.seen >= 1
+    assert len(visible(committer)) == 8
+
+
+@pytest.mark.s3
+def test_a_manifest_published_after_the_steps_makes_the_commit_plan_again(
+        committer: Committer) -> None:
+    job_id = write_days(committer, mode="append")
+    committer.validate(job_id)
+    committer.resolve_conflicts(job_id)
+    prepared = committer.job(job_id).prepared_plan
+    write_task(committer, committer.job(job_id), "00099", {DAYS[0]: b"late but in time"})
+    assert committer.commit_job(job_id).files == 9
+    assert committer.job(job_id).plan_key != prepared
