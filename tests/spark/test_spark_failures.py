@@ -45,7 +45,7 @@ def assert_one_clean_copy(spark: Any, c: Committer, tmp: Path, df: Any) -> None:
     # Each task published its two partitions once: no attempt's files doubled.
     assert files_per_task(c) == {f"{t:05d}": 2 for t in range(PARTS)}
     [job] = c.jobs()
-    assert job.state == "committed" and len(job.committed_attempts) == PARTS
+    assert job.state == "committed" and len(c.committed_attempts(job.job_id)) == PARTS
 
 
 @pytest.mark.parametrize("committer_mode", ["magic", "staging"])
@@ -57,7 +57,8 @@ def test_failed_first_attempts_are_retried_and_written_once(
     assert_one_clean_copy(spark, committer, tmp_path, df)
     # Tasks 1 and 3 committed a later attempt than their first.
     [job] = committer.jobs()
-    manifests = {a.split("_")[-2]: int(a.split("_")[-1]) for a in job.committed_attempts}
+    manifests = {a.split("_")[-2]: int(a.split("_")[-1])
+                 for a in committer.committed_attempts(job.job_id)}
     assert manifests["00001"] > manifests["00000"] and manifests["00003"] > manifests["00002"]
 
 

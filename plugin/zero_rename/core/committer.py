@@ -74,6 +74,14 @@ class Committer:
     def load_manifests(self, job_id: str) -> list[TaskManifest]:
         return manifests.load_manifests(self.store, self.dest, job_id)
 
+    def committed_attempts(self, job_id: str) -> tuple[str, ...]:
+        """The task attempts a job's decided plan commits (none before its commit)."""
+        record = self.records.get(job_id)
+        if record.committed_attempts or not record.plan_key:
+            return record.committed_attempts
+        plan = planning.load_plan(self.store, self.dest, job_id, record.plan_key)
+        return tuple(planning.plan_attempts(self.store, self.dest, plan))
+
     def stage_summary(self, job_id: str, state: str = "setup") -> JobSummary | None:
         """What the job's stage manifest holds (tasks, files, bytes, rows), from its
         header alone; None before an engine saved one."""

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 # process changed the record, which in this protocol happens a handful of
 # times at most (a commit racing an abort, step timings).
 CAS_ROUNDS = 20
+RECORD_VERSION: int = JobRecord.model_fields["version"].default
 
 
 class JobRecords:
@@ -89,7 +90,8 @@ class JobRecords:
             new = change(self.parse(job_id, data))
             if new is None:
                 return self.parse(job_id, data)
-            new = new.model_copy(update={"updated": utcnow(), "version": 2})
+            # Written back in the current format, whatever version was read.
+            new = new.model_copy(update={"updated": utcnow(), "version": RECORD_VERSION})
             body = dump(new)
             try:
                 self.store.put_object(self.dest.bucket, key, body, if_match=etag)

@@ -230,6 +230,14 @@ def attempt_committed(store: S3Store, dest: Destination, record: JobRecord,
                            attempt_id)
 
 
+def plan_attempts(store: S3Store, dest: Destination, plan: CommitPlan) -> Iterator[str]:
+    """The task attempts the plan commits, sorted."""
+    for number in range(len(plan.attempt_starts)):
+        for attempt in read_shard(store, dest.bucket,
+                                  shard_key(plan.shards_prefix, "attempts", number), AttemptId):
+            yield attempt.id
+
+
 def attempt_in_plan(store: S3Store, dest: Destination, plan: CommitPlan, attempt_id: str) -> bool:
     """Whether the plan commits this task attempt: one GET of the shard it would be in."""
     number = bisect_right(plan.attempt_starts, attempt_id) - 1

@@ -52,15 +52,15 @@ def publish(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPl
     for number, uploads in upload_shards(store, dest, plan):
         if number in journal_state.done:
             reporter.skip(len(uploads))
-            if number == 0:
-                first = read_shard(store, dest.bucket, file_shard_key(dest, plan.job_id, 0),
-                                   CommittedFile)[:FILES_LISTED]
+            if len(first) < FILES_LISTED:
+                files = read_shard(store, dest.bucket, file_shard_key(dest, plan.job_id, number),
+                                   CommittedFile)
+                first += files[:FILES_LISTED - len(first)]
             continue
         files = _publish_shard(store, dest, plan, number, uploads,
                                journal_state.completed_in(number), pending,
                                record.options.threads, journal, reporter)
-        if number == 0:
-            first = files[:FILES_LISTED]
+        first += files[:FILES_LISTED - len(first)]
     reporter.finish()
     _delete_replaced(store, dest, plan)
     return first
