@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 # S3: DeleteObjects takes at most 1,000 keys a request.
 DELETE_BATCH = 1000
+# S3: ListMultipartUploads returns at most 1,000 uploads a page.
+UPLOADS_PAGE = 1000
 _CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
                      "InvalidToken", "ExpiredToken", "403"}
 _MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
@@ -270,15 +272,16 @@ class S3Store:
             marker = int(response["NextPartNumberMarker"])
 
     def list_uploads(self, bucket: str, prefix: str,
-                     page_size: int | None = None) -> Iterator[UploadInfo]:
+                     page_size: int | None = UPLOADS_PAGE) -> Iterator[UploadInfo]:
         """Pending uploads whose keys start with ``prefix``, which must end in '/'.
 
         Listings differ by server: AWS pages by 1,000 with markers; SeaweedFS
-        returns everything in one page unless ``MaxUploads`` is set, and then says
-        truncated without a ``NextKeyMarker``; moto ignores paging; none need sort.
-        So no page size is asked for unless given, a truncated page without
-        markers, or markers that do not advance, is an error rather than a
-        restart from the start, and an upload seen twice is yielded once.
+        returns everything in one page unless ``MaxUploads`` is set (a million
+        uploads in one response would take gigabytes to parse), and then pages
+        by ``NextUploadIdMarker`` alone; moto ignores paging; none need sort. So
+        pages of 1,000 are asked for, a truncated page without markers, or
+        markers that do not advance, is an error rather than a restart from the
+        start, and an upload seen twice is yielded once.
         Where the store takes a prefix as one exact key (MinIO), the bucket's
         uploads are listed without one and filtered here. Where the store's
         profile is not known, an empty prefix listing is confirmed that way, so

@@ -29,6 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from zero_rename.core.fence import shared_read
 from zero_rename.core.jobs import JobRecords
 from zero_rename.core.layout import Destination, check_task_id, data_file_name, partition_dir
 from zero_rename.core.model import JobRecord, TaskManifest, dump, load
@@ -211,12 +212,17 @@ class TaskAttempt:
             f"{self.attempt_id} aborted its uploads")
 
     def _check_fence(self, published: bool) -> None:
-        """Read the job record after task commit; see the module documentation."""
+        """Read the job record after task commit; see the module documentation. The
+        first read is shared with the attempts of this process that committed
+        just before it (:mod:`zero_rename.core.fence`)."""
         records = JobRecords(self.store, self.dest)
-        deadline = time.monotonic() + FENCE_WAIT_SECONDS
+        committed_at = time.monotonic()
+        deadline = committed_at + FENCE_WAIT_SECONDS
         round_number = 0
+        fence = shared_read(id(self.store.client), self.dest.url, self.job.job_id,
+                            lambda: records.get(self.job.job_id))
+        record = fence.after(committed_at)
         while True:
-            record = records.get(self.job.job_id)
             if record.state == "setup" or attempt_committed(self.store, self.dest, record,
                                                             self.attempt_id):
                 return
@@ -231,6 +237,7 @@ class TaskAttempt:
                     "deciding. A commit retry decides whether this task counts")
             round_number = min(round_number + 1, 8)
             backoff(round_number, base=0.05, cap=2.0)
+            record = records.get(self.job.job_id)
 
     def _part_failed(self, exc: StoreError, key: str, upload_id: str) -> None:
         """A part upload failed. If the upload vanished (a job abort or commit swept

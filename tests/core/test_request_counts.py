@@ -1,0 +1,70 @@
+"""Requests per file for the whole protocol, counted on the wire's near side (every
+request botocore sends, retries included): what the design promises is what it costs.
+
+Per file: CreateMultipartUpload, UploadPart, CompleteMultipartUpload. Per task: the
+manifest's PUT, the job commit's GET of it, and a fence read shared by the attempts
+of a process that commit together. Per job: a few dozen (records, claims, the
+plan, the journal, listings of 1,000 uploads a page, cleanup).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests.helpers import visible
+from zero_rename.core.committer import Committer
+
+pytestmark = pytest.mark.s3
+
+TASKS, FILES_PER_TASK = 100, 10
+
+
+class Requests:
+    """Every request the client sends, by operation."""
+
+    def __init__(self, client: Any) -> None:
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        client.meta.events.register("before-send.s3", self._sent)
+
+    def _sent(self, event_name: str, **_: Any) -> None:
+        with self._lock:
+            self.counts[event_name.rsplit(".", 1)[-1]] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def test_library_path_with_expected_tasks(committer: Committer) -> None:
+    committer.setup_job({})  # the process has probed the store (once per bucket)
+    requests = Requests(committer.store.client)
+    job = committer.setup_job({"conflict_mode": "append", "threads": 16},
+                              expected_tasks=TASKS)
+
+    def task(index: int) -> None:
+        attempt = committer.task_attempt(job, f"{index:05d}")
+        for _ in range(FILES_PER_TASK):
+            with attempt.open() as out:
+                out.write(b"x")
+        attempt.commit()
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(task, range(TASKS)))
+    committer.commit_job(job.job_id)
+    counts = Counter(requests.counts)
+    files = TASKS * FILES_PER_TASK
+    assert len(visible(committer)) == files
+    per_file = sum(counts.values()) / files
+    assert counts["ListParts"] == 0  # uploads confirmed by listing, not one by one
+    assert counts["CompleteMultipartUpload"] == files
+    fence_reads = counts["GetObject"] - TASKS  # the commit reads each manifest once
+    assert fence_reads < TASKS, sorted(counts.items())  # attempts shared their fence reads
+    # 3 a file, 2 a task of 10 files (its manifest's PUT and the commit's GET), the
+    # fence reads (at most 1 a task) and the job's own few dozen.
+    assert per_file <= 3 + 3 / FILES_PER_TASK + 0.03, sorted(counts.items())
