@@ -3,8 +3,9 @@
 For each file count, each method commits the same number of small files, at
 the same concurrency, over a connection pool of that size:
 
-- ``committer``: this committer's job commit with ListParts validation of
-  every upload (the default), and ``committer-noverify`` without it;
+- ``committer``: this committer's job commit, its uploads confirmed pending
+  by listing them (the default), and ``committer-noverify`` without that check;
+  each runs in a fresh child process so its peak memory is its own;
 - ``floor``: a bare loop of parallel CompleteMultipartUpload calls on uploads
   prepared the same way: no committer can complete uploads with fewer requests;
 - ``copy-delete`` and ``copy-bulk``: what a rename-based commit costs on S3,
@@ -12,21 +13,25 @@ the same concurrency, over a connection pool of that size:
   to their final keys and deleted, one DeleteObject per file (a per-file rename)
   or one DeleteObjects per 1,000 (a directory rename; not run by default).
 
-Writing the files is preparation and is not timed; only the commit is, and only
-its requests are counted. Run ``python -m bench.commit_bench --help``.
+Writing the files is preparation and is not timed; only the commit is. The
+commit's requests are counted, and for the committer the task attempts'
+requests too, so the whole protocol's requests per file are known. Run
+``python -m bench.commit_bench --help``.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import os
+import resource
 import statistics
 import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +80,8 @@ class Run:
     steps: tuple[Step, ...] = ()
     committed: int = 0  # files visible at their final keys afterwards
     leftover: int = 0  # pending uploads or temporary objects left behind
+    write_requests: int = 0  # the task attempts' requests (committer methods only)
+    peak_rss: int = 0  # bytes: the committing process's peak (committer methods only)
 
     @property
     def total_requests(self) -> int:
@@ -83,6 +90,13 @@ class Run:
     @property
     def requests_per_file(self) -> float:
         return self.total_requests / self.files if self.files else 0.0
+
+    @property
+    def protocol_requests_per_file(self) -> float | None:
+        """Task attempts' and job commit's requests per file: the whole protocol."""
+        if not self.write_requests or not self.files:
+            return None
+        return (self.write_requests + self.total_requests) / self.files
 
 
 Method = Callable[[BenchConfig, int, str], Run]
@@ -112,12 +126,19 @@ def write_tasks(committer: Committer, job: JobRecord, files: int,
         return list(pool.map(task, range(len(sizes)), sizes))
 
 
-def prepared_job(cfg: BenchConfig, tag: str, files: int,
-                 verify: bool = True) -> tuple[Committer, JobRecord, list[TaskManifest]]:
+def job_options(cfg: BenchConfig, verify: bool = True) -> dict[str, Any]:
+    return {"committer": "magic", "threads": cfg.threads, "verify_uploads": verify}
+
+
+def prepared_job(cfg: BenchConfig, tag: str, files: int, verify: bool = True
+                 ) -> tuple[Committer, JobRecord, list[TaskManifest], int]:
+    """A job whose task attempts wrote ``files`` files, and the requests they sent
+    (job setup included)."""
     committer = Committer(f"s3://{cfg.bucket}/{tag}", cfg.store_config())
-    job = committer.setup_job({"committer": "magic", "threads": cfg.threads,
-                               "verify_uploads": verify})
-    return committer, job, write_tasks(committer, job, files, cfg)
+    with RequestCounter(committer.store.client) as counter:
+        job = committer.setup_job(job_options(cfg, verify))
+        manifests = write_tasks(committer, job, files, cfg)
+    return committer, job, manifests, counter.total
 
 
 def put_objects(client: Any, bucket: str, keys: Sequence[str], body: bytes,
@@ -140,19 +161,45 @@ def object_count(client: Any, bucket: str, prefix: str) -> int:
 
 
 # -- the methods ---------------------------------------------------------------
-def committer_commit(cfg: BenchConfig, files: int, tag: str, verify: bool = True) -> Run:
-    """The committer's job commit: load manifests, validate, plan, complete, _SUCCESS, clean up."""
-    committer, job, _ = prepared_job(cfg, tag, files, verify)
-    client = committer.store.client
-    with RequestCounter(client) as counter:
+@dataclass(frozen=True)
+class ChildCommit:
+    """What the child process that ran ``commit_job`` reports."""
+
+    seconds: float
+    requests: dict[str, int]
+    steps: tuple[Step, ...]
+    files: int
+    peak_rss: int  # bytes
+
+
+def commit_in_child(cfg: BenchConfig, dest: str, job_id: str) -> ChildCommit:
+    """``commit_job`` in this (fresh, spawned) process, with its requests counted."""
+    committer = Committer(dest, cfg.store_config())
+    with RequestCounter(committer.store.client) as counter:
         start = time.perf_counter()
-        summary = committer.commit_job(job.job_id)
+        summary = committer.commit_job(job_id)
         seconds = time.perf_counter() - start
+    # ru_maxrss is in KiB on Linux. Worker processes, if any, count too.
+    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
+    return ChildCommit(seconds, dict(counter.counts), tuple(counter.steps()), summary.files,
+                       peak)
+
+
+def committer_commit(cfg: BenchConfig, files: int, tag: str, verify: bool = True) -> Run:
+    """The committer's job commit: load manifests, validate, plan, complete, _SUCCESS,
+    clean up; in a spawned child so that its peak memory is measured alone and no
+    memory of the preparation counts."""
+    committer, job, _, writes = prepared_job(cfg, tag, files, verify)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
+        result = child.submit(commit_in_child, cfg, committer.dest.url, job.job_id).result()
+    client = committer.store.client
     name = "committer" if verify else "committer-noverify"
     # A file counts as committed when it is visible and the commit reported it.
-    committed = min(visible_files(client, cfg.bucket, committer.dest.dir), summary.files)
-    return Run(name, files, seconds, dict(counter.counts), tuple(counter.steps()), committed,
-               leftover=len(committer.pending_uploads(job.job_id)))
+    committed = min(visible_files(client, cfg.bucket, committer.dest.dir), result.files)
+    return Run(name, files, result.seconds, result.requests, result.steps, committed,
+               leftover=len(committer.pending_uploads(job.job_id)), write_requests=writes,
+               peak_rss=result.peak_rss)
 
 
 def committer_commit_noverify(cfg: BenchConfig, files: int, tag: str) -> Run:
@@ -161,7 +208,7 @@ def committer_commit_noverify(cfg: BenchConfig, files: int, tag: str) -> Run:
 
 def complete_floor(cfg: BenchConfig, files: int, tag: str) -> Run:
     """Parallel CompleteMultipartUpload calls and nothing else, on the same kind of uploads."""
-    committer, job, manifests = prepared_job(cfg, tag, files)
+    committer, job, manifests, _ = prepared_job(cfg, tag, files)
     uploads = [u for m in manifests for u in m.uploads]
     client = committer.store.client
 
@@ -230,8 +277,8 @@ METHODS: dict[str, Method] = {
 }
 
 LABELS: dict[str, str] = {
-    "committer": "zero-rename job commit, ListParts validation on (default)",
-    "committer-noverify": "zero-rename job commit, validation off",
+    "committer": "zero-rename job commit, uploads confirmed by listing (default)",
+    "committer-noverify": "zero-rename job commit, `verify_uploads=false`",
     "floor": "floor: bare parallel CompleteMultipartUpload",
     "copy-delete": "rename: CopyObject + DeleteObject per file",
     "copy-bulk": "rename: CopyObject per file + DeleteObjects per 1,000",
@@ -279,6 +326,8 @@ class Row:
     leftover: int
     requests: dict[str, int]
     steps: tuple[Step, ...]
+    protocol_requests_per_file: float | None = None
+    peak_rss: int = 0  # bytes, the largest of the runs
 
 
 def summarize(runs: Sequence[Run]) -> list[Row]:
@@ -295,7 +344,9 @@ def summarize(runs: Sequence[Run]) -> list[Row]:
                         statistics.median(r.requests_per_file for r in group),
                         medians[files, method] / floor if floor else None,
                         min(r.committed for r in group), max(r.leftover for r in group),
-                        typical.requests, typical.steps))
+                        typical.requests, typical.steps,
+                        typical.protocol_requests_per_file,
+                        max(r.peak_rss for r in group)))
     return rows
 
 

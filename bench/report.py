@@ -27,25 +27,34 @@ def _ordered(rows: Sequence[Row]) -> list[Row]:
     return sorted(rows, key=lambda r: (r.files, order.get(r.method, len(order))))
 
 
+def _protocol(row: Row) -> str:
+    value = row.protocol_requests_per_file
+    return f"{value:.3f}" if value is not None else "-"
+
+
+def _rss(row: Row) -> str:
+    return f"{row.peak_rss / 2**20:.0f}" if row.peak_rss else "-"
+
+
 def stdout_table(rows: Sequence[Row]) -> str:
-    header = (f"{'files':>6}  {'method':<19} {'runs':>4} {'seconds':>8} {'x floor':>8} "
-              f"{'req/file':>9} {'committed':>9} {'left':>5}")
+    header = (f"{'files':>7}  {'method':<19} {'runs':>4} {'seconds':>8} {'x floor':>8} "
+              f"{'req/file':>9} {'protocol':>9} {'MiB':>5} {'committed':>9} {'left':>5}")
     lines = [header, "-" * len(header)]
     for r in _ordered(rows):
-        lines.append(f"{r.files:>6}  {r.method:<19} {r.runs:>4} {r.seconds:>8.2f} "
-                     f"{_ratio(r):>8} {r.requests_per_file:>9.3f} {r.committed:>9} "
-                     f"{r.leftover:>5}")
+        lines.append(f"{r.files:>7}  {r.method:<19} {r.runs:>4} {r.seconds:>8.2f} "
+                     f"{_ratio(r):>8} {r.requests_per_file:>9.3f} {_protocol(r):>9} "
+                     f"{_rss(r):>5} {r.committed:>9} {r.leftover:>5}")
     return "\n".join(lines)
 
 
 def results_table(rows: Sequence[Row]) -> str:
-    lines = ["| files | method | runs | seconds (median) | vs floor | S3 requests per file "
-             "| files committed |",
-             "|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["| files | method | runs | seconds (median) | vs floor | commit's S3 requests "
+             "per file | whole protocol's | peak RSS (MiB) | files committed |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in _ordered(rows):
         lines.append(f"| {r.files:,} | {LABELS.get(r.method, r.method)} | {r.runs} | "
                      f"{r.seconds:.2f} | {_ratio(r)} | {r.requests_per_file:.3f} | "
-                     f"{r.committed:,} |")
+                     f"{_protocol(r)} | {_rss(r)} | {r.committed:,} |")
     return "\n".join(lines)
 
 
@@ -102,30 +111,39 @@ def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
         "follow S3 requests per file closely, and the ratios to the floor are mostly ratios "
         "of request counts."]
     if verify and noverify and verify.ratio and noverify.ratio:
-        listparts = _seconds(_main_step(verify, "ListParts"))
+        listings = sum(step.seconds for step in verify.steps
+                       if step.op == "ListMultipartUploads")
         completes = _seconds(_main_step(verify, "CompleteMultipartUpload"))
         manifests = _main_step(verify, "GetObject")
-        rest = verify.seconds - listparts - completes - _seconds(manifests)
-        slower = completes / floor.seconds - 1
+        rest = verify.seconds - listings - completes - _seconds(manifests)
         out.append(
-            f"The committer's job commit takes {noverify.ratio:.2f}x the floor without "
-            f"validation and {verify.ratio:.2f}x with it. Of the {verify.seconds:.1f} s with "
-            f"validation, {completes:.1f} s go to the completes (the floor took "
-            f"{floor.seconds:.1f} s for as many), {listparts:.1f} s to validation, "
-            f"{_seconds(manifests):.1f} s to reading the "
+            f"The committer's job commit takes {verify.ratio:.2f}x the floor with its uploads "
+            f"confirmed by listing (the default) and {noverify.ratio:.2f}x without. Of its "
+            f"{verify.seconds:.1f} s, {completes:.1f} s go to the completes (the floor took "
+            f"{floor.seconds:.1f} s for as many), {listings:.1f} s to listing the job's "
+            f"pending uploads ({verify.requests.get('ListMultipartUploads', 0):,} requests, "
+            f"1,000 uploads each), {_seconds(manifests):.1f} s to reading the "
             f"{manifests.requests if manifests else 0:,} task manifests and {rest:.1f} s to "
-            "everything else: listings, the plan, the job record, the journal, `_SUCCESS` and "
-            "cleanup, a fixed few requests. Validation is one ListParts per upload, run at the "
-            "same concurrency before the point of no return; it is what lets the commit "
-            "refuse, with nothing changed, uploads that are gone or differ from what their "
-            "tasks recorded, and it costs as many requests as the completes.")
-        if slower > 0.02:
+            "everything else: the plan, the job record, the journal, `_SUCCESS` and cleanup. "
+            "Parts are not listed: CompleteMultipartUpload itself refuses parts that are "
+            "missing or differ from the ones the task recorded.")
+        if verify.protocol_requests_per_file:
             out.append(
-                f"The committer's completes took {slower:.0%} longer than the floor's"
-                f"{' (one run each, so partly noise)' if verify.runs == 1 else ''}. Each "
-                "goes through the store layer's error handling and request accounting, and the "
-                "commit's main thread tracks every pending completion to journal it; both "
-                "compete with the requests for the same interpreter lock.")
+                f"Over the whole protocol (job setup, the task attempts and the job commit) "
+                f"the committer sent {verify.protocol_requests_per_file:.2f} requests per "
+                f"file at {cfg.files_per_task} files per task: CreateMultipartUpload, "
+                "UploadPart and CompleteMultipartUpload per file; the task manifest, the "
+                "job-record read that fences a task commit and the manifest read at job "
+                "commit per task; a fixed few per job.")
+        sizes = sorted({r.files for r in rows if r.method == "committer" and r.peak_rss})
+        if len(sizes) > 1:
+            rss = ", ".join(f"{_rss(_find(rows, n, 'committer'))} MiB at {n:,}"  # type: ignore[arg-type]
+                            for n in sizes)
+            out.append(
+                f"The committing process's peak memory: {rss} files. Manifests, plan, "
+                "journal and file list are streamed in shards of 10,000 entries and the set "
+                "of pending uploads is kept as 8-byte digests, so memory does not follow the "
+                "file count.")
     if copies:
         described = " and ".join(
             f"{r.ratio:.2f}x the floor ({r.requests_per_file:.2f} requests a file, "
@@ -161,16 +179,18 @@ def section(rows: Sequence[Row], cfg: BenchConfig, args: argparse.Namespace,
         f"Each method commits the same number of {cfg.file_size:,}-byte files, with "
         f"{cfg.threads} threads over a connection pool of {cfg.threads}. Writing the files "
         "(task attempts, or plain PUTs for the rename baselines) is preparation: it is not "
-        "timed and its requests are not counted. Requests are counted per HTTP request sent, "
-        "retries included, through botocore's event hooks, the same way for every method.",
+        "timed. Requests are counted per HTTP request sent, retries included, through "
+        "botocore's event hooks, the same way for every method; for the committer the task "
+        "attempts' requests are counted too (the whole protocol's column). The committer's "
+        "commit runs in a freshly spawned process whose peak resident memory is reported.",
         "",
         "- **zero-rename job commit**: `commit_job` on a job whose task attempts "
         f"({cfg.files_per_task} files each, manifests published to S3) wrote the files as "
         "pending multipart uploads. It lists and reads the task manifests, validates them "
-        "(with ListParts per upload when `verify_uploads` is on, the default), checks for "
-        "conflicts, saves the plan, takes the job record past the point of no return, "
-        "completes every upload while journaling, writes `_SUCCESS`, records the job "
-        "committed and cleans up.",
+        "(confirming that every upload is still pending by listing the job's uploads, 1,000 "
+        "a request, when `verify_uploads` is on, the default), checks for conflicts, saves "
+        "the plan, takes the job record past the point of no return, completes every upload "
+        "while journaling, writes `_SUCCESS`, records the job committed and cleans up.",
         "- **floor**: parallel CompleteMultipartUpload calls, nothing else, on uploads written "
         "by the same task attempts: no commit that completes uploads can send fewer requests.",
         *_rename_bullet(rows),
@@ -196,7 +216,7 @@ def section(rows: Sequence[Row], cfg: BenchConfig, args: argparse.Namespace,
     if committer is not None:
         parts += [
             f"### Where the committer's time goes ({largest:,} files, "
-            f"{'validation on' if committer.method == 'committer' else 'validation off'})",
+            f"{'defaults' if committer.method == 'committer' else 'verify_uploads=false'})",
             "",
             "The commit's requests in the order sent, consecutive requests of one operation "
             "taken as one step; a step lasts until the next one's first request, so the time "
@@ -205,13 +225,15 @@ def section(rows: Sequence[Row], cfg: BenchConfig, args: argparse.Namespace,
             breakdown_table(committer),
             "",
             "In order: read the job record and look for a stage manifest (there is none: the "
-            "tasks published theirs), list and read the task manifests, validate (ListParts), "
-            "list the destination for conflicts, save the plan, compare-and-swap the job "
-            "record past the point of no return, read the plan back, list the journal, "
-            "complete every upload with a journal checkpoint every 1,000 completions or 5 "
-            "seconds, write the last checkpoint and `_SUCCESS`, swap the record to committed, "
-            "then clean up (list pending uploads, list and delete the manifests, plan and "
-            "journal).",
+            "tasks published theirs), seal the record so that no task commits after the "
+            "manifests are listed, list and read the task manifests, save the stage manifest, "
+            "confirm the uploads pending by listing the job's uploads, list the destination "
+            "for conflicts, save the plan, compare-and-swap the job record past the point of "
+            "no return, read the plan back, list the journal, complete every upload with a "
+            "journal checkpoint every 1,000 completions or 5 seconds, write the last "
+            "checkpoint, `_SUCCESS` and the committed file list, swap the record to "
+            "committed, release the partition claims, then clean up (list pending uploads, "
+            "list and delete the manifests, plan and journal).",
             "",
         ]
     parts += ["### Reading", "", reading(rows, cfg), ""]
