@@ -59,6 +59,14 @@ class NoSuchUpload(StoreError):
     """The multipart upload is not pending: completed, aborted or never created."""
 
 
+class FanoutWorkerError(ZeroRenameError):
+    """Completing uploads in parallel broke down: a worker process died or hit a bug.
+
+    The uploads it had in flight may or may not be complete; a retried commit
+    checks them.
+    """
+
+
 class ManifestError(ZeroRenameError):
     """A manifest, job record or journal object is malformed or from another job."""
 

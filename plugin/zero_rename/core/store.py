@@ -99,8 +99,12 @@ class ObjectInfo:
     last_modified: datetime | None = None
 
 
-def make_client(config: StoreConfig) -> Any:
-    """A boto3 S3 client sized and retried for commit work."""
+def make_client(config: StoreConfig, session: Any = None) -> Any:
+    """A boto3 S3 client sized and retried for commit work.
+
+    ``session`` is a botocore session to build it from (a new one by default),
+    for a caller that needs the session's credentials or settings as well.
+    """
     path_style = config.path_style if config.path_style is not None else bool(config.endpoint_url)
     botocore_config = Config(
         max_pool_connections=config.max_pool_connections,
@@ -115,7 +119,7 @@ def make_client(config: StoreConfig) -> Any:
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    session = boto3.session.Session(botocore_session=_botocore_session())
+    session = boto3.session.Session(botocore_session=session or botocore_session())
     return session.client("s3", endpoint_url=config.endpoint_url,
                           region_name=config.region or session.region_name or "us-east-1",
                           config=botocore_config)
@@ -125,7 +129,7 @@ _LOADER_LOCK = threading.Lock()
 _LOADER: Any = None
 
 
-def _botocore_session() -> Any:
+def botocore_session() -> Any:
     """A new botocore session (credentials are resolved afresh) sharing one
     loader, so the service models are parsed once a process, not per client."""
     global _LOADER

@@ -1,0 +1,338 @@
+"""Two ways of sending CompleteMultipartUpload, one object per process.
+
+- :class:`BotocoreCompleter` calls ``complete_multipart_upload`` on a boto3
+  client, as :class:`zero_rename.core.store.S3Store` does.
+- :class:`LightCompleter` builds the small request itself, signs it with
+  botocore's own ``S3SigV4Auth`` and sends it over a urllib3 connection pool.
+  Measured here (bench/FANOUT.md) it takes well under half the client CPU of
+  a botocore call: botocore runs some twenty event handlers, endpoint rules,
+  a user agent builder, a validator, a serializer and a parser per request,
+  none of which a fixed request of a few hundred bytes needs.
+
+The light path keeps what matters from botocore: the endpoint, region and
+credentials are resolved by botocore once (so ``AWS_ENDPOINT_URL``, profiles,
+instance roles and refreshing credentials work as for every other call), the
+signature is botocore's, and retries follow botocore's "standard" mode:
+connection errors, 500/502/503/504, 429 and the transient or throttling error
+codes are retried with truncated exponential backoff and full jitter, up to
+``StoreConfig.max_attempts`` attempts in all; a 200 whose body is an ``Error``
+document or unparsable is a 500, as botocore's ``_handle_200_error`` makes it
+for this operation. What it does not do is covered by falling back to the
+botocore path (see :func:`light_path_unsupported`): proxies, a CA bundle set
+in the AWS configuration rather than the environment, directory buckets.
+It sends no checksums, SSE-C or expected-bucket-owner headers: the
+committer's uploads use none (checksums are "when required").
+
+Both return an :class:`Outcome` and never raise for an S3 answer: the failure
+carries the S3 error code and the HTTP status, so the caller can tell a
+``NoSuchUpload`` from a 5xx after its retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+import urllib.request
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import quote, urlsplit
+from xml.sax.saxutils import escape
+
+import urllib3
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.httpsession import get_cert_path
+
+from zero_rename.core.stats import RequestStats
+from zero_rename.core.store import StoreConfig, botocore_session, make_client, translate
+from zero_rename.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+OPERATION = "CompleteMultipartUpload"
+
+# botocore.retries.standard: what its standard mode retries.
+_TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
+_THROTTLING_STATUS = frozenset({429})
+_TRANSIENT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException",
+                              "PriorRequestNotComplete"})
+_THROTTLING_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+    "TooManyRequestsException", "ProvisionedThroughputExceededException",
+    "TransactionInProgressException", "RequestLimitExceeded", "BandwidthLimitExceeded",
+    "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
+    "EC2ThrottledException",
+})
+# Backoff base: 1 s for throttling, 50 ms otherwise, doubling, at most 20 s (botocore's).
+_THROTTLING_SCALE = 1.0
+_TRANSIENT_SCALE = 0.05
+_MAX_BACKOFF = 20.0
+_PROBE_KEY = "zero-rename-endpoint-probe"
+
+
+@dataclass(frozen=True)
+class CompleteFailure:
+    """Why an upload was not completed: the S3 error code and HTTP status of the
+    last attempt (``status`` 0 and ``code`` "": no answer at all)."""
+
+    code: str
+    status: int
+    message: str
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """Whether the complete may have taken effect although it failed (see
+        :attr:`zero_rename.errors.StoreError.outcome_unknown`)."""
+        return StoreError("", status=self.status).outcome_unknown
+
+    def error(self, where: str) -> Exception:
+        """The error :class:`~zero_rename.core.store.S3Store` would have raised
+        (``NoSuchUpload``, ``PreconditionFailed``, ``StoreError``...)."""
+        if self.status == 0 and not self.code:
+            return StoreError(f"{OPERATION} {where}: {self.message}", operation=OPERATION)
+        response: dict[str, Any] = {
+            "Error": {"Code": self.code or str(self.status), "Message": self.message},
+            "ResponseMetadata": {"HTTPStatusCode": self.status}}
+        return translate(ClientError(response, OPERATION), OPERATION, where)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one complete: its ETag, or a failure."""
+
+    etag: str | None
+    failure: CompleteFailure | None
+
+
+Parts = Sequence[tuple[int, str]]
+
+
+class Completer(Protocol):
+    """Completes uploads of one bucket; thread-safe; counts into ``stats``."""
+
+    stats: RequestStats
+
+    def complete(self, key: str, upload_id: str, parts: Parts) -> Outcome: ...
+
+    def close(self) -> None: ...
+
+
+class BotocoreCompleter:
+    """CompleteMultipartUpload through a boto3 client, retried by botocore."""
+
+    def __init__(self, config: StoreConfig, bucket: str, stats: RequestStats) -> None:
+        self.client = make_client(config)
+        self.bucket = bucket
+        self.stats = stats
+
+    def complete(self, key: str, upload_id: str, parts: Parts) -> Outcome:
+        start = time.perf_counter_ns()
+        try:
+            response = self.client.complete_multipart_upload(
+                Bucket=self.bucket, Key=key, UploadId=upload_id,
+                MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in parts]})
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            meta = exc.response.get("ResponseMetadata", {})
+            # Retries before a failure are requests too.
+            self.stats.record(OPERATION, time.perf_counter_ns() - start,
+                              retries=int(meta.get("RetryAttempts", 0)), failed=True)
+            return Outcome(None, CompleteFailure(str(error.get("Code", "")),
+                                                 int(meta.get("HTTPStatusCode") or 0),
+                                                 str(error.get("Message", "") or exc)))
+        except BotoCoreError as exc:  # no answer: connection refused, reset, timeout
+            self.stats.record(OPERATION, time.perf_counter_ns() - start, failed=True)
+            return Outcome(None, CompleteFailure("", 0, str(exc)))
+        retries = int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+        self.stats.record(OPERATION, time.perf_counter_ns() - start, retries=retries)
+        return Outcome(str(response.get("ETag", "")), None)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def light_path_unsupported(config: StoreConfig, bucket: str) -> str | None:
+    """Why the light path cannot send like botocore would here, or None if it can."""
+    if bucket.endswith("--x-s3"):
+        return "directory buckets (S3 Express One Zone) sign with session credentials"
+    session = botocore_session()
+    if urllib.request.getproxies():
+        return "an HTTP proxy is configured"
+    if session.get_config_variable("ca_bundle") and not os.environ.get("AWS_CA_BUNDLE"):
+        return "a CA bundle is set in the AWS configuration"
+    if config.endpoint_url is not None and not config.endpoint_url.startswith(("http://",
+                                                                               "https://")):
+        return f"endpoint {config.endpoint_url!r} is not http(s)"
+    return None
+
+
+@dataclass(frozen=True)
+class LightTarget:
+    """Where botocore would send a bucket's requests, and the region it signs for.
+
+    Resolved once, by botocore, in the parent (:meth:`resolve`): so
+    ``AWS_ENDPOINT_URL``, path or virtual-hosted addressing, FIPS and
+    dual-stack settings mean here what they mean to every other call, and a
+    worker need not load botocore's S3 model to find out.
+    """
+
+    origin: str  # scheme://host[:port]
+    base_path: str  # "" (virtual-hosted) or "/bucket" (path style)
+    region: str
+
+    @classmethod
+    def resolve(cls, config: StoreConfig, bucket: str) -> LightTarget:
+        client = make_client(config)
+        try:
+            parts = urlsplit(bucket_base_url(client, bucket))
+            return cls(f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/"),
+                       str(client.meta.region_name))
+        finally:
+            client.close()
+
+
+class LightCompleter:
+    """CompleteMultipartUpload signed by botocore, sent over urllib3, parsed here."""
+
+    def __init__(self, config: StoreConfig, target: LightTarget, stats: RequestStats) -> None:
+        credentials = botocore_session().get_credentials()
+        if credentials is None:
+            raise NoCredentialsError()
+        self.credentials = credentials
+        self.stats = stats
+        self.max_attempts = config.max_attempts
+        self.region = target.region
+        self.origin, self.base_path = target.origin, target.base_path
+        self.pool = urllib3.connection_from_url(
+            self.origin, maxsize=config.max_pool_connections, block=True, retries=False,
+            timeout=urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout),
+            **_tls(urlsplit(self.origin).scheme))
+
+    def complete(self, key: str, upload_id: str, parts: Parts) -> Outcome:
+        path = f"{self.base_path}/{quote(key, safe='/~')}?uploadId={quote(upload_id, safe='~')}"
+        body = _request_body(parts)
+        start = time.perf_counter_ns()
+        attempt = 1
+        while True:
+            outcome, retry_scale = self._attempt(path, body)
+            if retry_scale is None or attempt >= self.max_attempts:
+                break
+            time.sleep(random.random() * min(retry_scale * 2 ** (attempt - 1), _MAX_BACKOFF))
+            attempt += 1
+        self.stats.record(OPERATION, time.perf_counter_ns() - start, retries=attempt - 1,
+                          failed=outcome.failure is not None)
+        return outcome
+
+    def _attempt(self, path: str, body: bytes) -> tuple[Outcome, float | None]:
+        """One attempt: its outcome, and the backoff scale if it is worth retrying."""
+        request = AWSRequest("POST", self.origin + path, data=body)
+        try:
+            # Signed afresh each attempt, as botocore does: X-Amz-Date moves
+            # on. A frozen copy of the credentials per signature, as botocore's
+            # RequestSigner takes: refreshing ones then refresh when due, and
+            # a refresh cannot fall between reading the key and the secret.
+            signer = S3SigV4Auth(self.credentials.get_frozen_credentials(), "s3", self.region)
+            signer.add_auth(request)
+        except BotoCoreError as exc:  # credentials that could not be refreshed
+            return Outcome(None, CompleteFailure("", 0, str(exc))), None
+        try:
+            response = self.pool.urlopen("POST", path, body=body,
+                                         headers=dict(request.headers.items()),
+                                         retries=False, redirect=False,
+                                         assert_same_host=False)
+        except urllib3.exceptions.HTTPError as exc:  # no answer, or half of one
+            return Outcome(None, CompleteFailure("", 0, f"{type(exc).__name__}: {exc}")), \
+                _TRANSIENT_SCALE
+        return _judge(response.status, response.data)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def bucket_base_url(client: Any, bucket: str) -> str:
+    """The URL botocore would address ``bucket`` at (path or virtual-hosted style,
+    custom endpoint, ``AWS_ENDPOINT_URL``, FIPS, dual-stack...), resolved once by
+    presigning a request for a probe key: presigning sends nothing."""
+    url = client.generate_presigned_url(
+        "complete_multipart_upload", ExpiresIn=60,
+        Params={"Bucket": bucket, "Key": _PROBE_KEY, "UploadId": "probe"})
+    base, found, _ = url.partition(f"/{_PROBE_KEY}?")
+    if not found:
+        raise StoreError(f"cannot find where botocore addresses bucket {bucket!r} "
+                         f"(presigned URL {urlsplit(url)._replace(query='').geturl()})",
+                         operation=OPERATION)
+    return base
+
+
+def _tls(scheme: str) -> dict[str, Any]:
+    if scheme != "https":
+        return {}
+    # The bundle botocore verifies against: AWS_CA_BUNDLE, else its certifi copy.
+    return {"cert_reqs": "CERT_REQUIRED",
+            "ca_certs": os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True)}
+
+
+def _request_body(parts: Parts) -> bytes:
+    xml = "".join(f"<Part><PartNumber>{int(n)}</PartNumber><ETag>{escape(e)}</ETag></Part>"
+                  for n, e in parts)
+    return (f'<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            f"{xml}</CompleteMultipartUpload>").encode()
+
+
+def _judge(status: int, data: bytes) -> tuple[Outcome, float | None]:
+    """The outcome of an answer, and the backoff scale if it should be retried."""
+    root = _parse(data)
+    if status == 200 and root is not None and _local(root.tag) != "Error":
+        return Outcome(_child_text(root, "ETag"), None), None
+    if status == 200:
+        # S3 may answer 200 and then fail while it assembles the object: an
+        # Error document, or a body cut short. botocore makes both a 500.
+        status = 500
+    code = _child_text(root, "Code") if root is not None else ""
+    message = _child_text(root, "Message") if root is not None else ""
+    failure = CompleteFailure(code or str(status), status,
+                              message or data[:200].decode("utf-8", "replace"))
+    if code in _THROTTLING_CODES or status in _THROTTLING_STATUS:
+        return Outcome(None, failure), _THROTTLING_SCALE
+    if code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS:
+        return Outcome(None, failure), _TRANSIENT_SCALE
+    return Outcome(None, failure), None
+
+
+def _parse(data: bytes) -> ET.Element | None:
+    if not data:
+        return None
+    try:
+        return ET.fromstring(data)
+    except ET.ParseError:
+        return None
+
+
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
+
+
+def _child_text(root: ET.Element, name: str) -> str:
+    for child in root:
+        if _local(child.tag) == name:
+            return child.text or ""
+    return ""
+
+
+REQUEST_PATHS = ("light", "botocore")
+
+
+def make_completer(config: StoreConfig, bucket: str, path: str, stats: RequestStats,
+                   target: LightTarget | None = None) -> Completer:
+    """The completer for ``path`` ("light" or "botocore"); the light one at
+    ``target``, resolved here if not given."""
+    if path == "light":
+        return LightCompleter(config, target or LightTarget.resolve(config, bucket), stats)
+    if path == "botocore":
+        return BotocoreCompleter(config, bucket, stats)
+    raise ValueError(f"request path {path!r}: choose from {', '.join(REQUEST_PATHS)}")
