@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from zero_rename.core.completers import OPERATION as LIGHT_OP
+from zero_rename.core.completers import add_request_hook, remove_request_hook
+
 # A run of at most this many requests between two runs of one operation is
 # folded into them: a journal checkpoint amid thousands of completes is not a step.
 _FOLDED = 3
@@ -33,9 +36,13 @@ class RequestCounter:
     """Requests per S3 operation, and the order and time each was sent.
 
     Use as a context manager around the timed phase; times are seconds since entry.
+    Requests sent through botocore are seen by its ``before-send`` event; job
+    commit's CompleteMultipartUpload requests on the light path by a request
+    hook for the same client (:func:`zero_rename.core.completers.add_request_hook`).
     """
 
     def __init__(self, client: Any) -> None:
+        self._client = client
         self._events = client.meta.events
         self._lock = threading.Lock()
         self._start = 0.0
@@ -46,11 +53,13 @@ class RequestCounter:
     def __enter__(self) -> RequestCounter:
         self._start = time.perf_counter()
         self._events.register("before-send.s3", self._sent)
+        add_request_hook(self._client, self._light_sent)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self._events.unregister("before-send.s3", self._sent)
+        remove_request_hook(self._client, self._light_sent)
         self._end = time.perf_counter() - self._start
 
     @property
@@ -71,10 +80,16 @@ class RequestCounter:
                 runs.append([(t, op)])
         return _fold(runs, end)
 
+    def _light_sent(self, stage: str, key: str, context: dict[str, Any]) -> None:
+        if stage == "send":
+            self._count(LIGHT_OP)
+
     def _sent(self, event_name: str, **_: Any) -> None:
         # A before-send handler that returns a value replaces the HTTP response:
         # this one must return None.
-        op = event_name.rsplit(".", 1)[-1]
+        self._count(event_name.rsplit(".", 1)[-1])
+
+    def _count(self, op: str) -> None:
         now = time.perf_counter() - self._start
         with self._lock:
             self.counts[op] = self.counts.get(op, 0) + 1

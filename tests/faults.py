@@ -5,6 +5,9 @@ these hooks can. ``when="before"`` fails the call before it is sent;
 ``when="after"`` lets the request reach S3 and then loses the response, the
 "outcome unknown" case. ``action="exit"`` ends the process on the spot, as a
 killed worker would, with no cleanup handler running.
+
+Job commit sends CompleteMultipartUpload outside botocore (the light request
+path), so faults on that operation are also hooked there, for the same client.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
+
+from zero_rename.core.completers import OPERATION as LIGHT_OP
+from zero_rename.core.completers import add_request_hook, remove_request_hook
 
 CRASH_EXIT_CODE = 86
 
@@ -58,10 +64,28 @@ def inject(client: Any, op: str, when: str = "before", nth: int = 1, times: int 
     client.meta.events.register(f"before-parameter-build.s3.{op}", fault.mark,
                                 unique_id=f"mark-{id(fault)}")
     client.meta.events.register(f"{event}.s3.{op}", fault, unique_id=f"fault-{id(fault)}")
+    _hook_light_path(client, op, fault, when)
     return fault
 
 
+def _hook_light_path(client: Any, op: str, target: Any, when: str) -> None:
+    """The same fault (or pause) on the light path's requests for ``client``."""
+    if op != LIGHT_OP:
+        return
+
+    def hook(stage: str, key: str, context: dict[str, Any]) -> None:
+        if stage == "before":
+            target.mark(params={"Key": key}, context=context)
+        if stage == when:
+            target(context=context)
+
+    target.light_hook = hook
+    add_request_hook(client, hook)
+
+
 def clear(client: Any, fault: Fault) -> None:
+    if getattr(fault, "light_hook", None) is not None:
+        remove_request_hook(client, fault.light_hook)
     event = "before-call" if fault.when == "before" else "after-call"
     client.meta.events.unregister(f"before-parameter-build.s3.{fault.op}",
                                   unique_id=f"mark-{id(fault)}")
@@ -129,4 +153,5 @@ def pause(client: Any, op: str, nth: int = 1, key_contains: str | None = None,
     client.meta.events.register(f"before-parameter-build.s3.{op}", held.mark,
                                 unique_id=f"pmark-{id(held)}")
     client.meta.events.register(f"before-call.s3.{op}", held, unique_id=f"pause-{id(held)}")
+    _hook_light_path(client, op, held, "before")
     return held

@@ -18,6 +18,7 @@ import pytest
 
 from tests.helpers import visible
 from zero_rename.core.committer import Committer
+from zero_rename.core.completers import OPERATION, add_request_hook
 
 pytestmark = pytest.mark.s3
 
@@ -25,16 +26,23 @@ TASKS, FILES_PER_TASK = 100, 10
 
 
 class Requests:
-    """Every request the client sends, by operation."""
+    """Every request the client sends, by operation, and the job commit's
+    completes sent on the light path for it."""
 
     def __init__(self, client: Any) -> None:
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
         client.meta.events.register("before-send.s3", self._sent)
+        add_request_hook(client, self._light)
 
     def _sent(self, event_name: str, **_: Any) -> None:
         with self._lock:
             self.counts[event_name.rsplit(".", 1)[-1]] += 1
+
+    def _light(self, stage: str, key: str, context: dict[str, Any]) -> None:
+        if stage == "send":
+            with self._lock:
+                self.counts[OPERATION] += 1
 
     @property
     def total(self) -> int:

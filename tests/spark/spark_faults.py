@@ -28,6 +28,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from zero_rename.core.completers import add_request_hook
 from zero_rename.spark import datasource
 from zero_rename.spark.datasource import ZeroRenameDataSource, ZeroRenameWriter
 from zero_rename.spark.options import WriteConfig, parse_writer_options
@@ -109,3 +110,5 @@ def _fail_after_first(client: Any, op: str) -> None:
                                "ResponseMetadata": {"HTTPStatusCode": 500}}, op)
 
     client.meta.events.register(f"before-call.s3.{op}", hook, unique_id="spark-fault")
+    # Job commit's completes go out on the light path: the same fault there.
+    add_request_hook(client, lambda stage, key, context: hook() if stage == "before" else None)

@@ -4,7 +4,7 @@
   client, as :class:`zero_rename.core.store.S3Store` does.
 - :class:`LightCompleter` builds the small request itself, signs it with
   botocore's own ``S3SigV4Auth`` and sends it over a urllib3 connection pool.
-  Measured here (bench/FANOUT.md) it takes well under half the client CPU of
+  Measured by ``bench/fanout_probe.py`` (docs/benchmarks.md) it takes well under half the client CPU of
   a botocore call: botocore runs some twenty event handlers, endpoint rules,
   a user agent builder, a validator, a serializer and a parser per request,
   none of which a fixed request of a few hundred bytes needs.
@@ -26,6 +26,12 @@ committer's uploads use none (checksums are "when required").
 Both return an :class:`Outcome` and never raise for an S3 answer: the failure
 carries the S3 error code and the HTTP status, so the caller can tell a
 ``NoSuchUpload`` from a 5xx after its retries.
+
+The light path runs no botocore event handlers, so whoever watches a client's
+requests through them (request counters, tracing, fault injection in tests)
+registers a :data:`RequestHook` for that client with :func:`add_request_hook`
+as well: a light completer working for a store on that client (its ``owner``)
+calls it before the call, before each attempt is sent and after the call.
 """
 
 from __future__ import annotations
@@ -35,9 +41,12 @@ import os
 import random
 import time
 import urllib.request
+import weakref
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
+import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import escape
@@ -73,6 +82,42 @@ _THROTTLING_SCALE = 1.0
 _TRANSIENT_SCALE = 0.05
 _MAX_BACKOFF = 20.0
 _PROBE_KEY = "zero-rename-endpoint-probe"
+
+
+RequestHook = Callable[[str, str, dict[str, Any]], None]
+"""Called as ``hook(stage, key, context)``; ``stage`` is ``before`` (once, before
+the first attempt), ``send`` (before each attempt) or ``after`` (once, after
+the last answer, whatever it was); ``context`` is one dict per call. A
+``ClientError`` raised at ``before`` or ``after`` fails the call with its code
+and status, unretried, as a botocore ``before-call`` or ``after-call``
+handler's would."""
+
+_HOOKS_LOCK = threading.Lock()
+# Weak: the hooks go with their client, and a new client never inherits a
+# dead one's hooks through a reused id().
+_HOOKS: weakref.WeakKeyDictionary[Any, tuple[RequestHook, ...]] = weakref.WeakKeyDictionary()
+
+
+def add_request_hook(client: Any, hook: RequestHook) -> None:
+    """Run ``hook`` around every light-path request made for a store on ``client``."""
+    with _HOOKS_LOCK:
+        _HOOKS[client] = _HOOKS.get(client, ()) + (hook,)
+
+
+def remove_request_hook(client: Any, hook: RequestHook) -> None:
+    with _HOOKS_LOCK:
+        left = tuple(h for h in _HOOKS.get(client, ()) if h is not hook)
+        if left:
+            _HOOKS[client] = left
+        else:
+            _HOOKS.pop(client, None)
+
+
+def _hooks(owner: Any) -> tuple[RequestHook, ...]:
+    if owner is None:
+        return ()
+    with _HOOKS_LOCK:
+        return _HOOKS.get(owner, ())
 
 
 @dataclass(frozen=True)
@@ -199,7 +244,11 @@ class LightTarget:
 class LightCompleter:
     """CompleteMultipartUpload signed by botocore, sent over urllib3, parsed here."""
 
-    def __init__(self, config: StoreConfig, target: LightTarget, stats: RequestStats) -> None:
+    def __init__(self, config: StoreConfig, target: LightTarget, stats: RequestStats,
+                 owner: Any = None) -> None:
+        """``owner``: the client of the store this completes for, whose request
+        hooks run (see :func:`add_request_hook`); None in a worker process."""
+        self.owner = owner
         credentials = botocore_session().get_credentials()
         if credentials is None:
             raise NoCredentialsError()
@@ -214,16 +263,24 @@ class LightCompleter:
             **_tls(urlsplit(self.origin).scheme))
 
     def complete(self, key: str, upload_id: str, parts: Parts) -> Outcome:
+        hooks = _hooks(self.owner)
+        context: dict[str, Any] = {}
+        start = time.perf_counter_ns()
+        refused = _run_hooks(hooks, "before", key, context)
+        if refused is not None:
+            self.stats.record(OPERATION, time.perf_counter_ns() - start, failed=True)
+            return refused
         path = f"{self.base_path}/{quote(key, safe='/~')}?uploadId={quote(upload_id, safe='~')}"
         body = _request_body(parts)
-        start = time.perf_counter_ns()
         attempt = 1
         while True:
+            _run_hooks(hooks, "send", key, context)
             outcome, retry_scale = self._attempt(path, body)
             if retry_scale is None or attempt >= self.max_attempts:
                 break
             time.sleep(random.random() * min(retry_scale * 2 ** (attempt - 1), _MAX_BACKOFF))
             attempt += 1
+        outcome = _run_hooks(hooks, "after", key, context) or outcome
         self.stats.record(OPERATION, time.perf_counter_ns() - start, retries=attempt - 1,
                           failed=outcome.failure is not None)
         return outcome
@@ -252,6 +309,20 @@ class LightCompleter:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _run_hooks(hooks: Sequence[RequestHook], stage: str, key: str,
+               context: dict[str, Any]) -> Outcome | None:
+    """Run the hooks; the failure a hook raised as a ClientError, else None."""
+    for hook in hooks:
+        try:
+            hook(stage, key, context)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            return Outcome(None, CompleteFailure(str(error.get("Code", "")), status,
+                                                 str(error.get("Message", "") or exc)))
+    return None
 
 
 def bucket_base_url(client: Any, bucket: str) -> str:
@@ -328,11 +399,12 @@ REQUEST_PATHS = ("light", "botocore")
 
 
 def make_completer(config: StoreConfig, bucket: str, path: str, stats: RequestStats,
-                   target: LightTarget | None = None) -> Completer:
+                   target: LightTarget | None = None, owner: Any = None) -> Completer:
     """The completer for ``path`` ("light" or "botocore"); the light one at
-    ``target``, resolved here if not given."""
+    ``target``, resolved here if not given, running ``owner``'s request hooks."""
     if path == "light":
-        return LightCompleter(config, target or LightTarget.resolve(config, bucket), stats)
+        return LightCompleter(config, target or LightTarget.resolve(config, bucket), stats,
+                              owner)
     if path == "botocore":
         return BotocoreCompleter(config, bucket, stats)
     raise ValueError(f"request path {path!r}: choose from {', '.join(REQUEST_PATHS)}")

@@ -3,7 +3,7 @@
 A job commit of a million files is a million CompleteMultipartUpload calls,
 and one interpreter spends a millisecond or more of CPU on each through
 botocore, whatever its thread count: the GIL makes that a ceiling near 1,000
-completes a second. Two things lift it (measured in bench/FANOUT.md):
+completes a second. Two things lift it (measured by ``bench/fanout_probe.py``, see docs/benchmarks.md):
 
 - a lighter request path (:mod:`zero_rename.core.completers`), which needs
   less than half that CPU per complete;
@@ -73,11 +73,11 @@ Item = tuple[int, str, str, Sequence[tuple[int, str]]]
 """One upload to complete: the caller's index, the key, the upload id, (number, ETag) parts."""
 
 # Workers pay where the client is the bottleneck and has cores to itself
-# (bench/FANOUT.md: one per core did best, more than cores did worse); the
+# (docs/benchmarks.md: one per core did best, more than cores did worse); the
 # cap keeps a big driver from flooding one store.
 MAX_DEFAULT_PROCESSES = 4
 # Below this many uploads a worker's start (an interpreter, botocore: about
-# 0.5-0.8 s of CPU) costs more than it saves (bench/FANOUT.md, N = 2,000).
+# 0.5-0.8 s of CPU) costs more than it saves (docs/benchmarks.md, N = 2,000).
 MIN_UPLOADS_FOR_WORKERS = 5000
 _LOOPBACK = ("localhost", "::1")
 # Items in flight per worker thread: one being sent, one queued behind it.
@@ -158,7 +158,7 @@ def _is_loopback(url: str) -> bool:
 def complete_uploads(config: StoreConfig, bucket: str, items: Iterable[Item], *,
                      processes: int | None = None, threads: int | None = None,
                      request_path: str = AUTO,
-                     stats: RequestStats | None = None) -> Completions:
+                     stats: RequestStats | None = None, owner: Any = None) -> Completions:
     """Complete every item's upload; iterate the result for one :class:`Completion` each.
 
     ``processes``: 1 completes in this process; more start that many workers
@@ -168,7 +168,9 @@ def complete_uploads(config: StoreConfig, bucket: str, items: Iterable[Item], *,
     ``request_path``: "light", "botocore", or "auto" (light unless
     :func:`~zero_rename.core.completers.light_path_unsupported` says otherwise).
     Each worker's request statistics are merged into ``stats`` as it finishes,
-    and kept apart in :attr:`Completions.worker_stats`.
+    and kept apart in :attr:`Completions.worker_stats`. ``owner``: the client
+    whose request hooks the light path runs in this process
+    (:func:`~zero_rename.core.completers.add_request_hook`; workers run none).
 
     Failures of single uploads are completions with a ``failure``; a crashed
     worker or a bug raises :class:`~zero_rename.errors.FanoutWorkerError`,
@@ -186,7 +188,7 @@ def complete_uploads(config: StoreConfig, bucket: str, items: Iterable[Item], *,
         processes = 1
     path = _choose_path(config, bucket, request_path)
     return Completions(config, bucket, items, processes, threads, path,
-                       stats if stats is not None else RequestStats())
+                       stats if stats is not None else RequestStats(), owner)
 
 
 def _choose_path(config: StoreConfig, bucket: str, request_path: str) -> str:
@@ -206,8 +208,10 @@ class Completions(Iterator[Completion]):
     """The stream of completions; an iterator and a context manager."""
 
     def __init__(self, config: StoreConfig, bucket: str, items: Iterable[Item],
-                 processes: int, threads: int, path: str, stats: RequestStats) -> None:
+                 processes: int, threads: int, path: str, stats: RequestStats,
+                 owner: Any = None) -> None:
         self.stats = stats
+        self._owner = owner
         self.request_path = path
         self.processes = processes
         # One request-statistics snapshot per worker (or one for this process), as each ends.
@@ -245,7 +249,7 @@ class Completions(Iterator[Completion]):
     # -- in this process ---------------------------------------------------
     def _run_here(self, config: StoreConfig, bucket: str, items: Iterator[Item],
                   threads: int, path: str, target: LightTarget | None) -> Iterator[Completion]:
-        engine = _Engine(config, bucket, threads, path, target)
+        engine = _Engine(config, bucket, threads, path, target, self._owner)
         window = IN_FLIGHT_PER_THREAD * threads
         in_flight, exhausted, finished = 0, False, False
         try:
@@ -455,9 +459,9 @@ class _Engine:
     """A completer and its threads; results arrive on ``results`` in completion order."""
 
     def __init__(self, config: StoreConfig, bucket: str, threads: int, path: str,
-                 target: LightTarget | None = None) -> None:
+                 target: LightTarget | None = None, owner: Any = None) -> None:
         self.stats = RequestStats()
-        self.completer = make_completer(config, bucket, path, self.stats, target)
+        self.completer = make_completer(config, bucket, path, self.stats, target, owner)
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="zero-rename-complete")
         self.results: queue.SimpleQueue[_Result] = queue.SimpleQueue()
 

@@ -18,11 +18,14 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+from zero_rename.core.completers import light_path_unsupported
+from zero_rename.core.fanout import complete_uploads, default_processes
 from zero_rename.core.journal import Journal, read_progress
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import CommitPlan, CommittedFile, JobRecord, PendingUpload
 from zero_rename.core.planning import replaced_objects, upload_shards
 from zero_rename.core.shards import KeySet, read_shard, shard_key, write_shard
+from zero_rename.core.profiles import AUTO
 from zero_rename.core.store import S3Store
 from zero_rename.core.validate import pending_digests, upload_digest
 from zero_rename.errors import CommitStateUnknownError, ManifestError, NoSuchUpload, StoreError
@@ -97,22 +100,68 @@ def _complete(store: S3Store, dest: Destination, uploads: Sequence[PendingUpload
         return etags
     # One pooled connection stays free for the journal, written from this thread.
     workers = max(1, min(threads, store.pool_size - 1, len(todo)))
+    send = {i for i in todo if pending is None
+            or upload_digest(uploads[i].key, uploads[i].upload_id) in pending}
+    fanout = _fanout(store, dest, len(send))
+    # What is not pending may be complete already: HEAD tells, on the store's client.
+    checks = [i for i in todo if i not in send] if fanout else todo
     with ThreadPoolExecutor(workers) as pool:
         futures = {pool.submit(complete_one, store, dest, uploads[i],
-                               pending is None or upload_digest(
-                                   uploads[i].key, uploads[i].upload_id) in pending): i
-                   for i in todo}
+                               not fanout and i in send): i for i in checks}
         try:
+            if fanout is not None:
+                _complete_fanned_out(store, dest, uploads, sorted(send), fanout, workers,
+                                     lambda i, etag: _done(etags, i, etag, shard, journal,
+                                                           reporter))
             for future in as_completed(futures):
-                index = futures[future]
-                etags[index] = future.result()
-                journal.add(shard, index)
-                reporter.advance()
+                _done(etags, futures[future], future.result(), shard, journal, reporter)
         except BaseException:
             for future in futures:
                 future.cancel()
             raise
     return etags
+
+
+def _done(etags: dict[int, str], index: int, etag: str, shard: int, journal: Journal,
+          reporter: _Reporter) -> None:
+    etags[index] = etag
+    journal.add(shard, index)
+    reporter.advance()
+
+
+def _fanout(store: S3Store, dest: Destination, uploads: int) -> tuple[str, int] | None:
+    """(request path, processes) when the completes can leave botocore or this
+    process, else None: through the store's own client."""
+    config = store.config
+    if config is None or uploads == 0:
+        return None  # a client made elsewhere: its credentials are its own
+    processes = config.complete_processes or default_processes(config, uploads)
+    path = config.request_path
+    if path == AUTO:
+        why = light_path_unsupported(config, dest.bucket)
+        path = "light" if why is None else "botocore"
+    if path == "botocore" and processes == 1:
+        return None
+    return path, processes
+
+
+def _complete_fanned_out(store: S3Store, dest: Destination, uploads: Sequence[PendingUpload],
+                         send: Sequence[int], how: tuple[str, int], threads: int,
+                         done: Callable[[int, str], None]) -> None:
+    """Complete ``send`` by :func:`complete_uploads`; failures settled here, one by one."""
+    assert store.config is not None
+    path, processes = how
+    items = ((i, uploads[i].key, uploads[i].upload_id, uploads[i].part_list()) for i in send)
+    with complete_uploads(store.config, dest.bucket, items, processes=processes,
+                          threads=threads, request_path=path, stats=store.stats,
+                          owner=store.client) as completions:
+        for completion in completions:
+            upload = uploads[completion.index]
+            if completion.failure is None:
+                done(completion.index, completion.etag or "")
+                continue
+            error = completion.failure.error(f"s3://{dest.bucket}/{upload.key}")
+            done(completion.index, settle(store, dest, upload, error))
 
 
 def complete_one(store: S3Store, dest: Destination, upload: PendingUpload,
@@ -122,11 +171,18 @@ def complete_one(store: S3Store, dest: Destination, upload: PendingUpload,
     try:
         return store.complete_upload(dest.bucket, upload.key, upload.upload_id,
                                      upload.part_list())
-    except NoSuchUpload as exc:
+    except StoreError as exc:
+        return settle(store, dest, upload, exc)
+
+
+def settle(store: S3Store, dest: Destination, upload: PendingUpload, exc: Exception) -> str:
+    """The ETag of an upload whose complete failed with ``exc``, if it is complete
+    after all; else the error to raise."""
+    if isinstance(exc, NoSuchUpload):
         # Completed by an earlier try whose response was lost, or gone:
         # the object's ETag tells which.
         return check_completed(store, dest, upload, exc)
-    except StoreError as exc:
+    if isinstance(exc, StoreError):
         # Some stores answer a complete of a consumed upload with a 500; and a
         # 5xx may come after the complete took effect. Believe only the ETag.
         if exc.outcome_unknown:
@@ -136,7 +192,7 @@ def complete_one(store: S3Store, dest: Destination, upload: PendingUpload,
                 f"S3 refused the parts recorded for {upload.key} ({exc.code}): the task "
                 f"manifest does not describe upload {upload.upload_id}. The job is past its "
                 "point of no return; find the attempt that wrote it") from exc
-        raise
+    raise exc
 
 
 def check_completed(store: S3Store, dest: Destination, upload: PendingUpload,

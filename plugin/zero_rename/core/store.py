@@ -50,6 +50,13 @@ class StoreConfig:
     no retries). ``profile`` is ``auto`` (probe the store at job setup) or a
     store family from :data:`zero_rename.core.profiles.PROFILES`.
 
+    How job commit sends its CompleteMultipartUpload requests (see
+    :mod:`zero_rename.core.fanout`): ``request_path`` ``auto`` (the light path
+    unless something in the configuration needs botocore), ``light`` or
+    ``botocore``; ``complete_processes`` 0 to choose by the host (worker
+    processes only where cores are free and the store is not on this machine),
+    1 for none, more for that many.
+
     Raises:
         ConfigError: at construction, for a value no client could use.
     """
@@ -63,12 +70,19 @@ class StoreConfig:
     read_timeout: float = 300.0
     path_style: bool | None = None
     profile: str = AUTO
+    request_path: str = AUTO
+    complete_processes: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("max_pool_connections", "max_attempts"):
+        for name in ("max_pool_connections", "max_attempts", "complete_processes"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"StoreConfig.{name} must be a positive integer, got {value!r}")
+            least = 0 if name == "complete_processes" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"StoreConfig.{name} must be an integer >= {least}, "
+                                  f"got {value!r}")
+        if self.request_path not in (AUTO, "light", "botocore"):
+            raise ConfigError(f"StoreConfig.request_path must be auto, light or botocore, "
+                              f"got {self.request_path!r}")
         for name in ("connect_timeout", "read_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -184,24 +198,32 @@ class S3Store:
     """
 
     def __init__(self, client: Any, stats: RequestStats | None = None,
-                 profile: StoreProfile | None = None) -> None:
+                 profile: StoreProfile | None = None,
+                 config: StoreConfig | None = None) -> None:
+        """``config``: the configuration ``client`` was made from with boto3's
+        standard credential chain, which lets job commit open connections of
+        its own (:mod:`zero_rename.core.fanout`); None for a client made
+        elsewhere (an Airflow connection's), whose requests all go through it."""
         self.client = client
         self.stats = stats if stats is not None else RequestStats()
         self.profile = profile
+        self.config = config
 
     @classmethod
     def connect(cls, config: StoreConfig | None = None) -> S3Store:
-        return cls(make_client(config or StoreConfig()))
+        config = config or StoreConfig()
+        return cls(make_client(config), config=config)
 
     def scoped(self, stats: RequestStats | None = None) -> S3Store:
         """The same connection pool, counting into other statistics (a task's, a job's)."""
-        return S3Store(self.client, stats if stats is not None else RequestStats(), self.profile)
+        return S3Store(self.client, stats if stats is not None else RequestStats(), self.profile,
+                       self.config)
 
     def with_profile(self, profile: StoreProfile | None) -> S3Store:
         """The same connection pool and statistics, behaving as ``profile`` says."""
         if profile is None or profile == self.profile:
             return self
-        return S3Store(self.client, self.stats, profile)
+        return S3Store(self.client, self.stats, profile, self.config)
 
     @property
     def endpoint_url(self) -> str:
