@@ -22,6 +22,7 @@ requests too, so the whole protocol's requests per file are known. Run
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -282,6 +283,7 @@ LABELS: dict[str, str] = {
     "floor": "floor: bare parallel CompleteMultipartUpload",
     "copy-delete": "rename: CopyObject + DeleteObject per file",
     "copy-bulk": "rename: CopyObject per file + DeleteObjects per 1,000",
+    "committer-scale": "zero-rename job commit alone, at scale (defaults)",
 }
 
 
@@ -291,14 +293,26 @@ Progress = Callable[[str], None]
 
 def run_benchmark(cfg: BenchConfig, file_counts: Sequence[int], repeats: Sequence[int],
                   methods: Sequence[str] = DEFAULT_METHODS,
-                  progress: Progress | None = None) -> list[Run]:
-    """Every method for every file count, ``repeats[i]`` times for ``file_counts[i]``.
+                  progress: Progress | None = None,
+                  scale_counts: Sequence[int] = (), scale_file_size: int = 0) -> list[Run]:
+    """Every method for every file count, ``repeats[i]`` times for ``file_counts[i]``;
+    then the committer alone, once for each of ``scale_counts``, with files of
+    ``scale_file_size`` bytes: its time, requests and memory at scale.
 
     Each method prepares its own files right before its timed phase, so no
     method's pending uploads or temporary objects are on the server during
     another's commit.
     """
     runs: list[Run] = []
+    for files in scale_counts:
+        # Preparing the files is most of the cost at this size: one method only.
+        tag = f"scale-{files}-{uuid.uuid4().hex[:8]}"
+        run = committer_commit(dataclasses.replace(cfg, file_size=scale_file_size), files, tag)
+        runs.append(dataclasses.replace(run, method="committer-scale"))
+        if progress:
+            progress(f"{files:>7} files  committer (scale, {scale_file_size}-byte files): "
+                     f"{run.seconds:7.2f} s, {run.total_requests} requests, "
+                     f"{run.peak_rss / 2**20:.0f} MiB, {run.committed} committed")
     for files, repeat in zip(file_counts, repeats, strict=True):
         for round_ in range(repeat):
             for name in methods:
@@ -376,15 +390,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="bytes per file (default: 1024)")
     parser.add_argument("--methods", type=lambda t: [m for m in t.split(",") if m],
                         default=list(DEFAULT_METHODS),
-                        help=f"comma-separated, floor included, from {','.join(METHODS)} "
+                        help=f"comma-separated, from {','.join(METHODS)}; ratios need floor "
                              f"(default: {','.join(DEFAULT_METHODS)})")
+    parser.add_argument("--scale", type=_counts, default=[],
+                        help="file counts, comma-separated, at which the committer runs "
+                             "alone, once, for its time, requests and peak memory at scale "
+                             "(default: none)")
+    parser.add_argument("--scale-file-size", type=int, default=0,
+                        help="bytes per file of the --scale runs (default: 0)")
     parser.add_argument("--output", default="docs/benchmarks.md",
                         help="Markdown file whose '## Job commit' section is replaced; "
                              "'-' to write none (default: docs/benchmarks.md)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.methods) - set(METHODS))
-    if unknown or "floor" not in args.methods:
-        parser.error(f"--methods must include floor and name only {', '.join(METHODS)}"
+    if unknown or not args.methods:
+        parser.error(f"--methods must name only {', '.join(METHODS)}"
                      + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
     if args.repeat is None:
         args.repeat = list(DEFAULT_REPEATS) if args.files == list(DEFAULT_FILES) else [1]
@@ -399,7 +419,8 @@ def command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this run (``make bench`` for the defaults)."""
     parts = ["python -m bench.commit_bench"]
     defaults = parse_args([])
-    for flag in ("files", "repeat", "threads", "files_per_task", "file_size", "methods"):
+    for flag in ("files", "repeat", "threads", "files_per_task", "file_size", "methods",
+                 "scale", "scale_file_size"):
         value = getattr(args, flag)
         if value != getattr(defaults, flag):
             text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
@@ -427,7 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.create_bucket(bucket)
         cfg = BenchConfig(server.endpoint_url, bucket, args.threads, args.files_per_task,
                           args.file_size)
-        runs = run_benchmark(cfg, args.files, args.repeat, args.methods, progress)
+        runs = run_benchmark(cfg, args.files, args.repeat, args.methods, progress,
+                             args.scale, args.scale_file_size)
     rows = summarize(runs)
     print(report.stdout_table(rows))
     progress(f"whole run: {time.monotonic() - started:.0f} s")

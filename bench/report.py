@@ -96,7 +96,7 @@ def _seconds(step: Step | None) -> float:
 
 def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
     """A short account of the largest run, with its own numbers."""
-    files = max(r.files for r in rows)
+    files = max(r.files for r in rows if r.method != "committer-scale")
     floor = _find(rows, files, "floor")
     verify = _find(rows, files, "committer")
     noverify = _find(rows, files, "committer-noverify")
@@ -135,10 +135,11 @@ def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
                 "UploadPart and CompleteMultipartUpload per file; the task manifest, the "
                 "job-record read that fences a task commit and the manifest read at job "
                 "commit per task; a fixed few per job.")
-        sizes = sorted({r.files for r in rows if r.method == "committer" and r.peak_rss})
-        if len(sizes) > 1:
-            rss = ", ".join(f"{_rss(_find(rows, n, 'committer'))} MiB at {n:,}"  # type: ignore[arg-type]
-                            for n in sizes)
+        measured = sorted((r for r in rows
+                           if r.method in ("committer", "committer-scale") and r.peak_rss),
+                          key=lambda r: (r.files, r.method))
+        if len(measured) > 1:
+            rss = ", ".join(f"{_rss(r)} MiB at {r.files:,}" for r in measured)
             out.append(
                 f"The committing process's peak memory: {rss} files. Manifests, plan, "
                 "journal and file list are streamed in shards of 10,000 entries and the set "
@@ -168,10 +169,13 @@ def section(rows: Sequence[Row], cfg: BenchConfig, args: argparse.Namespace,
             command: str, load: tuple[float, float] | None = None,
             elapsed: float | None = None) -> str:
     """The whole ``## Job commit`` section, header included."""
-    largest = max(r.files for r in rows)
+    largest = max(r.files for r in rows if r.method != "committer-scale")
     committer = _find(rows, largest, "committer") or _find(rows, largest, "committer-noverify")
     runs = ", ".join(f"{n:,} files: median of {k}" if k > 1 else f"{n:,} files: one run"
                      for n, k in zip(args.files, args.repeat, strict=True))
+    if getattr(args, "scale", None):
+        runs += (f"; the committer alone at {', '.join(f'{n:,}' for n in args.scale)} files "
+                 f"of {args.scale_file_size:,} bytes, one run each")
     parts = [
         HEADER,
         "",

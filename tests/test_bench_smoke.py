@@ -26,7 +26,8 @@ def bench_runs(s3_server: EmbeddedS3) -> tuple[BenchConfig, list[Run]]:
     bucket = f"bench-{uuid.uuid4().hex[:8]}"
     s3_server.create_bucket(bucket)
     cfg = BenchConfig(s3_server.endpoint_url, bucket, threads=8, files_per_task=5)
-    return cfg, run_benchmark(cfg, [FILES], [1], tuple(METHODS))
+    return cfg, run_benchmark(cfg, [FILES], [1], tuple(METHODS), scale_counts=[FILES],
+                              scale_file_size=0)
 
 
 def _run(runs: list[Run], method: str) -> Run:
@@ -36,7 +37,7 @@ def _run(runs: list[Run], method: str) -> Run:
 
 def test_every_method_commits_every_file(bench_runs: tuple[BenchConfig, list[Run]]) -> None:
     _, runs = bench_runs
-    assert sorted(r.method for r in runs) == sorted(METHODS)
+    assert sorted(r.method for r in runs) == sorted([*METHODS, "committer-scale"])
     for run in runs:
         assert run.files == FILES
         assert run.committed == FILES, run.method
@@ -80,7 +81,7 @@ def test_request_counts_match_each_method(bench_runs: tuple[BenchConfig, list[Ru
 def test_committer_memory_is_its_own_process(
         bench_runs: tuple[BenchConfig, list[Run]]) -> None:
     _, runs = bench_runs
-    for method in ("committer", "committer-noverify"):
+    for method in ("committer", "committer-noverify", "committer-scale"):
         run = _run(runs, method)
         # A spawned interpreter with boto3 loaded, not the test process's gigabyte.
         assert 20 * 2**20 < run.peak_rss < 400 * 2**20, (method, run.peak_rss)
@@ -105,7 +106,7 @@ def test_summary_and_section(bench_runs: tuple[BenchConfig, list[Run]],
     body = report.section(rows, cfg, args, "python -m bench.commit_bench --files 20")
     assert body.startswith(report.HEADER + "\n")
     result_lines = [line for line in body.splitlines() if line.startswith(f"| {FILES} |")]
-    assert len(result_lines) == len(METHODS)
+    assert len(result_lines) == len(METHODS) + 1  # and the committer at scale
     assert all(line.endswith(f"| {FILES} |") for line in result_lines)
 
     page = tmp_path / "benchmarks.md"
