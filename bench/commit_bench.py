@@ -180,11 +180,22 @@ def commit_in_child(cfg: BenchConfig, dest: str, job_id: str) -> ChildCommit:
         start = time.perf_counter()
         summary = committer.commit_job(job_id)
         seconds = time.perf_counter() - start
-    # ru_maxrss is in KiB on Linux. Worker processes, if any, count too.
-    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
+    peak = peak_rss()
     return ChildCommit(seconds, dict(counter.counts), tuple(counter.steps()), summary.files,
                        peak)
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory in bytes: VmHWM, the high-water mark of
+    its own address space. Not ``ru_maxrss``: Linux carries that across exec, so a
+    spawned child would report its parent's peak."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    # Elsewhere ru_maxrss, which macOS gives in bytes and the others in KiB.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (
+        1 if sys.platform == "darwin" else 1024)
 
 
 def committer_commit(cfg: BenchConfig, files: int, tag: str, verify: bool = True) -> Run:

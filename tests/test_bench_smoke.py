@@ -84,7 +84,7 @@ def test_committer_memory_is_its_own_process(
     for method in ("committer", "committer-noverify", "committer-scale"):
         run = _run(runs, method)
         # A spawned interpreter with boto3 loaded, not the test process's gigabyte.
-        assert 20 * 2**20 < run.peak_rss < 400 * 2**20, (method, run.peak_rss)
+        assert 20 * 2**20 < run.peak_rss < 200 * 2**20, (method, run.peak_rss)
     assert _run(runs, "floor").peak_rss == 0
 
 
