@@ -186,12 +186,13 @@ def complete_uploads(config: StoreConfig, bucket: str, items: Iterable[Item], *,
     if processes > 1 and not sys.executable:
         log.warning("no Python executable to start workers with; completing in this process")
         processes = 1
-    path = _choose_path(config, bucket, request_path)
+    path = choose_path(config, bucket, request_path)
     return Completions(config, bucket, items, processes, threads, path,
                        stats if stats is not None else RequestStats(), owner)
 
 
-def _choose_path(config: StoreConfig, bucket: str, request_path: str) -> str:
+def choose_path(config: StoreConfig, bucket: str, request_path: str) -> str:
+    """The request path ``request_path`` means here: ``auto`` becomes light or botocore."""
     if request_path == AUTO:
         why = light_path_unsupported(config, bucket)
         if why is None:

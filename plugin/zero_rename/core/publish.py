@@ -18,14 +18,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from zero_rename.core.completers import light_path_unsupported
-from zero_rename.core.fanout import complete_uploads, default_processes
+from zero_rename.core.fanout import choose_path, complete_uploads, default_processes
 from zero_rename.core.journal import Journal, read_progress
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import CommitPlan, CommittedFile, JobRecord, PendingUpload
 from zero_rename.core.planning import replaced_objects, upload_shards
 from zero_rename.core.shards import KeySet, read_shard, shard_key, write_shard
-from zero_rename.core.profiles import AUTO
 from zero_rename.core.store import S3Store
 from zero_rename.core.validate import pending_digests, upload_digest
 from zero_rename.errors import CommitStateUnknownError, ManifestError, NoSuchUpload, StoreError
@@ -136,10 +134,7 @@ def _fanout(store: S3Store, dest: Destination, uploads: int) -> tuple[str, int] 
     if config is None or uploads == 0:
         return None  # a client made elsewhere: its credentials are its own
     processes = config.complete_processes or default_processes(config, uploads)
-    path = config.request_path
-    if path == AUTO:
-        why = light_path_unsupported(config, dest.bucket)
-        path = "light" if why is None else "botocore"
+    path = choose_path(config, dest.bucket, config.request_path)
     if path == "botocore" and processes == 1:
         return None
     return path, processes
