@@ -62,9 +62,10 @@ class Committer:
         return self.records.list()
 
     def task_attempt(self, job: JobRecord | str, task_id: str, attempt: int = 0,
-                     spool_dir: str | None = None) -> TaskAttempt:
+                     spool_dir: str | None = None, upload_threads: int = 0) -> TaskAttempt:
         record = job if isinstance(job, JobRecord) else self.job(job)
-        return TaskAttempt(self.store, self.dest, record, task_id, attempt, spool_dir)
+        return TaskAttempt(self.store, self.dest, record, task_id, attempt, spool_dir,
+                           upload_threads)
 
     def save_stage_manifest(self, job_id: str, task_manifests: Sequence[TaskManifest],
                             engine: str = "") -> str:

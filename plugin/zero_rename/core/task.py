@@ -36,7 +36,7 @@ from zero_rename.core.model import JobRecord, TaskManifest, dump, load
 from zero_rename.core.planning import attempt_committed
 from zero_rename.core.stats import RequestStats
 from zero_rename.core.store import S3Store
-from zero_rename.core.writers import MagicOutput, OutputFile, StagingOutput
+from zero_rename.core.writers import BackgroundUploads, MagicOutput, OutputFile, StagingOutput
 from zero_rename.core.writes import backoff, create_once
 from zero_rename.errors import (
     ConfigError,
@@ -59,9 +59,17 @@ class TaskAttempt:
     """One attempt of one task of a job; writes files that stay invisible."""
 
     def __init__(self, store: S3Store, dest: Destination, job: JobRecord, task_id: str,
-                 attempt: int = 0, spool_dir: str | None = None) -> None:
+                 attempt: int = 0, spool_dir: str | None = None,
+                 upload_threads: int = 0) -> None:
+        """``upload_threads``: with 0, every request is made by the thread that
+        writes; above 0, files are uploaded on that many threads while the task
+        goes on writing (see :class:`BackgroundUploads`), at most about one part
+        per thread of memory more."""
         if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
             raise ConfigError(f"task attempt number must be an integer >= 0, got {attempt!r}")
+        if isinstance(upload_threads, bool) or not isinstance(upload_threads, int) \
+                or upload_threads < 0:
+            raise ConfigError(f"upload_threads must be an integer >= 0, got {upload_threads!r}")
         self.dest = dest
         self.job = job
         self.task_id = check_task_id(task_id)
@@ -73,6 +81,8 @@ class TaskAttempt:
         self._spool: Path | None = None
         self._spool_root = spool_dir
         self._state = "writing"
+        self._uploads = (BackgroundUploads(upload_threads, upload_threads * job.options.part_size)
+                         if upload_threads else None)
 
     @property
     def options(self):  # noqa: ANN201 - JobOptions
@@ -89,11 +99,13 @@ class TaskAttempt:
         key = self.dest.dir + relative + name
         if self.options.committer == "magic":
             out: OutputFile = MagicOutput(self.store, self.dest.bucket, key, values,
-                                          self.options.part_size, self._part_failed)
+                                          self.options.part_size, self._part_failed,
+                                          self._uploads)
         else:
             spool = self._spool_dir() / f"{len(self._files):05d}{extension}"
             out = StagingOutput(self.dest.bucket, key, values, str(spool),
-                                self.options.part_size, self._part_failed)
+                                self.options.part_size, self._part_failed,
+                                (self._uploads, self.store) if self._uploads else None)
         self._files.append(out)
         return out
 
@@ -123,11 +135,14 @@ class TaskAttempt:
         try:
             for f in self._files:
                 f.close()
+            if self._uploads is not None:
+                self._uploads.wait()
             self._upload_staged()
             manifest = self._manifest()
         except BaseException:
             self.abort()
             raise
+        self._stop_uploads()
         if publish:
             self._publish_or_abort(manifest)
         try:
@@ -177,8 +192,12 @@ class TaskAttempt:
         log.warning("%s: task commit outcome unknown; its uploads stay for the job commit "
                     "or the job abort", self.attempt_id)
 
+    def _stop_uploads(self) -> None:
+        if self._uploads is not None:
+            self._uploads.stop()
+
     def _upload_staged(self) -> None:
-        staged = [f for f in self._files if isinstance(f, StagingOutput)]
+        staged = [f for f in self._files if isinstance(f, StagingOutput) and not f.uploading]
         if not staged:
             return
         with ThreadPoolExecutor(min(self.options.threads, len(staged), 16)) as pool:
@@ -270,6 +289,8 @@ class TaskAttempt:
         """
         if self._state == "committed":
             raise ZeroRenameError(f"{self.attempt_id} is committed; abort the job instead")
+        # Before anything is aborted: an upload still being created would outlive it.
+        self._stop_uploads()
         if self._state == "unknown":
             log.warning("%s: its task commit outcome is unknown, so task abort leaves its "
                         "uploads to the job commit or job abort", self.attempt_id)
