@@ -4,7 +4,8 @@
 
 - ``fault``: ``raise`` (the task attempt fails after its first batch),
   ``exit`` (its Python worker dies on the spot, ``os._exit``), ``slow``
-  (it sleeps ``fault_seconds`` first), ``commit_raise`` (the driver fails
+  (it sleeps ``fault_seconds`` first), ``part_fault`` (its UploadParts fail, on
+  the background upload threads of a magic task), ``commit_raise`` (the driver fails
   after every task succeeded, before the job commit) or ``complete_fault``
   (every CompleteMultipartUpload after the first fails, so the job commit
   breaks after its point of no return);
@@ -69,6 +70,15 @@ class FaultyWriter(ZeroRenameWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Any:
         if self.fault in ("raise", "exit", "slow") and self._hits():
             iterator = self._faulty(iterator)
+        if self.fault == "part_fault" and self._hits():
+            # The committer (and its client) outlives this attempt in a reused worker.
+            client = self._committer().store.client
+            _fail_after_first(client, "UploadPart", after=0)
+            try:
+                return super().write(iterator)
+            finally:
+                client.meta.events.unregister("before-call.s3.UploadPart",
+                                              unique_id="spark-fault")
         return super().write(iterator)
 
     def _faulty(self, iterator: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -99,16 +109,18 @@ class FaultyWriter(ZeroRenameWriter):
         super().commit(messages)
 
 
-def _fail_after_first(client: Any, op: str) -> None:
+def _fail_after_first(client: Any, op: str, after: int = 1) -> None:
     calls = {"n": 0}
 
     def hook(**_: Any) -> None:
         calls["n"] += 1
-        if calls["n"] > 1:
+        if calls["n"] > after:
             raise ClientError({"Error": {"Code": "InternalError",
                                          "Message": f"injected fault in {op} #{calls['n']}"},
                                "ResponseMetadata": {"HTTPStatusCode": 500}}, op)
 
     client.meta.events.register(f"before-call.s3.{op}", hook, unique_id="spark-fault")
-    # Job commit's completes go out on the light path: the same fault there.
-    add_request_hook(client, lambda stage, key, context: hook() if stage == "before" else None)
+    if op == "CompleteMultipartUpload":
+        # Job commit's completes go out on the light path: the same fault there.
+        add_request_hook(client,
+                         lambda stage, key, context: hook() if stage == "before" else None)

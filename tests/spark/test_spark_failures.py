@@ -62,6 +62,25 @@ def test_failed_first_attempts_are_retried_and_written_once(
     assert manifests["00001"] > manifests["00000"] and manifests["00003"] > manifests["00002"]
 
 
+@pytest.mark.parametrize("committer_mode", ["magic", "staging"])
+def test_failed_background_uploads_fail_the_attempt_and_leave_nothing(
+        spark: Any, dest: str, committer: Committer, tmp_path: Path,
+        committer_mode: str) -> None:
+    """UploadPart fails on the upload threads of attempt 0 of tasks 0 and 2: the
+    attempt fails (at its next file, or at its task commit), aborts what it
+    created, and the retry writes."""
+    df = source(spark)
+    faulty_write(df, dest, committer=committer_mode, fault="part_fault",
+                 fault_partitions="0,2")
+    assert_one_clean_copy(spark, committer, tmp_path, df)
+    assert pending_in_bucket(committer) == []
+    [job] = committer.jobs()
+    attempts = {a.split("_")[-2]: int(a.split("_")[-1])
+                for a in committer.committed_attempts(job.job_id)}
+    # Tasks 0 and 2 committed a retry, started after their neighbours' first attempts.
+    assert attempts["00000"] > attempts["00001"] and attempts["00002"] > attempts["00003"]
+
+
 def test_python_worker_killed_mid_write_leaves_no_upload_behind(
         spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
     df = source(spark)

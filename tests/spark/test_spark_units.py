@@ -11,6 +11,7 @@ import pytest
 
 from zero_rename.errors import ConfigError
 from zero_rename.spark.options import (
+    DEFAULT_UPLOAD_THREADS,
     FileOptions,
     conflict_mode_for,
     parse_size,
@@ -39,6 +40,13 @@ def test_options_map_to_job_store_and_file_options(monkeypatch: pytest.MonkeyPat
                                        max_rows_per_file=1000)
     assert config.files.extension == ".zstd.parquet"
     assert not config.orchestrated
+    assert config.upload_threads == DEFAULT_UPLOAD_THREADS
+
+
+@pytest.mark.parametrize("given,threads", [("0", 0), ("8", 8), (" 2 ", 2)])
+def test_upload_threads_read_as_a_count(given: str, threads: int) -> None:
+    config = parse_writer_options({"path": "s3://bucket/t", "upload_threads": given})
+    assert config.upload_threads == threads
 
 
 def test_an_endpoint_option_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,6 +91,8 @@ def test_sizes_read_as_spark_reads_them(text: str, size: int) -> None:
     ({}, "needs a destination"),
     ({"path": "hdfs://x/y"}, "must be an s3:// or s3a:// URL"),
     ({"path": "s3://bucket/t", "threads": "0"}, "threads"),
+    ({"path": "s3://bucket/t", "upload_threads": "-1"}, "option 'upload_threads' must be an integer"),
+    ({"path": "s3://bucket/t", "upload_threads": "four"}, "option 'upload_threads'"),
     ({"path": "s3://bucket/t", "verify_uploads": "maybe"}, "option 'verify_uploads'"),
     ({"path": "s3://bucket/t", "max_file_size": "0"}, "option 'max_file_size'"),
     ({"path": "s3://bucket/t", "conflict_mode": "merge"}, "option 'conflict_mode'"),

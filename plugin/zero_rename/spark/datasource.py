@@ -183,8 +183,10 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         play two live attempts of one task.
         """
         started = time.monotonic()
+        # Background uploads: a file's requests (create, parts) overlap the
+        # encoding of the next one instead of stalling the task at every file.
         task = self._committer().task_attempt(self.job, f"{partition_id:05d}", attempt,
-                                              self.config.spool_dir)
+                                              self.config.spool_dir, self.config.upload_threads)
         files = PartitionedParquetWriter(
             lambda values: task.open(values or None, self.config.files.extension),
             self.job.options.partition_columns, self.config.files, self.metadata)

@@ -41,6 +41,10 @@ CODEC_EXTENSIONS = {
 _CODEC_ALIASES = {"uncompressed": "none"}
 
 DEFAULT_MAX_OPEN_FILES = 32
+# Threads per task attempt that upload its files while it goes on encoding:
+# enough to keep a small file's two requests (create, one part) off the
+# writing thread, few enough that many task slots per executor stay modest.
+DEFAULT_UPLOAD_THREADS = 4
 # pyarrow's own default row group length.
 DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
 
@@ -53,7 +57,7 @@ _JOB_KEYS = ("committer", "conflict_mode", "part_size", "threads", "verify_uploa
 _STORE_KEYS = ("endpoint", "region", "path_style", "store_profile")
 _FILE_KEYS = ("compression", "max_file_size", "max_rows_per_file", "max_open_files",
               "row_group_size")
-KNOWN_OPTIONS = frozenset(("path", "partition_by", "job_id", "spool_dir")
+KNOWN_OPTIONS = frozenset(("path", "partition_by", "job_id", "spool_dir", "upload_threads")
                           + _JOB_KEYS + _STORE_KEYS + _FILE_KEYS)
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -91,6 +95,8 @@ class WriteConfig:
     files: FileOptions = field(default_factory=FileOptions)
     job_id: str | None = None
     spool_dir: str | None = None
+    # 0: every request from the thread that writes (the core's default).
+    upload_threads: int = DEFAULT_UPLOAD_THREADS
     # Job options the user set explicitly; an orchestrated job must agree on them.
     explicit: frozenset[str] = frozenset()
 
@@ -116,6 +122,17 @@ def parse_bool(key: str, value: str) -> bool:
     if text in _FALSE:
         return False
     raise ConfigError(f"option {key!r} must be true or false (got {str(value)[:40]!r})")
+
+
+def parse_count(key: str, value: str) -> int:
+    """An integer >= 0."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ConfigError(f"option {key!r} must be an integer >= 0 (got {str(value)[:40]!r})")
+    return number
 
 
 def parse_positive_int(key: str, value: str) -> int:
@@ -240,4 +257,7 @@ def parse_writer_options(options: Mapping[str, str], overwrite: bool = False) ->
     job_id = check_job_id(opts["job_id"]) if opts.get("job_id") else None
     return WriteConfig(destination=Destination.parse(path), store=store, job=job,
                        files=parse_file_options(opts), job_id=job_id,
-                       spool_dir=opts.get("spool_dir") or None, explicit=explicit)
+                       spool_dir=opts.get("spool_dir") or None,
+                       upload_threads=parse_count("upload_threads", opts["upload_threads"])
+                       if "upload_threads" in opts else DEFAULT_UPLOAD_THREADS,
+                       explicit=explicit)
