@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import platform
-import resource
 import statistics
 import sys
 import tempfile
@@ -47,12 +46,22 @@ import pyarrow as pa
 
 from zero_rename.core.layout import is_visible, partition_dir
 from zero_rename.core.store import StoreConfig, make_client
-from zero_rename.spark.datasource import (
-    ZeroRenameCommitMessage,
-    ZeroRenameDataSource,
-    ZeroRenameWriter,
+from bench.spark_source import (
+    BENCH_FORMAT,
+    BenchSource,
+    TimedBatches,
+    call_seconds,
+    call_seconds_since,
+    count_requests,
+    cpu_seconds,
+    peak_rss,
+    process_cpu_seconds,
+    process_started,
+    record,
+    requests_since,
+    snapshot,
 )
-from zero_rename.spark.options import FileOptions, WriteConfig, parse_writer_options
+from zero_rename.spark.options import FileOptions
 from zero_rename.spark.parquet import PartitionedParquetWriter
 
 MIB = 1024 * 1024
@@ -64,9 +73,12 @@ LABELS = {
     "direct": "direct to final keys, no commit protocol (unsafe)",
     "rename": "temporary prefix, then copy + delete per file (rename)",
 }
+# More methods: name -> (zero-rename method, more writer options), from --variant
+# (say magic-sync=zero-rename-magic:upload_threads=0), so that a writer option
+# is measured interleaved with the methods it is compared with.
+VARIANTS: dict[str, tuple[str, dict[str, str]]] = {}
 HEADER = "## PySpark write"
 TITLE = "# Benchmarks"
-BENCH_FORMAT = "zero-rename-bench"
 # Arrow batch rows: Spark's default.
 ARROW_BATCH = 10_000
 
@@ -88,109 +100,9 @@ class BenchConfig:
         return f"{self.area}/{method}"
 
 
-# -- counting requests, in every Python process ------------------------------
-
-_REQUESTS: Counter[str] = Counter()
-_HOOKED: set[int] = set()
-
-
-def _count(event_name: str, **_: Any) -> None:
-    # A before-send handler that returns a value replaces the response: return None.
-    _REQUESTS[event_name.rsplit(".", 1)[-1]] += 1
-
-
-def count_requests(client: Any) -> Any:
-    """Count every request this boto3 client sends into this process's counter."""
-    if id(client) not in _HOOKED:
-        client.meta.events.register("before-send.s3", _count)
-        _HOOKED.add(id(client))
-    return client
-
-
-def snapshot() -> Counter[str]:
-    """This process's requests so far (tasks call this, never the global itself:
-    a closure would carry a copy of it to the executor)."""
-    return Counter(_REQUESTS)
-
-
-def requests_since(before: Counter[str]) -> dict[str, int]:
-    return {op: n - before.get(op, 0) for op, n in _REQUESTS.items() if n - before.get(op, 0)}
-
-
-def peak_rss() -> int:
-    # Linux reports ru_maxrss in KiB.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def cpu_seconds() -> float:
-    """CPU time this process has used, user and system."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """CPU time of another process (the S3 server), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    # utime and stime are fields 14 and 15 of stat(5); fields[0] here is field 3.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def record(path: str, **fields: Any) -> None:
-    """Append one JSON line; lines this short are written atomically with O_APPEND."""
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps({"pid": os.getpid(), **fields}) + "\n")
-
-
 def new_client(endpoint_url: str, threads: int) -> Any:
     return count_requests(make_client(StoreConfig(endpoint_url=endpoint_url,
                                                   max_pool_connections=threads)))
-
-
-# -- zero-rename, counted -----------------------------------------------------
-
-class BenchWriter(ZeroRenameWriter):
-    """The zero-rename writer, reporting its requests and task memory."""
-
-    def __init__(self, config: WriteConfig, schema: Any, metrics: str, method: str) -> None:
-        self.metrics, self.method = metrics, method
-        before, cpu = snapshot(), cpu_seconds()
-        super().__init__(config, schema)
-        record(metrics, method=method, phase="setup", requests=requests_since(before),
-               cpu=cpu_seconds() - cpu)
-
-    def _committer(self) -> Any:
-        committer = super()._committer()
-        count_requests(committer.store.client)
-        return committer
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
-        before = snapshot()
-        started = time.monotonic()
-        message = super().write(iterator)
-        record(self.metrics, method=self.method, phase="task", rows=message.rows,
-               files=message.files, bytes=message.bytes, peak_rss=peak_rss(),
-               cpu=cpu_seconds(), seconds=time.monotonic() - started,
-               requests=requests_since(before))
-        return message
-
-    def commit(self, messages: Sequence[Any]) -> None:
-        before, cpu = snapshot(), cpu_seconds()
-        super().commit(messages)
-        record(self.metrics, method=self.method, phase="commit", requests=requests_since(before),
-               cpu=cpu_seconds() - cpu)
-
-
-class BenchSource(ZeroRenameDataSource):
-    """``zero-rename`` with two more options: where to report, and the method's name."""
-
-    @classmethod
-    def name(cls) -> str:
-        return BENCH_FORMAT
-
-    def writer(self, schema: Any, overwrite: bool) -> BenchWriter:
-        options = dict(self.options)
-        metrics, method = options.pop("bench_metrics"), options.pop("bench_method")
-        return BenchWriter(parse_writer_options(options, overwrite), schema, metrics, method)
 
 
 # -- the baselines: the same Parquet writer, plain uploads -------------------
@@ -239,16 +151,28 @@ class PlainTask:
     """What each task runs (through mapInArrow) for a baseline: the same Parquet
     writer and layout, files uploaded straight to ``prefix``."""
 
-    def __init__(self, cfg: BenchConfig, method: str, prefix: str) -> None:
-        self.cfg, self.method, self.prefix = cfg, method, prefix
+    def __init__(self, cfg: BenchConfig, method: str, prefix: str, round_number: int) -> None:
+        self.cfg, self.method, self.prefix, self.round = cfg, method, prefix, round_number
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        before = snapshot()
-        started = time.monotonic()
+        before, calls = snapshot(), call_seconds()
+        started, wall = time.monotonic(), time.time()
         context = TaskContext.get()
-        task = f"{context.partitionId():05d}" if context else "00000"
+        partition = context.partitionId() if context else 0
+        timed = TimedBatches(batches)
+        files = self._write(partition, timed)
+        record(self.cfg.metrics_path, method=self.method, round=self.round, phase="task",
+               rows=sum(f.rows for f in files), files=len(files),
+               bytes=sum(f.bytes for f in files), peak_rss=peak_rss(), cpu=cpu_seconds(),
+               seconds=time.monotonic() - started, requests=requests_since(before),
+               s3_seconds=call_seconds_since(calls), fed_seconds=timed.waited,
+               t_proc=process_started(), t_start=wall, t_end=time.time())
+        yield pa.record_batch({"files": pa.array([len(files)], pa.int64())})
+
+    def _write(self, partition: int, batches: TimedBatches) -> list[Any]:
+        task = f"{partition:05d}"
         client = new_client(self.cfg.endpoint_url, self.cfg.threads)
         run_id = uuid.uuid4().hex
         seq: Counter[str] = Counter()
@@ -263,12 +187,7 @@ class PlainTask:
         writer = PartitionedParquetWriter(open_file, ("dt",), FileOptions())
         for batch in batches:
             writer.write(batch)
-        files = writer.close()
-        record(self.cfg.metrics_path, method=self.method, phase="task", rows=writer.rows,
-               files=len(files), bytes=sum(f.bytes for f in files), peak_rss=peak_rss(),
-               cpu=cpu_seconds(), seconds=time.monotonic() - started,
-               requests=requests_since(before))
-        yield pa.record_batch({"files": pa.array([len(files)], pa.int64())})
+        return writer.close()
 
 
 def rename_all(cfg: BenchConfig, source: str, target: str) -> None:
@@ -295,6 +214,7 @@ def rename_all(cfg: BenchConfig, source: str, target: str) -> None:
 class Result:
     method: str
     seconds: float
+    round: int = 0
     files: int = 0
     bytes: int = 0
     rows: int = 0
@@ -305,6 +225,12 @@ class Result:
     leftover: int = 0  # pending uploads or temporary objects after the run
     python_cpu: float = 0.0  # task workers (whole life: one task each), driver-side workers, driver
     server_cpu: float = 0.0  # the S3 server
+    # The write as the driver sees it, in seconds (see ``timeline``).
+    phases: dict[str, float] = field(default_factory=dict)
+    # Task time summed over tasks, by where it went (see ``task_split``).
+    task_split: dict[str, float] = field(default_factory=dict)
+    # Requests of the busiest and quietest task.
+    task_requests: tuple[int, int] = (0, 0)
 
     @property
     def total_requests(self) -> int:
@@ -335,59 +261,118 @@ def source_frame(spark: Any, cfg: BenchConfig) -> Any:
     return df
 
 
-def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str) -> Result:
-    prefix = cfg.prefix(method)
+def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str,
+               round_number: int = 0) -> Result:
+    prefix = f"{cfg.prefix(method)}/r{round_number}"
     dest = f"s3://{cfg.bucket}/{prefix}"
     driver_before, driver_cpu = snapshot(), cpu_seconds()
     server_cpu = process_cpu_seconds(cfg.server_pid) if cfg.server_pid else 0.0
-    started = time.monotonic()
-    if method.startswith("zero-rename-"):
-        (df.write.format(BENCH_FORMAT).mode("append").option("partition_by", "dt")
-         .option("committer", method.removeprefix("zero-rename-"))
-         .option("part_size", str(cfg.part_size)).option("threads", str(cfg.threads))
-         .option("endpoint", cfg.endpoint_url)
-         .option("bench_metrics", cfg.metrics_path).option("bench_method", method)
-         .save(dest))
+    started, wall = time.monotonic(), time.time()
+    base, extra = VARIANTS.get(method, (method, {}))
+    if base.startswith("zero-rename-"):
+        committer = base.removeprefix("zero-rename-")
+        writer = (df.write.format(BENCH_FORMAT).mode("append")
+                  .option("partition_by", "dt")
+                  .option("committer", committer)
+                  .option("part_size", str(cfg.part_size)).option("threads", str(cfg.threads))
+                  .option("endpoint", cfg.endpoint_url)
+                  .option("bench_metrics", cfg.metrics_path).option("bench_method", method)
+                  .option("bench_round", str(round_number)))
+        for key, value in extra.items():
+            writer = writer.option(key, value)
+        writer.save(dest)
     elif method == "direct":
-        df.mapInArrow(PlainTask(cfg, method, prefix), "files long").collect()
+        df.mapInArrow(PlainTask(cfg, method, prefix, round_number), "files long").collect()
     elif method == "rename":
         temporary = f"{prefix}/_temporary/{uuid.uuid4().hex}"
-        df.mapInArrow(PlainTask(cfg, method, temporary), "files long").collect()
+        df.mapInArrow(PlainTask(cfg, method, temporary, round_number), "files long").collect()
         rename_all(cfg, temporary, prefix)
     else:
         raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
-    seconds = time.monotonic() - started
+    seconds, ended = time.monotonic() - started, time.time()
     if cfg.server_pid:
         server_cpu = process_cpu_seconds(cfg.server_pid) - server_cpu
     driver_cpu = cpu_seconds() - driver_cpu
-    result = summarize(cfg, method, seconds, requests_since(driver_before))
+    result = summarize(cfg, method, round_number, prefix, seconds,
+                       requests_since(driver_before), (wall, ended))
     result.python_cpu = round(result.python_cpu + driver_cpu, 1)
     result.server_cpu = round(server_cpu, 1)
     return result
 
 
-def summarize(cfg: BenchConfig, method: str, seconds: float,
-              driver_requests: dict[str, int]) -> Result:
+def timeline(records: Sequence[dict[str, Any]], save: tuple[float, float]) -> dict[str, float]:
+    """Where the write's wall time went, as the driver sees it:
+
+    - ``setup``: the driver-side Python worker building the writer (job setup);
+    - ``first_task``: from the save (or collect) to the first task's ``write()``;
+    - ``tasks``: from the first task's start to the last task's end;
+    - ``tail``: from the last task's end until the save returned: the driver's
+      serial tail, job commit (``commit``) and Spark's own bookkeeping around it;
+    - ``commit``: the job commit inside the driver-side worker, and
+      ``commit_start``: from the last task's end to that commit's start, of
+      which ``commit_worker`` from the worker's fork to the commit's start
+      (imports, unpickling the writer); ``setup_worker`` likewise for setup.
+    """
+    tasks = [r for r in records if r["phase"] == "task"]
+    first = min(r["t_start"] for r in tasks)
+    last = max(r["t_end"] for r in tasks)
+    phases = {"first_task": first - save[0], "tasks": last - first, "tail": save[1] - last}
+    for r in records:
+        if r["phase"] == "setup":
+            phases["setup"] = r["t_end"] - r["t_start"]
+            phases["setup_worker"] = r["t_start"] - r["t_proc"]
+        if r["phase"] == "commit":
+            phases["commit"] = r["t_end"] - r["t_start"]
+            phases["commit_start"] = r["t_start"] - last
+            phases["commit_worker"] = r["t_start"] - r["t_proc"]
+    return {k: round(v, 3) for k, v in phases.items()}
+
+
+def task_split(tasks: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Task time summed over tasks: ``startup`` (worker fork to ``write()``, imports
+    included), ``fed`` (waiting on Spark for batches), S3 calls made by the task's
+    own thread (``s3:<Operation>``), and ``encode+other``: the rest of ``write()``,
+    mostly splitting by partition and Arrow-to-Parquet encoding, and waiting for
+    calls on other threads. Those (``bg:<Operation>``: staging's upload pool,
+    background uploads) are summed apart: they overlap the task's own work."""
+    split: Counter[str] = Counter()
+    for r in tasks:
+        split["startup"] += r["t_start"] - r["t_proc"]
+        split["fed"] += r["fed_seconds"]
+        own = sum(t for op, t in r["s3_seconds"].items() if not op.startswith("bg:"))
+        for op, t in r["s3_seconds"].items():
+            split[op if op.startswith("bg:") else f"s3:{op}"] += t
+        split["encode+other"] += r["seconds"] - r["fed_seconds"] - own
+        split["write"] += r["seconds"]
+    return {k: round(v, 2) for k, v in split.items()}
+
+
+def summarize(cfg: BenchConfig, method: str, round_number: int, prefix: str, seconds: float,
+              driver_requests: dict[str, int], save: tuple[float, float]) -> Result:
     """Gather the run's records and check what it left in the bucket."""
     records = [json.loads(line) for line in Path(cfg.metrics_path).read_text().splitlines()]
-    mine = [r for r in records if r["method"] == method]
+    mine = [r for r in records if r["method"] == method and r.get("round") == round_number]
     tasks = [r for r in mine if r["phase"] == "task"]
     requests: Counter[str] = Counter(driver_requests)
     for r in mine:
         requests.update(r["requests"])
     rss = [r["peak_rss"] for r in tasks] or [0]
-    result = Result(method=method, seconds=round(seconds, 2), requests=dict(requests),
-                    rows=sum(r["rows"] for r in tasks), tasks=len(tasks),
-                    peak_task_rss=max(rss), median_task_rss=int(statistics.median(rss)),
-                    python_cpu=sum(r.get("cpu", 0.0) for r in mine))
-    check_output(cfg, result)
+    per_task = [sum(r["requests"].values()) for r in tasks] or [0]
+    result = Result(method=method, round=round_number, seconds=round(seconds, 2),
+                    requests=dict(requests), rows=sum(r["rows"] for r in tasks),
+                    tasks=len(tasks), peak_task_rss=max(rss),
+                    median_task_rss=int(statistics.median(rss)),
+                    python_cpu=sum(r.get("cpu", 0.0) for r in mine),
+                    phases=timeline(mine, save), task_split=task_split(tasks),
+                    task_requests=(max(per_task), min(per_task)))
+    check_output(cfg, result, prefix)
     return result
 
 
-def check_output(cfg: BenchConfig, result: Result) -> None:
+def check_output(cfg: BenchConfig, result: Result, prefix: str) -> None:
     """Count the visible files and anything left behind; refuse an incomplete run."""
     client = make_client(StoreConfig(endpoint_url=cfg.endpoint_url))  # not counted
-    prefix = cfg.prefix(result.method) + "/"
+    prefix += "/"
     leftover = 0
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=cfg.bucket,
                                                                  Prefix=prefix):
@@ -439,19 +424,27 @@ def warm_up(spark: Any, cfg: BenchConfig, methods: Sequence[str]) -> None:
     df.unpersist()
 
 
-def run_benchmark(spark: Any, cfg: BenchConfig, methods: Sequence[str]) -> list[Result]:
+def run_benchmark(spark: Any, cfg: BenchConfig, methods: Sequence[str],
+                  rounds: int = 1) -> list[Result]:
+    """Every method once a round, in an order rotated each round, so that no
+    method always runs first or after the same neighbour, and slow spells of a
+    shared machine spread over all methods."""
     spark.dataSource.register(BenchSource)
     warm_up(spark, cfg, methods)
     df = source_frame(spark, cfg)
     results = []
     try:
-        for method in methods:
-            progress(f"{method}: writing {cfg.rows:,} rows in {cfg.tasks} tasks...")
-            result = run_method(spark, df, cfg, method)
-            progress(f"{method}: {result.seconds:.1f} s, {result.files} files, "
-                     f"{result.bytes / GIB:.2f} GiB, {result.requests_per_file:.2f} requests "
-                     f"a file, task peak {result.peak_task_rss / MIB:.0f} MiB")
-            results.append(result)
+        for round_number in range(rounds):
+            shift = round_number % len(methods)
+            for method in list(methods[shift:]) + list(methods[:shift]):
+                progress(f"round {round_number + 1}/{rounds}, {method}: writing "
+                         f"{cfg.rows:,} rows in {cfg.tasks} tasks (load {os.getloadavg()[0]:.1f})")
+                result = run_method(spark, df, cfg, method, round_number)
+                progress(f"{method}: {result.seconds:.1f} s, {result.files} files, "
+                         f"{result.bytes / GIB:.2f} GiB, {result.requests_per_file:.2f} requests "
+                         f"a file, task peak {result.peak_task_rss / MIB:.0f} MiB, "
+                         f"phases {result.phases}")
+                results.append(result)
     finally:
         df.unpersist()
     return results
@@ -459,53 +452,143 @@ def run_benchmark(spark: Any, cfg: BenchConfig, methods: Sequence[str]) -> list[
 
 # -- report --------------------------------------------------------------------
 
-def _mix(result: Result) -> str:
-    per_file = sorted(result.requests.items(), key=lambda kv: (-kv[1], kv[0]))
-    return ", ".join(f"{op} {n / result.files:.2f}" for op, n in per_file)
+def label(method: str) -> str:
+    if method in VARIANTS:
+        base, extra = VARIANTS[method]
+        return f"{LABELS[base]}, " + ", ".join(f"{k}={v}" for k, v in extra.items())
+    return LABELS[method]
+
+
+def parse_variant(text: str) -> tuple[str, tuple[str, dict[str, str]]]:
+    """``name=zero-rename-magic:key=value,key=value``."""
+    name, _, rest = text.partition("=")
+    base, _, options = rest.partition(":")
+    if not name or base not in METHODS or not base.startswith("zero-rename-"):
+        raise argparse.ArgumentTypeError(f"--variant {text!r}: want NAME=zero-rename-...:k=v,...")
+    extra = dict(o.split("=", 1) for o in options.split(",") if o)
+    return name, (base, extra)
+
+
+def by_method(results: Sequence[Result]) -> dict[str, list[Result]]:
+    """Each method's runs, methods in the order first seen."""
+    runs: dict[str, list[Result]] = {}
+    for r in results:
+        runs.setdefault(r.method, []).append(r)
+    return runs
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def ratios(runs: Sequence[Result], direct: Sequence[Result]) -> list[float]:
+    """Wall time over the direct write's of the same round: runs of one round
+    met the same spell of a shared machine."""
+    base = {r.round: r.seconds for r in direct}
+    return [r.seconds / base[r.round] for r in runs if r.round in base]
+
+
+def _mix(runs: Sequence[Result]) -> str:
+    requests: Counter[str] = Counter()
+    for r in runs:
+        requests.update(r.requests)
+    files = sum(r.files for r in runs)
+    per_file = sorted(requests.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{op} {n / files:.2f}" for op, n in per_file)
 
 
 def results_table(results: Sequence[Result]) -> str:
-    direct = next((r for r in results if r.method == "direct"), None)
-    lines = ["| method | wall time (s) | vs direct | Python CPU (s) | S3 server CPU (s) | "
-             "peak task memory (MiB) | median task memory (MiB) | files | GiB | S3 requests | "
-             "requests per file |",
+    grouped = by_method(results)
+    direct = grouped.get("direct", [])
+    lines = ["| method | wall time, median (s) | range (s) | vs direct, median (range) | "
+             "Python CPU (s) | S3 server CPU (s) | peak task memory (MiB) | "
+             "files | GiB | S3 requests | requests per file |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in results:
-        ratio = f"{r.seconds / direct.seconds:.2f}x" if direct else "-"
-        lines.append(f"| {LABELS[r.method]} | {r.seconds:.1f} | {ratio} | {r.python_cpu:.1f} | "
-                     f"{r.server_cpu:.1f} | {r.peak_task_rss / MIB:.0f} | "
-                     f"{r.median_task_rss / MIB:.0f} | {r.files:,} | {r.bytes / GIB:.2f} | "
-                     f"{r.total_requests:,} | {r.requests_per_file:.2f} |")
+    for method, runs in grouped.items():
+        seconds = [r.seconds for r in runs]
+        vs = ratios(runs, direct)
+        ratio = (f"{median(vs):.2f}x ({min(vs):.2f}-{max(vs):.2f})" if vs else "-")
+        r = runs[0]
+        lines.append(f"| {label(method)} | {median(seconds):.1f} | {min(seconds):.1f}-"
+                     f"{max(seconds):.1f} | {ratio} | {median([x.python_cpu for x in runs]):.1f} | "
+                     f"{median([x.server_cpu for x in runs]):.1f} | "
+                     f"{max(x.peak_task_rss for x in runs) / MIB:.0f} | {r.files:,} | "
+                     f"{r.bytes / GIB:.2f} | {r.total_requests:,} | {r.requests_per_file:.2f} |")
+    return "\n".join(lines)
+
+
+PHASES = (("first_task", "save to first task"), ("setup_worker", "setup worker start-up"),
+          ("setup", "job setup (writer)"),
+          ("tasks", "first task to last task end"), ("tail", "last task end to save return"),
+          ("commit_start", "of which, to commit start"),
+          ("commit_worker", "commit worker start-up"), ("commit", "job commit"))
+
+
+def phases_table(results: Sequence[Result]) -> str:
+    """Medians over rounds of the timeline of each write (see ``timeline``)."""
+    lines = ["| method | wall time | " + " | ".join(label for _, label in PHASES) + " |",
+             "|---|" + "---:|" * (len(PHASES) + 1)]
+    for method, runs in by_method(results).items():
+        cells = []
+        for key, _ in PHASES:
+            values = [r.phases[key] for r in runs if key in r.phases]
+            cells.append(f"{median(values):.2f}" if values else "-")
+        lines.append(f"| {label(method)} | {median([r.seconds for r in runs]):.2f} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def split_table(results: Sequence[Result]) -> str:
+    """Task time summed over a run's tasks, medians over rounds (see ``task_split``)."""
+    lines = ["| method | task write() | startup (fork, imports) | waiting on Spark | "
+             "encode + other | S3 calls, task's thread | by operation | "
+             "S3 calls, other threads |",
+             "|---|---:|---:|---:|---:|---:|---|---:|"]
+    for method, runs in by_method(results).items():
+        def med(key: str) -> float:
+            return median([r.task_split.get(key, 0.0) for r in runs])
+        keys = {k for r in runs for k in r.task_split}
+        own = sorted((k for k in keys if k.startswith("s3:")), key=lambda k: -med(k))
+        other = sorted((k for k in keys if k.startswith("bg:")), key=lambda k: -med(k))
+        lines.append(
+            f"| {label(method)} | {med('write'):.1f} | {med('startup'):.1f} | "
+            f"{med('fed'):.1f} | {med('encode+other'):.1f} | {sum(med(k) for k in own):.1f} | "
+            + ", ".join(f"{k[3:]} {med(k):.1f}" for k in own) + " | "
+            + (", ".join(f"{k[3:]} {med(k):.1f}" for k in other) or "-") + " |")
     return "\n".join(lines)
 
 
 def mix_table(results: Sequence[Result]) -> str:
     lines = ["| method | requests per file, by operation |", "|---|---|"]
-    lines += [f"| {LABELS[r.method]} | {_mix(r)} |" for r in results]
+    lines += [f"| {label(m)} | {_mix(runs)} |" for m, runs in by_method(results).items()]
     return "\n".join(lines)
 
 
 def reading(results: Sequence[Result]) -> str:
-    by = {r.method: r for r in results}
+    grouped = by_method(results)
     out = []
-    direct, rename = by.get("direct"), by.get("rename")
-    for name in ("zero-rename-magic", "zero-rename-staging", "rename"):
-        r = by.get(name)
-        if r and direct:
+    direct, rename = grouped.get("direct"), grouped.get("rename")
+    for name, runs in grouped.items():
+        if direct and name != "direct":
+            d = direct[0]
             out.append(
-                f"{LABELS[name][0].upper() + LABELS[name][1:]}: {r.seconds / direct.seconds:.2f}x "
-                f"the wall time of the unsafe direct write, {r.python_cpu:.0f} s of Python CPU "
-                f"against {direct.python_cpu:.0f} s and {r.server_cpu:.0f} s of S3 server CPU "
-                f"against {direct.server_cpu:.0f} s, {r.requests_per_file:.2f} requests a file "
-                f"against {direct.requests_per_file:.2f}.")
+                f"{label(name)[0].upper() + label(name)[1:]}: {median(ratios(runs, direct)):.2f}x "
+                f"the wall time of the unsafe direct write, "
+                f"{median([r.python_cpu for r in runs]):.0f} s of Python CPU against "
+                f"{median([r.python_cpu for r in direct]):.0f} s and "
+                f"{median([r.server_cpu for r in runs]):.0f} s of S3 server CPU against "
+                f"{median([r.server_cpu for r in direct]):.0f} s, "
+                f"{runs[0].requests_per_file:.2f} requests a file against "
+                f"{d.requests_per_file:.2f}.")
     if rename:
         out.append("The rename baseline's copies move every byte a second time, inside the "
                    "server.")
     out.append(
         "A multipart upload costs at least three requests (create, one part, complete) where a "
-        "small file written directly is one PutObject; the committer adds one ListParts per "
-        "file when it validates uploads before its point of no return (`verify_uploads`, on by "
-        "default), and a few requests per task and per job (the job record, the fence read, "
+        "small file written directly is one PutObject; the committer confirms its uploads "
+        "are pending by listing them (ListMultipartUploads, 1,000 a page) before its point of "
+        "no return (`verify_uploads`, on by default), and adds a few requests per task and per "
+        "job (the job record, the fence read, "
         "the plan, the journal, `_SUCCESS`, cleanup). It moves no data after the tasks: "
         "CompleteMultipartUpload is a metadata operation whatever the file size, where a "
         "rename copies the data. On this machine S3 is on loopback and shares the two cores "
@@ -515,13 +598,16 @@ def reading(results: Sequence[Result]) -> str:
     out.append(
         "Task memory is the peak resident size of the Python worker that ran the task (one "
         "fresh worker per task), pyarrow and boto3 included; the JVM's share is not in it. "
-        "The magic committer buffers at most one part per open file in memory; the staging "
-        "committer spools files to local disk and uploads them at task commit.")
+        "The magic committer buffers at most one part per open file in memory, and hands "
+        "full parts and closed files to its upload threads (`upload_threads`, 4 by default), "
+        "which hold at most that many parts; the staging committer spools files to local disk "
+        "and uploads each once it is closed on those threads (at task commit with "
+        "`upload_threads=0`).")
     return "\n\n".join(out)
 
 
 def section(results: Sequence[Result], cfg: BenchConfig, command: str,
-            load: tuple[float, float]) -> str:
+            load: tuple[float, float], rounds: int = 1) -> str:
     import boto3
     import pyarrow
     import pyspark
@@ -543,7 +629,8 @@ def section(results: Sequence[Result], cfg: BenchConfig, command: str,
         "process that talks to S3: driver, planning and commit workers, and tasks.", "",
         "- **zero-rename**: `df.write.format(\"zero-rename\").option(\"partition_by\", \"dt\")`, "
         "job setup on the driver, pending multipart uploads from every task attempt, job "
-        "commit in the driver's `commit()`.",
+        "commit in the driver's `commit()`. A method with writer options after its name "
+        "(`upload_threads=0`) is the same write with those options.",
         "- **direct**: each task writes its files straight to their final keys (PutObject, or "
         "a multipart upload above the part size): no commit protocol, partial output visible "
         "on failure, duplicates on retries. The floor of what a write can cost.",
@@ -554,14 +641,25 @@ def section(results: Sequence[Result], cfg: BenchConfig, command: str,
         f"Machine: {os.cpu_count()} cores, local Spark `local[2]`, PySpark {pyspark.__version__}, "
         f"pyarrow {pyarrow.__version__}, boto3 {boto3.__version__}, Python "
         f"{platform.python_version()}, SeaweedFS {seaweedfs_version()} (`weed mini`) on "
-        f"loopback. Part size {cfg.part_size // MIB} MiB, {cfg.threads} threads. One run each. "
-        "Python CPU is the task workers' (each ran one task, imports included), the driver-side "
+        f"loopback. Part size {cfg.part_size // MIB} MiB, {cfg.threads} threads. "
+        + ("One run each. " if rounds == 1 else
+           f"{rounds} rounds, every method once a round in an order rotated each round; "
+           "times are medians, ratios the median of each round's ratio to the direct write. ")
+        + "Python CPU is the task workers' (each ran one task, imports included), the driver-side "
         "Python workers' (job setup, job commit) and the driver's (the rename baseline's "
         "copies); the JVM's is left out, as it does the same work for every method. "
         f"Load average (1 minute) {load[0]:.1f} at the start and {load[1]:.1f} at the end."
         + shared, "",
         "Reproduce with `make bench-spark`, or:", "", "```", command, "```", "",
         "### Results", "", results_table(results), "",
+        "### Where the time went", "",
+        "The write as the driver sees it (medians, seconds): job setup in the writer, the "
+        "tasks from the first one's start to the last one's end, then the driver's serial "
+        "tail until the save returned, which holds the job commit.", "",
+        phases_table(results), "",
+        "Task time summed over all tasks (two run at a time): worker start-up, waiting on "
+        "Spark for batches, S3 calls by operation, and the rest (splitting by partition, "
+        "Arrow-to-Parquet encoding).", "", split_table(results), "",
         "### Requests per file, by operation", "", mix_table(results), "",
         "### Reading", "", reading(results), "",
     ]
@@ -585,12 +683,15 @@ def replace_section(text: str, body: str, header: str = HEADER) -> str:
 
 
 def stdout_table(results: Sequence[Result]) -> str:
-    header = (f"{'method':<20} {'seconds':>8} {'files':>6} {'GiB':>6} {'req/file':>9} "
-              f"{'task MiB':>9}")
+    header = (f"{'method':<30} {'round':>5} {'seconds':>8} {'files':>6} {'GiB':>6} "
+              f"{'req/file':>9} {'task MiB':>9} {'tail':>6}")
     lines = [header, "-" * len(header)]
-    lines += [f"{r.method:<20} {r.seconds:>8.1f} {r.files:>6} {r.bytes / GIB:>6.2f} "
-              f"{r.requests_per_file:>9.2f} {r.peak_task_rss / MIB:>9.0f}" for r in results]
-    return "\n".join(lines)
+    lines += [f"{r.method:<30} {r.round:>5} {r.seconds:>8.1f} {r.files:>6} "
+              f"{r.bytes / GIB:>6.2f} {r.requests_per_file:>9.2f} "
+              f"{r.peak_task_rss / MIB:>9.0f} {r.phases.get('tail', 0.0):>6.2f}"
+              for r in results]
+    return "\n".join(lines + ["", results_table(results), "", phases_table(results), "",
+                               split_table(results), "", mix_table(results)])
 
 
 def progress(message: str) -> None:
@@ -602,7 +703,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=BenchConfig.rows)
     parser.add_argument("--tasks", type=int, default=BenchConfig.tasks)
     parser.add_argument("--days", type=int, default=BenchConfig.days)
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS),
+                        help=f"among {', '.join(METHODS)} and the --variant names")
+    parser.add_argument("--variant", action="append", type=parse_variant, default=[],
+                        help="an extra method: NAME=zero-rename-magic:key=value,... "
+                             "(the zero-rename method with more writer options)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="runs of every method, interleaved, order rotated each round")
     parser.add_argument("--output", default="docs/benchmarks.md",
                         help="page whose '## PySpark write' section is rewritten")
     parser.add_argument("--no-docs", action="store_true", help="print the results only")
@@ -612,9 +719,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def command_line(args: argparse.Namespace) -> str:
     text = "python -m bench.spark_bench"
     defaults = parse_args([])
-    for name in ("rows", "tasks", "days"):
+    for name in ("rows", "tasks", "days", "rounds"):
         if getattr(args, name) != getattr(defaults, name):
             text += f" --{name} {getattr(args, name)}"
+    for name, (base, extra) in args.variant:
+        text += f" --variant {name}={base}:" + ",".join(f"{k}={v}" for k, v in extra.items())
     if list(args.methods) != list(METHODS):
         text += " --methods " + " ".join(args.methods)
     return text
@@ -624,6 +733,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from zero_rename.embedded_s3 import EmbeddedS3
 
     args = parse_args(argv)
+    VARIANTS.update(args.variant)
+    unknown = [m for m in args.methods if m not in METHODS and m not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown method(s) {unknown}: choose from {', '.join(METHODS)} "
+                         "or a --variant name")
     logging.basicConfig(level=logging.WARNING)
     load_before = os.getloadavg()[0]
     with EmbeddedS3() as server, tempfile.TemporaryDirectory(prefix="zr-spark-bench-") as tmp:
@@ -636,17 +750,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = start_spark(cfg)
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            results = run_benchmark(spark, cfg, args.methods)
+            results = run_benchmark(spark, cfg, args.methods, args.rounds)
         finally:
             spark.stop()
     load = (load_before, os.getloadavg()[0])
     print(stdout_table(results))
+    print(f"load average (1 minute): {load[0]:.1f} at the start, {load[1]:.1f} at the end")
     if not args.no_docs:
         target = Path(args.output)
         current = target.read_text() if target.exists() else ""
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(replace_section(current, section(results, cfg, command_line(args),
-                                                           load)))
+                                                           load, args.rounds)))
         progress(f"wrote the '{HEADER}' section of {args.output}")
     return 0
 

@@ -1,0 +1,211 @@
+"""What the PySpark write benchmark runs inside Spark's Python workers, and how
+it counts: S3 requests and call times through botocore's event hooks, task
+timings, and the ``zero-rename-bench`` format (the zero-rename writer,
+reporting). Kept apart from :mod:`bench.spark_bench`, so the driver's job setup
+and commit workers, which unpickle the writer, load no more than the
+``zero-rename`` format itself would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zero_rename.core.completers import OPERATION as LIGHT_OP
+from zero_rename.core.completers import add_request_hook
+from zero_rename.spark.datasource import (
+    ZeroRenameCommitMessage,
+    ZeroRenameDataSource,
+    ZeroRenameWriter,
+)
+from zero_rename.spark.options import WriteConfig, parse_writer_options
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+BENCH_FORMAT = "zero-rename-bench"
+
+
+# -- counting requests, in every Python process ------------------------------
+
+_REQUESTS: Counter[str] = Counter()
+# Seconds spent inside S3 API calls, per operation (from the call's start to
+# its parsed answer, retries included), summed over every thread of the process.
+_CALL_SECONDS: Counter[str] = Counter()
+_HOOKED: set[int] = set()
+_STARTED = "zr_bench_started"
+
+
+def _count(event_name: str, **_: Any) -> None:
+    # A before-send handler that returns a value replaces the response: return None.
+    _REQUESTS[event_name.rsplit(".", 1)[-1]] += 1
+
+
+def _call_started(context: dict[str, Any], **_: Any) -> None:
+    # botocore hands the same per-call context to before-call and after-call.
+    context[_STARTED] = time.perf_counter()
+
+
+def _call_finished(event_name: str, context: dict[str, Any], **_: Any) -> None:
+    started = context.pop(_STARTED, None)
+    if started is not None:
+        # Calls from other threads (pools, background uploads) overlap the task's own work.
+        where = "" if threading.current_thread() is threading.main_thread() else "bg:"
+        _CALL_SECONDS[where + event_name.rsplit(".", 1)[-1]] += time.perf_counter() - started
+
+
+def _light_sent(stage: str, _key: str, _context: dict[str, Any]) -> None:
+    if stage == "send":
+        _REQUESTS[LIGHT_OP] += 1
+
+
+def count_requests(client: Any) -> Any:
+    """Count every request this boto3 client sends into this process's counter,
+    and time every call."""
+    if id(client) not in _HOOKED:
+        events = client.meta.events
+        events.register("before-send.s3", _count)
+        events.register("before-call.s3", _call_started)
+        events.register("after-call.s3", _call_finished)
+        events.register("after-call-error.s3", _call_finished)
+        # Job commit's completes go out on the light path, past botocore's events.
+        add_request_hook(client, _light_sent)
+        _HOOKED.add(id(client))
+    return client
+
+
+def snapshot() -> Counter[str]:
+    """This process's requests so far (tasks call this, never the global itself:
+    a closure would carry a copy of it to the executor)."""
+    return Counter(_REQUESTS)
+
+
+def requests_since(before: Counter[str]) -> dict[str, int]:
+    return {op: n - before.get(op, 0) for op, n in _REQUESTS.items() if n - before.get(op, 0)}
+
+
+def call_seconds() -> Counter[str]:
+    return Counter(_CALL_SECONDS)
+
+
+def call_seconds_since(before: Counter[str]) -> dict[str, float]:
+    return {op: round(t - before.get(op, 0.0), 4) for op, t in _CALL_SECONDS.items()
+            if t - before.get(op, 0.0) > 0}
+
+
+def process_started() -> float:
+    """Wall-clock time this process started (fork of the Python worker), from /proc."""
+    ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime "))
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+class TimedBatches:
+    """Wraps a task's input: how long the task waited on Spark for its batches
+    (the JVM's Arrow stream, deserialization included)."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+        self.batches = iter(batches)
+        self.waited = 0.0
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        while True:
+            started = time.perf_counter()
+            try:
+                batch = next(self.batches)
+            except StopIteration:
+                self.waited += time.perf_counter() - started
+                return
+            self.waited += time.perf_counter() - started
+            yield batch
+
+
+def peak_rss() -> int:
+    # Linux reports ru_maxrss in KiB.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def cpu_seconds() -> float:
+    """CPU time this process has used, user and system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU time of another process (the S3 server), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of stat(5); fields[0] here is field 3.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def record(path: str, **fields: Any) -> None:
+    """Append one JSON line; lines this short are written atomically with O_APPEND."""
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps({"pid": os.getpid(), **fields}) + "\n")
+
+
+# -- zero-rename, counted -----------------------------------------------------
+
+class BenchWriter(ZeroRenameWriter):
+    """The zero-rename writer, reporting its requests, timings and task memory."""
+
+    def __init__(self, config: WriteConfig, schema: Any, metrics: str, method: str,
+                 round_number: int) -> None:
+        self.metrics, self.method, self.round = metrics, method, round_number
+        before, started = snapshot(), time.time()
+        super().__init__(config, schema)
+        # cpu: the worker's whole life (a fresh one per write: imports included).
+        record(metrics, method=method, round=round_number, phase="setup",
+               requests=requests_since(before), cpu=cpu_seconds(),
+               t_proc=process_started(), t_start=started,
+               t_end=time.time())
+
+    def _committer(self) -> Any:
+        committer = super()._committer()
+        count_requests(committer.store.client)
+        return committer
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
+        before, calls = snapshot(), call_seconds()
+        started, wall = time.monotonic(), time.time()
+        batches = TimedBatches(iterator)
+        message = super().write(iter(batches))
+        record(self.metrics, method=self.method, round=self.round, phase="task",
+               rows=message.rows, files=message.files,
+               bytes=message.bytes, peak_rss=peak_rss(), cpu=cpu_seconds(),
+               seconds=time.monotonic() - started, requests=requests_since(before),
+               s3_seconds=call_seconds_since(calls), fed_seconds=batches.waited,
+               t_proc=process_started(), t_start=wall, t_end=time.time())
+        return message
+
+    def commit(self, messages: Sequence[Any]) -> None:
+        before, calls, started = snapshot(), call_seconds(), time.time()
+        super().commit(messages)
+        record(self.metrics, method=self.method, round=self.round, phase="commit",
+               requests=requests_since(before), s3_seconds=call_seconds_since(calls),
+               cpu=cpu_seconds(), t_proc=process_started(),
+               t_start=started, t_end=time.time())
+
+
+class BenchSource(ZeroRenameDataSource):
+    """``zero-rename`` with three more options: where to report, the method's name
+    and the round."""
+
+    @classmethod
+    def name(cls) -> str:
+        return BENCH_FORMAT
+
+    def writer(self, schema: Any, overwrite: bool) -> BenchWriter:
+        options = dict(self.options)
+        metrics, method = options.pop("bench_metrics"), options.pop("bench_method")
+        round_number = int(options.pop("bench_round"))
+        return BenchWriter(parse_writer_options(options, overwrite), schema, metrics, method,
+                           round_number)
