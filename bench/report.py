@@ -271,7 +271,7 @@ def _load_note(load: tuple[float, float]) -> str:
     cores = os.cpu_count() or 1
     shared = (" The machine was shared with other work during the run, so these times are "
               "slower and noisier than an idle machine's; the request counts are not affected."
-              if max(load) > cores else "")
+              if load[0] > cores / 2 else "")
     return (f" Load average (1 minute) {load[0]:.1f} at the start and {load[1]:.1f} at the "
             f"end.{shared}")
 
