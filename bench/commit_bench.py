@@ -181,7 +181,7 @@ def commit_in_child(cfg: BenchConfig, dest: str, job_id: str) -> ChildCommit:
         start = time.perf_counter()
         summary = committer.commit_job(job_id)
         seconds = time.perf_counter() - start
-    peak = peak_rss()
+        peak = peak_rss()  # before the counter's steps are put together
     return ChildCommit(seconds, dict(counter.counts), tuple(counter.steps()), summary.files,
                        peak)
 

@@ -48,7 +48,10 @@ class RequestCounter:
         self._start = 0.0
         self._end: float | None = None
         self.counts: dict[str, int] = {}
-        self.sent: list[tuple[float, str]] = []
+        # Runs of consecutive requests of one operation, [operation, first sent,
+        # requests], kept as they come rather than one entry a request: memory
+        # in the committing process is what the scale runs measure.
+        self._runs: list[list[Any]] = []
 
     def __enter__(self) -> RequestCounter:
         self._start = time.perf_counter()
@@ -70,14 +73,8 @@ class RequestCounter:
     def steps(self) -> list[Step]:
         """The timed phase as steps: runs of consecutive requests of one operation."""
         with self._lock:
-            sent = sorted(self.sent)
+            runs = [(op, start, count) for op, start, count in self._runs]
         end = self._end if self._end is not None else time.perf_counter() - self._start
-        runs: list[list[tuple[float, str]]] = []
-        for t, op in sent:
-            if runs and runs[-1][0][1] == op:
-                runs[-1].append((t, op))
-            else:
-                runs.append([(t, op)])
         return _fold(runs, end)
 
     def _light_sent(self, stage: str, key: str, context: dict[str, Any]) -> None:
@@ -93,25 +90,28 @@ class RequestCounter:
         now = time.perf_counter() - self._start
         with self._lock:
             self.counts[op] = self.counts.get(op, 0) + 1
-            self.sent.append((now, op))
+            if self._runs and self._runs[-1][0] == op:
+                self._runs[-1][2] += 1
+            else:
+                self._runs.append([op, now, 1])
 
 
-def _fold(runs: list[list[tuple[float, str]]], end: float) -> list[Step]:
+def _fold(runs: list[tuple[str, float, int]], end: float) -> list[Step]:
     """Merge runs of one operation separated by a few requests of others."""
-    merged: list[tuple[str, list[float], dict[str, int]]] = []
+    merged: list[tuple[str, float, int, dict[str, int]]] = []
     i = 0
     while i < len(runs):
-        op, times = runs[i][0][1], [t for t, _ in runs[i]]
+        op, start, count = runs[i]
         folded: dict[str, int] = {}
-        while (i + 2 < len(runs) and len(runs[i + 1]) <= _FOLDED
-               and runs[i + 2][0][1] == op and len(times) > _FOLDED):
-            between = runs[i + 1][0][1]
-            folded[between] = folded.get(between, 0) + len(runs[i + 1])
-            times += [t for t, _ in runs[i + 2]]
+        while (i + 2 < len(runs) and runs[i + 1][2] <= _FOLDED
+               and runs[i + 2][0] == op and count > _FOLDED):
+            between = runs[i + 1][0]
+            folded[between] = folded.get(between, 0) + runs[i + 1][2]
+            count += runs[i + 2][2]
             i += 2
-        merged.append((op, times, folded))
+        merged.append((op, start, count, folded))
         i += 1
-    starts = [times[0] for _, times, _ in merged] + [end]
-    return [Step(op, len(times) + sum(folded.values()), starts[k], starts[k + 1] - starts[k],
+    starts = [start for _, start, _, _ in merged] + [end]
+    return [Step(op, count + sum(folded.values()), starts[k], starts[k + 1] - starts[k],
                  tuple(sorted(folded.items())))
-            for k, (op, times, folded) in enumerate(merged)]
+            for k, (op, _, count, folded) in enumerate(merged)]
