@@ -22,6 +22,7 @@ from zero_rename.core.layout import Destination, is_job_data_key
 from zero_rename.core.model import JobRecord, JobSummary, dump, utcnow
 from zero_rename.core.options import JobOptions
 from zero_rename.core.planning import load_plan
+from zero_rename.core.publish import delete_replaced
 from zero_rename.core.store import S3Store, UploadInfo
 from zero_rename.errors import (
     AbortRefusedError,
@@ -184,6 +185,9 @@ def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
         log.warning("job %s is %s; cleanup leaves it for %s", job_id, record.state,
                     "a commit retry" if record.state == "committing" else "abort or commit")
         return JobSummary(job_id=job_id, destination=dest.url, state=record.state)
+    # A commit cut short after its record said committed leaves replaced files;
+    # their list goes with the temporary objects, so delete them first.
+    delete_replaced(store, dest, record)
     Claims(store, dest).release(job_id)
     aborted = abort_uploads(store, dest, job_id, record.options.threads,
                             record.options.partition_columns)

@@ -13,10 +13,12 @@
 3. Point of no return: compare-and-swap the record from ``sealed`` to
    ``committing``, naming the plan. Exactly one of a commit and an abort wins.
 4. Publish (:mod:`zero_rename.core.publish`): complete the uploads shard by
-   shard, journaling progress and writing the job's file list; then delete the
-   files being replaced, only now, so a crash never leaves a partition empty.
-5. Write ``_SUCCESS`` (a bounded summary naming the file list), swap the record
-   to ``committed``, release the claim, clean up.
+   shard, journaling progress and writing the job's file list.
+5. Write ``_SUCCESS`` (a bounded summary naming the file list) and swap the
+   record to ``committed``: the job's new state is whole, and readers of the
+   committed state (:mod:`zero_rename.core.snapshot`) switch to it at once.
+6. Delete the files being replaced, only now, so that neither a crash nor a
+   reader ever finds a partition empty; release the claim, clean up.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from zero_rename.core.layout import Destination
 from zero_rename.core.manifests import ManifestSource
 from zero_rename.core.model import CommitPlan, JobRecord, JobSummary, TaskManifest, dump
 from zero_rename.core.planning import load_plan, prepared_for, recheck_pending
-from zero_rename.core.publish import ProgressCallback, publish
+from zero_rename.core.publish import ProgressCallback, delete_replaced, publish
 from zero_rename.core.store import S3Store
 from zero_rename.core.success import build_success, success_summary
 from zero_rename.core.validate import Expected
@@ -80,7 +82,8 @@ def commit_job(store: S3Store, dest: Destination, job_id: str,
     success = build_success(dest, record, plan, first_files, store.stats)
     put_checked(store, dest.bucket, dest.success_key, dump(success))
     summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
-    records.update(job_id, lambda r: _finished(r, summary))
+    committed = records.update(job_id, lambda r: _finished(r, summary))
+    delete_replaced(store, dest, committed)
     _cleanup_after_commit(store, dest, record)
     log.info("committed job %s: %d file(s), %d bytes in %d partition(s) to %s", job_id,
              summary.files, summary.bytes, len(plan.partitions), dest.url)
@@ -93,6 +96,7 @@ def _already_committed(store: S3Store, dest: Destination, record: JobRecord) -> 
         raise ManifestError(f"job record of {record.job_id} at {dest.url} says committed but "
                             "holds no summary; it was changed outside zero-rename")
     log.info("job %s is already committed", record.job_id)
+    delete_replaced(store, dest, record)  # a crash may have cut them short
     _cleanup_after_commit(store, dest, record)
     return record.summary
 

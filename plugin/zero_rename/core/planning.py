@@ -89,14 +89,6 @@ def planned_uploads(store: S3Store, dest: Destination, plan: CommitPlan) -> Iter
         yield from uploads
 
 
-def replaced_objects(store: S3Store, dest: Destination,
-                     plan: CommitPlan) -> Iterator[list[ReplacedObject]]:
-    prefix = dest.job(plan.job_id).plan_dir(plan.plan_id)
-    for number in range(plan.replaced_shards):
-        yield read_shard(store, dest.bucket, shard_key(prefix, "replaced", number),
-                         ReplacedObject)
-
-
 def prepare(store: S3Store, dest: Destination, record: JobRecord, manifests: ManifestSource,
             expected: Expected = None, resolve: bool = True) -> tuple[CommitPlan, str]:
     """Validate the manifests and write the plan; with ``resolve``, also claim the

@@ -21,9 +21,15 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from zero_rename.core.fanout import choose_path, complete_uploads, default_processes
 from zero_rename.core.journal import Journal, read_progress
 from zero_rename.core.layout import Destination
-from zero_rename.core.model import CommitPlan, CommittedFile, JobRecord, PendingUpload
-from zero_rename.core.planning import replaced_objects, upload_shards
-from zero_rename.core.shards import KeySet, read_shard, shard_key, write_shard
+from zero_rename.core.model import (
+    CommitPlan,
+    CommittedFile,
+    JobRecord,
+    PendingUpload,
+    ReplacedObject,
+)
+from zero_rename.core.planning import load_plan, upload_shards
+from zero_rename.core.shards import KeySet, decode, read_shard, shard_key, write_shard
 from zero_rename.core.store import S3Store
 from zero_rename.core.validate import pending_digests, upload_digest
 from zero_rename.errors import CommitStateUnknownError, ManifestError, NoSuchUpload, StoreError
@@ -43,8 +49,9 @@ def file_shard_key(dest: Destination, job_id: str, number: int) -> str:
 
 def publish(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan,
             progress: ProgressCallback | None, resumed: bool) -> list[CommittedFile]:
-    """Make every planned file visible, then delete the replaced ones; returns the
-    first FILES_LISTED committed files (the rest are in the file list's shards)."""
+    """Make every planned file visible; returns the first FILES_LISTED committed
+    files (the rest are in the file list's shards). The files the job replaces
+    are deleted once its record says committed (:func:`delete_replaced`)."""
     journal_state = read_progress(store, dest, plan)
     pending = _pending(store, dest, record, plan) if resumed else None
     journal = Journal(store, dest, plan, journal_state.next_seq)
@@ -63,7 +70,6 @@ def publish(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPl
                                record.options.threads, journal, reporter)
         first += files[:FILES_LISTED - len(first)]
     reporter.finish()
-    _delete_replaced(store, dest, plan)
     return first
 
 
@@ -216,12 +222,30 @@ def _still_pending(store: S3Store, dest: Destination, upload: PendingUpload) -> 
     return True
 
 
-def _delete_replaced(store: S3Store, dest: Destination, plan: CommitPlan) -> None:
+def delete_replaced(store: S3Store, dest: Destination, record: JobRecord) -> int:
+    """Delete the files a committed job replaced; safe to run again.
+
+    Only once the record says ``committed``: from then on readers of the
+    committed state skip them (:mod:`zero_rename.core.snapshot`), so deleting
+    them never shows a reader a partition with neither old nor new files. The
+    plan's shards of replaced files are removed by cleanup only after this
+    succeeded, so a missing shard means its files are gone already.
+    """
+    if record.state != "committed" or not record.plan_key:
+        return 0
+    plan = load_plan(store, dest, record.job_id, record.plan_key)
     deleted = 0
-    for objects in replaced_objects(store, dest, plan):
+    prefix = dest.job(plan.job_id).plan_dir(plan.plan_id)
+    for number in range(plan.replaced_shards):
+        key = shard_key(prefix, "replaced", number)
+        found = store.get_object(dest.bucket, key)
+        if found is None:
+            break  # cleaned up after an earlier run deleted them all
+        objects = decode(ReplacedObject, found[0], f"s3://{dest.bucket}/{key}")
         deleted += store.delete_objects(dest.bucket, [o.key for o in objects])
     if deleted:
         log.info("job %s: deleted %d replaced file(s)", plan.job_id, deleted)
+    return deleted
 
 
 class _Reporter:
