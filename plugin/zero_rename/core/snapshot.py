@@ -1,0 +1,234 @@
+"""The committed state of a destination: which files a reader may read.
+
+A listing of the destination shows more than committed output: the files of a
+job still in its job commit (completed one by one), and in ``replace`` mode,
+after that commit, the old files it has not deleted yet. Every file a job
+writes carries its job id, and every job has a record, so a reader that knows
+the records reads exactly the committed state:
+
+- a file of a job whose record is ``committed`` is read; of any other state
+  (``setup``, ``sealed``, ``committing``, ``aborted``) it is skipped;
+- a file is skipped when a ``replace`` job committed after it over its
+  directory: that job's commit deletes it, and it is superseded from the
+  moment the job is committed, before the delete;
+- a file without a job id (written by another tool) is read, unless a later
+  ``replace`` job superseded it; so is a file whose job has no record left.
+
+Consistency: the records are read, the destination listed, then the records
+that could still change read again. A replace job deletes old files only once
+its record says ``committed``, and completes every upload before that; so if
+no record changed state between the two reads, the listing holds every file of
+the state the records describe. If one did, the snapshot is taken again.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from zero_rename.core.layout import Destination, is_visible, unescape_partition_value
+from zero_rename.core.model import JobRecord, load
+from zero_rename.core.store import ObjectInfo, S3Store
+from zero_rename.errors import JobNotFoundError, ZeroRenameError
+
+log = logging.getLogger(__name__)
+
+# ``part-<task>-<job id>.c<seq><ext>``: the name every task attempt gives its files.
+_FILE_JOB_RE = re.compile(
+    r"^part-[A-Za-z0-9_\-]{1,64}-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"\.c\d{3,}")
+# Records still able to change: a snapshot waits for them to agree twice.
+_OPEN_STATES = ("setup", "sealed", "committing")
+SNAPSHOT_ROUNDS = 8
+RECORD_THREADS = 16
+
+
+def file_job_id(name: str) -> str | None:
+    """The job id in a data file's name, or None for a name no job wrote."""
+    found = _FILE_JOB_RE.match(name)
+    return found.group(1) if found else None
+
+
+@dataclass(frozen=True)
+class SnapshotFile:
+    """A data file of the committed state."""
+
+    key: str
+    relative: str  # to the destination's directory
+    size: int
+    partition: tuple[tuple[str, str | None], ...]  # (column, value) from the path
+    job_id: str | None  # None: not written by a zero-rename job
+    last_modified: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """What a reader reads: the files of the committed state, and why others are not."""
+
+    destination: str
+    files: tuple[SnapshotFile, ...]
+    committed_jobs: tuple[str, ...]  # in commit order
+    as_of_job: str | None = None
+    skipped: Mapping[str, int] = field(default_factory=dict)  # reason -> files
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def partition_columns(self) -> tuple[str, ...]:
+        """The partition columns, in path order, from the first file that has any."""
+        for f in self.files:
+            if f.partition:
+                return tuple(c for c, _ in f.partition)
+        return ()
+
+
+def table_snapshot(store: S3Store, dest: Destination, as_of_job: str | None = None
+                   ) -> TableSnapshot:
+    """The committed state of ``dest`` now, or right after job ``as_of_job`` committed."""
+    records = _read_records(store, dest)
+    for round_number in range(1, SNAPSHOT_ROUNDS + 1):
+        listing = [o for o in store.list_objects(dest.bucket, dest.dir)
+                   if is_visible(o.key[len(dest.dir):])]
+        again = _read_records(store, dest, records)
+        if _same_states(records, again):
+            return _snapshot(dest, again, listing, as_of_job)
+        log.info("snapshot of %s: a job changed state while the destination was listed; "
+                 "listing again (round %d)", dest.url, round_number)
+        records = again
+        time.sleep(min(0.05 * 2 ** round_number, 2.0))
+    raise ZeroRenameError(
+        f"could not take a consistent snapshot of {dest.url}: jobs kept changing state "
+        f"during {SNAPSHOT_ROUNDS} listings; try again")
+
+
+def _read_records(store: S3Store, dest: Destination,
+                  known: Mapping[str, JobRecord] | None = None) -> dict[str, JobRecord]:
+    """Every job record; with ``known``, decided ones are not read again (they no
+    longer change state)."""
+    keys = [o.key for o in store.list_objects(dest.bucket, dest.jobs_dir)
+            if o.key.endswith("/job.json")]
+    found: dict[str, JobRecord] = {}
+    wanted = []
+    for key in keys:
+        job_id = key[len(dest.jobs_dir):].split("/", 1)[0]
+        old = (known or {}).get(job_id)
+        if old is not None and old.state not in _OPEN_STATES:
+            found[job_id] = old
+        else:
+            wanted.append(key)
+
+    def read(key: str) -> JobRecord | None:
+        body = store.get_object(dest.bucket, key)
+        return None if body is None else load(JobRecord, body[0], f"s3://{dest.bucket}/{key}")
+
+    with ThreadPoolExecutor(RECORD_THREADS) as pool:
+        for record in pool.map(read, wanted):
+            if record is not None:
+                found[record.job_id] = record
+    return found
+
+
+def _same_states(before: Mapping[str, JobRecord], after: Mapping[str, JobRecord]) -> bool:
+    """Whether no job reached ``committed`` between the two reads (a job that
+    appeared, or moved between states other than committed, changes nothing a
+    reader sees)."""
+    for job_id, record in after.items():
+        old = before.get(job_id)
+        if record.state == "committed" and (old is None or old.state != "committed"):
+            return False
+    return True
+
+
+def committed_at(record: JobRecord) -> datetime:
+    """When the job's record turned ``committed``."""
+    step = record.steps.get("commit")
+    return step.finished if step is not None and step.finished is not None else record.updated
+
+
+def _snapshot(dest: Destination, records: Mapping[str, JobRecord],
+              listing: Iterable[ObjectInfo], as_of_job: str | None) -> TableSnapshot:
+    committed = sorted((r for r in records.values() if r.state == "committed"),
+                       key=committed_at)
+    horizon = None
+    if as_of_job is not None:
+        target = records.get(as_of_job)
+        if target is None:
+            raise JobNotFoundError(f"no job {as_of_job} at {dest.url}")
+        if target.state != "committed":
+            raise ZeroRenameError(f"job {as_of_job} is {target.state}, not committed: there "
+                                  "is no state right after it to read")
+        horizon = committed_at(target)
+        committed = [r for r in committed if committed_at(r) <= horizon]
+    order = {r.job_id: committed_at(r) for r in committed}
+    replaces = [(committed_at(r), r.claimed, r.job_id) for r in committed
+                if r.options.conflict_mode == "replace"]
+    files, skipped = [], {"uncommitted": 0, "replaced": 0, "later": 0}
+    for obj in listing:
+        relative = obj.key[len(dest.dir):]
+        job_id = file_job_id(relative.rsplit("/", 1)[-1])
+        if job_id is not None and job_id in records and job_id not in order:
+            state = records[job_id].state
+            skipped["later" if state == "committed" else "uncommitted"] += 1
+            continue
+        written = order.get(job_id) if job_id is not None else None
+        if written is None:  # a foreign file, or a job with no record left
+            written = obj.last_modified
+            if horizon is not None and written is not None and written > horizon:
+                skipped["later"] += 1
+                continue
+        if _replaced(relative, job_id, written, replaces):
+            skipped["replaced"] += 1
+            continue
+        files.append(SnapshotFile(obj.key, relative, obj.size, _partition(relative), job_id,
+                                  obj.last_modified))
+    if horizon is not None:
+        _check_not_deleted(dest, as_of_job or "", committed, records)
+    return TableSnapshot(dest.url, tuple(files), tuple(r.job_id for r in committed),
+                         as_of_job, {k: v for k, v in skipped.items() if v})
+
+
+def _replaced(relative: str, job_id: str | None, written: datetime | None,
+              replaces: Iterable[tuple[datetime, tuple[str, ...], str]]) -> bool:
+    """Whether a replace job committed after the file was written, over its directory."""
+    directory = relative.rsplit("/", 1)[0] + "/" if "/" in relative else ""
+    for at, claimed, replacer in replaces:
+        if replacer == job_id or (written is not None and at <= written):
+            continue
+        if any(directory.startswith(c) for c in claimed):
+            return True
+    return False
+
+
+def _check_not_deleted(dest: Destination, as_of_job: str, committed: list[JobRecord],
+                       records: Mapping[str, JobRecord]) -> None:
+    """A state whose files a later replace job deleted cannot be read: say so."""
+    horizon = committed_at(records[as_of_job])
+    included = {r.job_id for r in committed}
+    later = sorted((r for r in records.values()
+                    if r.state == "committed" and r.job_id not in included
+                    and r.options.conflict_mode == "replace"), key=committed_at)
+    touched = {d for r in committed for d in r.claimed}
+    for record in later:
+        hit = [d for d in touched if any(d.startswith(c) for c in record.claimed)]
+        if hit and committed_at(record) > horizon:
+            raise ZeroRenameError(
+                f"the state right after job {as_of_job} at {dest.url} can no longer be read: "
+                f"job {record.job_id}, committed later, replaced {sorted(hit)[:5]} and "
+                "deleted the files it replaced")
+
+
+def _partition(relative: str) -> tuple[tuple[str, str | None], ...]:
+    """``(column, value)`` pairs of the ``column=value`` directories of a file."""
+    pairs = []
+    for element in relative.split("/")[:-1]:
+        name, sep, text = element.partition("=")
+        if not sep:
+            return ()  # not a Hive-style layout: no partition columns
+        pairs.append((unescape_partition_value(name) or name, unescape_partition_value(text)))
+    return tuple(pairs)
