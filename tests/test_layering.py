@@ -1,4 +1,4 @@
-"""The three layers import one way: core <- spark <- airflow."""
+"""The layers import one way: core <- read, spark <- airflow; the CLI on the core."""
 
 from __future__ import annotations
 
@@ -12,9 +12,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "plugin" / "zero_rename"
 
 # layer -> module prefixes it may never import
 FORBIDDEN = {
-    "core": ("pyspark", "airflow", "zero_rename.spark", "zero_rename.airflow", "zero_rename.cli"),
+    "core": ("pyspark", "pyarrow", "airflow", "zero_rename.spark", "zero_rename.airflow",
+             "zero_rename.cli", "zero_rename.read"),
     "spark": ("airflow", "zero_rename.airflow", "zero_rename.cli"),
     "cli": ("pyspark", "airflow", "zero_rename.spark", "zero_rename.airflow"),
+    # The Arrow reader, for pandas, DuckDB and Polars users: no Spark, no Airflow.
+    "read": ("pyspark", "airflow", "zero_rename.spark", "zero_rename.airflow",
+             "zero_rename.cli"),
 }
 
 
@@ -30,7 +34,9 @@ def imports_of(path: Path) -> list[str]:
 
 def violations(layer: str) -> list[str]:
     found = []
-    for path in sorted((PACKAGE / layer).rglob("*.py")):
+    paths = (sorted((PACKAGE / layer).rglob("*.py")) if (PACKAGE / layer).is_dir()
+             else [PACKAGE / f"{layer}.py"])
+    for path in paths:
         for name in imports_of(path):
             if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN[layer]):
                 found.append(f"{path.relative_to(PACKAGE)} imports {name}")

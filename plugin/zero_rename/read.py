@@ -1,0 +1,123 @@
+"""Reading a destination's committed state into Arrow, for pandas, DuckDB and Polars.
+
+``read_table(dest)`` reads exactly the files of the committed state
+(:mod:`zero_rename.core.snapshot`): never part of a job, never a partition
+with old and new files of a replace side by side, never an empty one during
+it. ``read_dataset(dest)`` gives the same files as a ``pyarrow.dataset.Dataset``
+to scan lazily; filters on partition columns skip whole files.
+
+The files are read through Arrow's own S3 client, with the endpoint, region
+and addressing of the store settings and credentials from boto3's standard
+chain (the same ones the committer uses).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from zero_rename.core.layout import Destination
+from zero_rename.core.snapshot import TableSnapshot, table_snapshot
+from zero_rename.core.store import S3Store, StoreConfig, botocore_session
+from zero_rename.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Reads of a destination whose files a committing replace job deleted meanwhile.
+READ_ROUNDS = 5
+# Spark's name for a null partition value's directory; Arrow reads it as null.
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+Filters = Any  # a pyarrow.compute.Expression, or DNF tuples as pyarrow.parquet takes
+
+
+def snapshot(dest: str, store_config: StoreConfig | None = None,
+             as_of_job: str | None = None) -> TableSnapshot:
+    """The committed state of ``dest`` (an ``s3://bucket/prefix`` URL)."""
+    destination = Destination.parse(dest)
+    return table_snapshot(S3Store.connect(store_config), destination, as_of_job)
+
+
+def read_dataset(dest: str, store_config: StoreConfig | None = None,
+                 as_of_job: str | None = None, schema: pa.Schema | None = None) -> ds.Dataset:
+    """A dataset of the committed files of ``dest``, its partition columns from the
+    ``column=value`` directories (types inferred, as Spark infers them, unless
+    ``schema`` names them)."""
+    config = store_config or StoreConfig()
+    state = snapshot(dest, config, as_of_job)
+    return dataset_of(state, config, schema)
+
+
+def read_table(dest: str, filters: Filters = None, columns: list[str] | None = None,
+               store_config: StoreConfig | None = None, as_of_job: str | None = None,
+               schema: pa.Schema | None = None) -> pa.Table:
+    """The committed rows of ``dest`` as one Arrow table (``.to_pandas()`` for pandas).
+
+    A replace job that commits while the files are read deletes files of the
+    snapshot being read: the read then starts again from a new snapshot.
+    """
+    for attempt in range(1, READ_ROUNDS + 1):
+        try:
+            dataset = read_dataset(dest, store_config, as_of_job, schema)
+            return dataset.to_table(columns=columns, filter=_expression(filters))
+        except FileNotFoundError:
+            if attempt == READ_ROUNDS or as_of_job is not None:
+                raise
+            log.info("a file of the snapshot of %s was deleted by a later replace while it "
+                     "was read; reading the new committed state", dest)
+    raise AssertionError("unreachable")
+
+
+def dataset_of(state: TableSnapshot, config: StoreConfig,
+               schema: pa.Schema | None = None) -> ds.Dataset:
+    destination = Destination.parse(state.destination)
+    base = f"{destination.bucket}/{destination.dir}".rstrip("/")
+    paths = [f"{destination.bucket}/{f.key}" for f in state.files]
+    columns = state.partition_columns()
+    partitioning: Any = None
+    if columns:
+        known = schema is not None and all(c in schema.names for c in columns)
+        partitioning = (ds.HivePartitioning(pa.schema([schema.field(c) for c in columns]),
+                                            null_fallback=NULL_PARTITION)
+                        if known else
+                        ds.HivePartitioning.discover(infer_dictionary=False,
+                                                     null_fallback=NULL_PARTITION))
+    if not paths:
+        return ds.dataset(pa.table({}) if schema is None else schema.empty_table())
+    return ds.dataset(paths, schema=schema, format="parquet", filesystem=filesystem(config),
+                      partitioning=partitioning, partition_base_dir=base)
+
+
+def filesystem(config: StoreConfig) -> pafs.S3FileSystem:
+    """Arrow's S3 client for the store: endpoint, region, addressing, credentials."""
+    session = botocore_session()
+    credentials = session.get_credentials()
+    frozen = credentials.get_frozen_credentials() if credentials is not None else None
+    options: dict[str, Any] = {
+        "region": config.region or session.get_config_variable("region") or "us-east-1",
+    }
+    if frozen is not None:
+        options.update(access_key=frozen.access_key, secret_key=frozen.secret_key,
+                       session_token=frozen.token)
+    else:
+        options["anonymous"] = True
+    if config.endpoint_url:
+        parts = urlsplit(config.endpoint_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"endpoint {config.endpoint_url!r} is not an http(s) URL")
+        options.update(endpoint_override=parts.netloc, scheme=parts.scheme)
+    if config.path_style is False:
+        options["force_virtual_addressing"] = True
+    return pafs.S3FileSystem(**options)
+
+
+def _expression(filters: Filters) -> Any:
+    if filters is None or isinstance(filters, ds.Expression):
+        return filters
+    return pq.filters_to_expression(filters)
