@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from tests.faults import pause
+from tests.faults import clear, inject, pause
 from tests.helpers import write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord
 from zero_rename.core.snapshot import file_job_id, table_snapshot
-from zero_rename.errors import JobNotFoundError, ZeroRenameError
+from zero_rename.errors import JobNotFoundError, StoreError, ZeroRenameError
 
 pytestmark = pytest.mark.s3
 
@@ -164,3 +164,27 @@ def test_a_job_committed_during_the_listing_is_listed_again(committer: Committer
         del c.store.list_objects
     assert calls["n"] == 2
     assert len(state.files) == 2
+
+
+@pytest.mark.parametrize("finish", ["commit", "cleanup"])
+def test_deletes_cut_short_after_committed_are_finished(committer: Committer,
+                                                        finish: str) -> None:
+    c = committer
+    old = job(c, "append", {"d1": b"old"})
+    c.commit_job(old.job_id)
+    new = job(c, "replace", {"d1": b"new"})
+    fault = inject(c.store.client, "DeleteObjects", times=10)
+    with pytest.raises(StoreError):
+        c.commit_job(new.job_id)
+    clear(c.store.client, fault)
+    assert c.job(new.job_id).state == "committed"
+    assert list(files(c).values()) == [new.job_id]  # the committed state is whole ...
+    listed = [o.key for o in c.store.list_objects(c.dest.bucket, c.dest.dir + "dt=d1/")]
+    assert any(old.job_id in k for k in listed)  # ... the old file not yet deleted
+    if finish == "commit":
+        c.commit_job(new.job_id)
+    else:
+        c.cleanup_job(new.job_id)
+    listed = [o.key for o in c.store.list_objects(c.dest.bucket, c.dest.dir + "dt=d1/")]
+    assert [k for k in listed if old.job_id in k] == []
+    assert list(files(c).values()) == [new.job_id]
