@@ -19,6 +19,7 @@ import pyarrow.fs as pafs
 
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import is_visible
+from zero_rename.core.snapshot import table_snapshot
 
 from tests.helpers import pending, pending_in_bucket
 
@@ -42,9 +43,9 @@ def mirror(c: Committer, target: Path) -> Path:
 
 
 def spark_rows(spark: Any, c: Committer, tmp: Path, schema: Any = None) -> Any:
-    """The destination as Spark reads it (partition discovery on)."""
+    """The destination's committed state as Spark reads it through the format."""
     reader = spark.read if schema is None else spark.read.schema(schema)
-    return reader.parquet(str(mirror(c, tmp / "mirror")))
+    return reader.format("zero-rename").load(c.dest.url)
 
 
 def arrow_table(c: Committer, partitioning: pa.Schema | None = None) -> pa.Table:
@@ -72,6 +73,10 @@ def assert_exactly(spark: Any, c: Committer, tmp: Path, expected: list[Any],
     got = spark_rows(spark, c, tmp, schema).select(*columns).collect()
     assert row_counter(got) == row_counter(expected)
     assert pending_in_bucket(c) == []
+    # What a plain reader lists is exactly the committed state: no file of a
+    # failed or losing attempt, no replaced file left behind.
+    committed = table_snapshot(c.store, c.dest).files
+    assert data_files(c) == sorted(f.relative for f in committed)
 
 
 def assert_nothing(c: Committer) -> None:

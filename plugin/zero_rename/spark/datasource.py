@@ -51,12 +51,17 @@ from zero_rename.errors import (
 from zero_rename.spark.options import FORMAT, WriteConfig, parse_writer_options
 from zero_rename.spark.parquet import PartitionedParquetWriter
 from zero_rename.spark.partitions import check_partition_type, resolve_columns
+from zero_rename.spark.reader import (
+    PARTITION_SCHEMA_KEY,
+    SPARK_SCHEMA_KEY,
+    ZeroRenameReader,
+    infer_schema,
+    parse_reader_options,
+    take_snapshot,
+)
 
 log = logging.getLogger(__name__)
 
-# Spark keeps a DataFrame's own schema in this footer key; with it Spark reads
-# back exactly the types written (byte, short, char/varchar...).
-SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
 ENGINE = "spark"
 # Retries of a job commit that failed after its point of no return: the core's
 # commit is safe to run again, and finishing it beats leaving it half done.
@@ -102,7 +107,8 @@ class ZeroRenameCommitMessage(WriterCommitMessage):
 
 
 class ZeroRenameDataSource(DataSource):
-    """``df.write.format("zero-rename").mode("append" | "overwrite").save("s3://b/t")``."""
+    """``df.write.format("zero-rename").mode("append" | "overwrite").save("s3://b/t")``,
+    and ``spark.read.format("zero-rename").load("s3://b/t")`` (:mod:`.reader`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -111,6 +117,13 @@ class ZeroRenameDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> ZeroRenameWriter:
         config = parse_writer_options(dict(self.options), overwrite)
         return ZeroRenameWriter(config, schema)
+
+    def schema(self) -> StructType:
+        config = parse_reader_options(dict(self.options))
+        return infer_schema(config, take_snapshot(config))
+
+    def reader(self, schema: StructType) -> ZeroRenameReader:
+        return ZeroRenameReader(parse_reader_options(dict(self.options)), schema)
 
 
 class ZeroRenameWriter(DataSourceArrowWriter):
@@ -126,8 +139,15 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         self.job = (self._orchestrated_job(options) if config.orchestrated
                     else self._committer().setup_job(options))
         partition_columns = self.job.options.partition_columns
-        self.metadata = {SPARK_SCHEMA_KEY: StructType(
-            [f for f in schema.fields if f.name not in partition_columns]).json()}
+        # Spark's own footer key: with it Spark reads back exactly the types
+        # written (byte, short, char/varchar...).
+        self.metadata = {
+            SPARK_SCHEMA_KEY: StructType(
+                [f for f in schema.fields if f.name not in partition_columns]).json(),
+            # The partition columns' types, which the paths alone cannot say: a
+            # reader gives them back as written (a string column stays a string).
+            PARTITION_SCHEMA_KEY: StructType(
+                [f for f in schema.fields if f.name in partition_columns]).json()}
         log.info("zero-rename write to %s: job %s (%s committer, conflict mode %s%s)",
                  config.destination.url, self.job.job_id, self.job.options.mode_name,
                  self.job.options.conflict_mode,

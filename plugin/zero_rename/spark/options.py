@@ -145,16 +145,21 @@ def parse_positive_int(key: str, value: str) -> int:
     return number
 
 
+def check_secret_keys(options: Mapping[str, str]) -> None:
+    """Refuse option keys that would carry credentials, naming the keys only."""
+    secret = sorted(k for k in options if any(w in k.replace("-", "_") for w in _SECRET_WORDS))
+    if secret:
+        raise ConfigError(
+            f"option(s) {secret} refused: credentials are never accepted as options of "
+            f"format {FORMAT!r} (they would reach logs and plans). Provide them through the "
+            "standard AWS credential chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a "
+            "profile or a role) on the driver and every executor")
+
+
 def check_keys(options: Mapping[str, str]) -> dict[str, str]:
     """Lower-case the keys; refuse credentials and unknown keys, naming them."""
     lowered = {str(k).lower(): v for k, v in options.items()}
-    secret = sorted(k for k in lowered if any(w in k.replace("-", "_") for w in _SECRET_WORDS))
-    if secret:
-        raise ConfigError(
-            f"option(s) {secret} refused: credentials are never accepted as writer options "
-            "(they would reach logs and plans). Provide them through the standard AWS "
-            "credential chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile or a role) "
-            "on the driver and every executor")
+    check_secret_keys(lowered)
     unknown = sorted(set(lowered) - KNOWN_OPTIONS)
     if unknown:
         raise ConfigError(f"unknown option(s) {unknown} for format {FORMAT!r}; valid options "

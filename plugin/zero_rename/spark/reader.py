@@ -1,0 +1,260 @@
+"""``spark.read.format("zero-rename").load("s3://bucket/table")``: committed output only.
+
+Spark's roles, in a Python data source reader:
+
+- ``DataSource.schema()`` (driver, when no schema is given): the columns of a
+  committed file's Parquet footer, as the writer recorded them for Spark, and
+  the partition columns from the ``column=value`` directories: typed as the
+  writer recorded them, or inferred as Spark infers partition values (integer,
+  long, double, date, else string) for files other tools wrote.
+- ``DataSource.reader(schema)`` (driver): takes one snapshot of the committed
+  state (:mod:`zero_rename.core.snapshot`) and groups its files into input
+  partitions; the reader, with the snapshot's file list, is pickled to the
+  executors, so every task reads the same state.
+- ``read(partition)`` (executors): streams each file's row groups as Arrow
+  batches, with the partition columns added.
+
+A replace job that commits while a query runs deletes files of the snapshot
+the query reads; such a task fails saying so, and the query can be run again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import (
+    DataType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from zero_rename.core.layout import Destination, check_job_id
+from zero_rename.core.snapshot import SnapshotFile, TableSnapshot, table_snapshot
+from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.errors import ConfigError, ZeroRenameError
+from zero_rename.read import filesystem
+from zero_rename.spark.options import (
+    FORMAT,
+    check_secret_keys,
+    parse_bool,
+    parse_size,
+    resolve_endpoint,
+)
+
+log = logging.getLogger(__name__)
+
+SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
+# The partition columns' Spark types, which the writer records beside Spark's own key.
+PARTITION_SCHEMA_KEY = "zero_rename.partition.schema"
+# Spark's spark.sql.files.maxPartitionBytes: small files are read together up to this.
+DEFAULT_MAX_PARTITION_BYTES = 128 << 20
+READ_OPTIONS = frozenset(("path", "endpoint", "region", "path_style", "store_profile",
+                          "as_of_job", "max_partition_bytes"))
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_INT32 = 2**31
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    destination: Destination
+    store: StoreConfig
+    as_of_job: str | None = None
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+
+
+def parse_reader_options(options: Mapping[str, str]) -> ReadConfig:
+    opts = {str(k).lower(): v for k, v in options.items()}
+    check_secret_keys(opts)
+    unknown = sorted(set(opts) - READ_OPTIONS)
+    if unknown:
+        raise ConfigError(f"unknown option(s) {unknown} for reading format {FORMAT!r}; valid "
+                          f"options are {sorted(READ_OPTIONS - {'path'})}")
+    path = opts.get("path")
+    if not path:
+        raise ConfigError(f"format {FORMAT!r} reads a destination: .load('s3://bucket/table')")
+    store = StoreConfig(
+        endpoint_url=resolve_endpoint(opts.get("endpoint")),
+        region=opts.get("region") or None,
+        path_style=parse_bool("path_style", opts["path_style"]) if "path_style" in opts else None,
+        profile=opts.get("store_profile") or "auto",
+    )
+    size = (parse_size("max_partition_bytes", opts["max_partition_bytes"])
+            if "max_partition_bytes" in opts else DEFAULT_MAX_PARTITION_BYTES)
+    return ReadConfig(Destination.parse(path), store,
+                      check_job_id(opts["as_of_job"]) if opts.get("as_of_job") else None,
+                      max(1, size))
+
+
+def take_snapshot(config: ReadConfig) -> TableSnapshot:
+    return table_snapshot(S3Store.connect(config.store), config.destination, config.as_of_job)
+
+
+# -- schema (driver) -------------------------------------------------------------
+def infer_schema(config: ReadConfig, snapshot: TableSnapshot) -> StructType:
+    """Data columns from a footer of the newest committed job's files (or any file),
+    then the partition columns."""
+    if not snapshot.files:
+        raise ZeroRenameError(
+            f"{config.destination.url} has no committed files to take a schema from; give "
+            "one with spark.read.schema(...)")
+    newest = snapshot.committed_jobs[-1] if snapshot.committed_jobs else None
+    sample = next((f for f in reversed(snapshot.files) if f.job_id == newest),
+                  snapshot.files[-1])
+    fs = filesystem(config.store)
+    with fs.open_input_file(f"{config.destination.bucket}/{sample.key}") as handle:
+        arrow = pq.read_schema(handle)
+    metadata = {k.decode(): v.decode() for k, v in (arrow.metadata or {}).items()}
+    data = (StructType.fromJson(json.loads(metadata[SPARK_SCHEMA_KEY]))
+            if SPARK_SCHEMA_KEY in metadata else from_arrow_schema(arrow))
+    recorded = (StructType.fromJson(json.loads(metadata[PARTITION_SCHEMA_KEY]))
+                if PARTITION_SCHEMA_KEY in metadata else StructType([]))
+    fields = [f for f in data.fields]
+    for column in snapshot.partition_columns():
+        if column in data.fieldNames():
+            continue  # a data column of the same name wins, as in Spark
+        known = [f for f in recorded.fields if f.name == column]
+        values = {dict(f.partition).get(column) for f in snapshot.files}
+        fields.append(known[0] if known else StructField(column, partition_type(values), True))
+    return StructType(fields)
+
+
+def partition_type(values: set[str | None]) -> DataType:
+    """The type Spark infers for a partition column from its directory values."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return StringType()
+    if all(_is_int(v) for v in present):
+        return IntegerType() if all(-_INT32 <= int(v) < _INT32 for v in present) else LongType()
+    if all(_is_float(v) for v in present):
+        return DoubleType()
+    if all(_is_date(v) for v in present):
+        return DateType()
+    return StringType()
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return -2**63 <= int(text) < 2**63 and text.strip() == text
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip() == text
+
+
+def _is_date(text: str) -> bool:
+    if not _DATE_RE.match(text):
+        return False
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+# -- planning (driver) and reading (executors) ---------------------------------------
+@dataclass(frozen=True)
+class FileGroup(InputPartition):
+    """Files one task reads: (key, partition values) each."""
+
+    files: tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
+
+
+def group_files(files: Sequence[SnapshotFile], max_bytes: int) -> list[FileGroup]:
+    """One input partition per large file, small files together up to ``max_bytes``."""
+    groups: list[FileGroup] = []
+    current: list[SnapshotFile] = []
+    size = 0
+    for f in sorted(files, key=lambda f: -f.size):
+        if current and size + f.size > max_bytes:
+            groups.append(_group(current))
+            current, size = [], 0
+        current.append(f)
+        size += f.size
+    if current:
+        groups.append(_group(current))
+    return groups
+
+
+def _group(files: Sequence[SnapshotFile]) -> FileGroup:
+    return FileGroup(tuple((f.key, f.partition) for f in files))
+
+
+class ZeroRenameReader(DataSourceReader):
+    """Built on the driver with one snapshot; pickled to the executors."""
+
+    def __init__(self, config: ReadConfig, schema: StructType) -> None:
+        self.config = config
+        self.schema = schema
+        snapshot = take_snapshot(config)
+        self.groups = group_files(snapshot.files, config.max_partition_bytes)
+        self.partition_columns = tuple(c for c in snapshot.partition_columns()
+                                       if c in schema.fieldNames())
+        log.info("reading %s: %d committed file(s) of %d job(s) in %d input partition(s)%s",
+                 config.destination.url, len(snapshot.files), len(snapshot.committed_jobs),
+                 len(self.groups), "".join(f", {n} {why}" for why, n in
+                                           sorted(snapshot.skipped.items())))
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return self.groups
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FileGroup)
+        target = to_arrow_schema(self.schema, timezone="UTC")
+        fs = filesystem(self.config.store)
+        for key, values in partition.files:
+            path = f"{self.config.destination.bucket}/{key}"
+            try:
+                handle = fs.open_input_file(path)
+            except FileNotFoundError as exc:
+                raise ZeroRenameError(
+                    f"s3://{path} was deleted while this query read it: a replace job "
+                    "committed after the query took its snapshot. Run the query again to "
+                    "read the new committed state") from exc
+            with handle:
+                reader = pq.ParquetFile(handle)
+                for batch in reader.iter_batches():
+                    yield _conform(batch, target, dict(values), key)
+
+
+def _conform(batch: pa.RecordBatch, target: pa.Schema, partition: dict[str, str | None],
+             key: str) -> pa.RecordBatch:
+    """The batch as ``target`` says: columns in its order and types, partition columns
+    filled from the path, columns a file lacks as nulls."""
+    columns = []
+    for field in target:
+        if field.name in batch.schema.names:
+            column = batch.column(field.name)
+        elif field.name in partition:
+            value = partition[field.name]
+            column = pa.array([value] * batch.num_rows, pa.string())
+        else:
+            column = pa.nulls(batch.num_rows, field.type)
+        if column.type != field.type:
+            try:
+                column = column.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise ZeroRenameError(f"column {field.name!r} of s3://.../{key.rsplit('/', 1)[-1]} "
+                                      f"cannot be read as {field.type}: {exc}") from exc
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=target)
