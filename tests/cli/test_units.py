@@ -282,3 +282,22 @@ def test_bad_destination_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     assert main(["jobs", "list", "http://not-s3/x"]) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert err.startswith("error: destination") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["--endpoint-url", "notaurl", "jobs", "list", "s3://b/t"],
+    ["jobs", "list", "s3://b/t", "--endpoint-url", "ftp://127.0.0.1:21"],
+    ["jobs", "list", "s3://b/t", "--endpoint-url", "http://127.0.0.1:99999"],
+    ["jobs", "list", "s3://b/t", "--endpoint-url", "http://user:pw@127.0.0.1:9000"],
+    ["jobs", "list", "notaurl"], ["jobs", "list", "s3://B_ad/t"], ["jobs", "list", "s3://"],
+    ["uploads", "list", "s3://b/t/../x"],
+    ["jobs", "show", "s3://b/t", "not-a-uuid"],
+    ["uploads", "abort", "s3://b/t", "--all-older-than", "5q", "--dry-run"]])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "pw@" not in err  # a credential in a bad endpoint is never echoed
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1].startswith(("error:", "zero-rename")) or "usage:" in err

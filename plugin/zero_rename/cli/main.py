@@ -105,15 +105,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, usage errors
         return int(exc.code or 0) if not isinstance(exc.code, str) else int(ExitCode.USAGE)
     out = Output(json_mode=bool(args.json))
-    ctx = Context.from_args(args, out)
+    ctx: Context | None = None
     try:
+        # Building the context checks the endpoint and destination: bad input, exit 2.
+        ctx = Context.from_args(args, out)
         with logging_to_stderr(ctx.verbose):
             result = args.handler(ctx, args)
     except KeyboardInterrupt:
         out.error("interrupted")
         return int(ExitCode.INTERRUPTED)
     except ZeroRenameError as exc:
-        if ctx.verbose:
+        if ctx is not None and ctx.verbose:
             traceback.print_exc(file=sys.stderr)
         out.error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return int(exit_code_for(exc))

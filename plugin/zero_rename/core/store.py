@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.session
@@ -89,6 +90,8 @@ class StoreConfig:
                 raise ConfigError(f"StoreConfig.{name} must be a positive number of seconds, "
                                   f"got {value!r}")
         object.__setattr__(self, "profile", check_profile_name(self.profile))
+        if self.endpoint_url is not None:
+            _check_endpoint(self.endpoint_url)
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,22 @@ class ObjectInfo:
     size: int
     etag: str
     last_modified: datetime | None = None
+
+
+def _check_endpoint(url: object) -> None:
+    """An http(s) URL with a host and no credentials in it (they would reach logs)."""
+    text = str(url)
+    try:
+        parts = urlsplit(text)
+        host, _ = parts.hostname, parts.port  # .port raises on a malformed port
+    except ValueError:
+        host = None
+    if not isinstance(url, str) or parts.scheme not in ("http", "https") or not host:
+        raise ConfigError(f"endpoint {text[:80]!r} is not an http(s) URL such as "
+                          "http://127.0.0.1:8333 or https://s3.example.com")
+    if parts.username or parts.password:
+        raise ConfigError("the endpoint URL may not carry credentials; use the standard AWS "
+                          "credential chain")
 
 
 def make_client(config: StoreConfig, session: Any = None) -> Any:
