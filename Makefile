@@ -28,7 +28,10 @@ demo: $(STAMP)
 demo-core: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/zero-rename demo
 
+# Java and Chromium are installed when missing and possible (see the script);
+# tests needing what could not be installed are skipped, saying why.
 test: $(STAMP)
+	deploy/system-deps.sh
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: $(STAMP)

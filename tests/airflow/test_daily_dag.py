@@ -34,7 +34,7 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.store import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.spark]  # spark-submit needs Java
 
 
 DAG_ID = "daily_partitioned_write"
