@@ -90,7 +90,8 @@ def test_a_day_is_written_and_committed_once(daily: Committer, capfd: pytest.Cap
 
     # The asset event carries the committed partition and the summary.
     ((key, extra),) = asset_events(daily.dest.url)
-    assert key == "dt=2024-01-01" and extra["job_id"] == job_id and extra["rows"] == 500
+    assert key == "2024-01-01"  # the day, as the daily schedule keys its runs
+    assert extra["job_id"] == job_id and extra["rows"] == 500
 
     # The extra link opens the Commits page at this job.
     link = xcom(DAG_ID, result.run_id, "commit", "_link_CommitsLink")

@@ -22,6 +22,7 @@ from zero_rename.airflow.hooks import DEFAULT_POOL_SIZE, ZeroRenameHook
 from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.runs import setup_run_job, xcom_summary
 from zero_rename.core.committer import Committer
+from zero_rename.core.layout import partition_key
 from zero_rename.core.model import JobRecord, JobSummary
 from zero_rename.errors import JobNotFoundError
 
@@ -158,7 +159,8 @@ class CommitJobOperator(JobStepOperator):
     commit; a retry after success reports the committed job again.
 
     :param asset: the destination as an asset; the commit emits an event for it
-        with the committed partitions (as partition keys, e.g. ``dt=2024-01-01``)
+        with the committed partitions as partition keys (their values: ``2024-01-01``
+        for ``dt=2024-01-01``, ``2024-01-01/eu`` for two columns)
         and the summary as extra.
     """
 
@@ -178,7 +180,9 @@ class CommitJobOperator(JobStepOperator):
         if self.asset is not None:
             event = context["outlet_events"][self.asset]
             if summary.partitions:
-                event.add_partitions(list(summary.partitions))
+                # Keyed as the run is (2024-01-01, not dt=2024-01-01), so that a
+                # DAG scheduled on this asset's partitions gets the same key.
+                event.add_partitions([partition_key(p) for p in summary.partitions])
             event.extra = pushed
         return pushed
 

@@ -255,6 +255,21 @@ def parse_partition_dir(columns: tuple[str, ...], relative: str) -> dict[str, st
     return values
 
 
+def partition_key(relative_dir: str) -> str:
+    """The key an orchestrator names a partition by: ``dt=2024-01-01`` gives
+    ``2024-01-01``, as a daily schedule's run keys it; several columns give their
+    values joined by ``/`` (``2024-01-01/eu``); a null value is Spark's
+    ``__HIVE_DEFAULT_PARTITION__``."""
+    values = []
+    for element in relative_dir.strip("/").split("/"):
+        _, sep, text = element.partition("=")
+        if not sep:
+            return relative_dir.strip("/")  # not a column=value directory: keep it
+        value = unescape_partition_value(text)
+        values.append(DEFAULT_PARTITION if value is None else value)
+    return "/".join(values)
+
+
 def data_file_name(task_id: str, job_id: str, seq: int, extension: str) -> str:
     """``part-00003-<job id>.c000.parquet``: unique per job and task, as Spark names files."""
     if extension and not _EXTENSION_RE.fullmatch(extension):
