@@ -267,3 +267,15 @@ def test_tasks_commit_concurrently(committer: Committer, mode: str) -> None:
     assert summary.files == 24 and len(summary.partitions) == 3
     assert sorted(visible(committer).values()) == sorted(bodies.values())
     assert pending_in_bucket(committer) == []
+
+
+def test_abort_records_its_reason(committer: Committer) -> None:
+    record = committer.setup_job({"conflict_mode": "append"})
+    write_task(committer, record, "00000", [b"x"])
+    committer.abort_job(record.job_id, reason="step stage_job failed:\n  OOM\n" + "x" * 2000)
+    aborted = committer.job(record.job_id)
+    assert aborted.state == "aborted"
+    assert aborted.error.startswith("step stage_job failed: OOM xxx")
+    assert len(aborted.error) <= 1000 and "\n" not in aborted.error
+    committer.abort_job(record.job_id, reason="again")  # idempotent: the first reason stays
+    assert committer.job(record.job_id).error == aborted.error

@@ -188,3 +188,4 @@ def test_deletes_cut_short_after_committed_are_finished(committer: Committer,
     listed = [o.key for o in c.store.list_objects(c.dest.bucket, c.dest.dir + "dt=d1/")]
     assert [k for k in listed if old.job_id in k] == []
     assert list(files(c).values()) == [new.job_id]
+

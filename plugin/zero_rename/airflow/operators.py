@@ -213,7 +213,7 @@ class AbortJobOperator(JobStepOperator):
             self.log.warning("no job was set up at %s; nothing to abort", self.destination)
         else:
             with protocol_errors():
-                summary = self.committer.abort_job(self.job)
+                summary = self.committer.abort_job(self.job, reason=self._reason(context))
             pushed = self.report(context, summary)
             self.log.info("job %s is aborted: nothing of it was published, %d pending upload(s) "
                           "were aborted", summary.job_id, summary.aborted_uploads)
@@ -223,6 +223,13 @@ class AbortJobOperator(JobStepOperator):
                 + (f"job {self.job_id} was aborted and nothing was published" if pushed
                    else "no job was set up") + ". This task fails so that the run shows it.")
         return pushed
+
+    def _reason(self, context: Context) -> str:
+        failed = self._failed_upstream(context)
+        where = f"DAG {self.dag_id}, run {context['run_id']}"
+        if failed:
+            return f"step(s) {failed} failed ({where}); see their logs for the error"
+        return f"aborted by task {self.task_id} ({where})"
 
     def _failed_upstream(self, context: Context) -> str:
         """The failed upstream task ids, for the message; empty if they cannot be read."""

@@ -175,7 +175,8 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
         # after tasks started, or the record was deleted): those are aborted.
         if not committer.pending_uploads(args.job):
             raise
-    summary = committer.abort_job(args.job)
+    summary = committer.abort_job(args.job, reason="aborted from the command line "
+                                  "(zero-rename jobs abort)")
     return Result(summary.model_dump(mode="json"), lambda out: out.say(
         f"aborted job {args.job} at {committer.dest.url}: {summary.aborted_uploads} pending "
         f"upload(s) aborted in {format_duration(summary.seconds)}"))

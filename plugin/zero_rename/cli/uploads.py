@@ -171,7 +171,8 @@ def _abort_abandoned_job(ctx: Context, job: dict[str, Any]) -> int:
     """Abort a job left in setup through the protocol; a commit that won the race keeps it."""
     committer = Committer(Destination.parse(job["destination"]), store=ctx.store())
     try:
-        summary = committer.abort_job(job["job_id"])
+        summary = committer.abort_job(job["job_id"], reason="abandoned in setup; aborted "
+                                      "from the command line (zero-rename uploads abort)")
     except AbortRefusedError as exc:
         job.update(action=pend.REFUSE, reason=str(exc))
         return 0

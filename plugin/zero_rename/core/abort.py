@@ -89,9 +89,10 @@ def decided_plan_keys(store: S3Store, dest: Destination, record: JobRecord) -> t
     return (record.plan_key, plan.shards_prefix + "attempts-")
 
 
-def abort_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
+def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") -> JobSummary:
     """Job abort: decide "aborted", abort every pending upload, remove temporary objects,
-    release the job's claim.
+    release the job's claim. ``reason`` (the failing step and its error, say) is
+    kept in the record's ``error`` for ``jobs show`` and the Commits page.
 
     Idempotent. Works from ``setup`` and ``sealed`` (a commit that has not passed
     its point of no return loses), without a job record (job setup may never
@@ -103,7 +104,7 @@ def abort_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
     """
     started = time.monotonic()
     records = JobRecords(store, dest)
-    record = _decide_aborted(store, dest, records, job_id)
+    record = _decide_aborted(store, dest, records, job_id, reason)
     if record is not None:
         store = store.with_profile(record.store_profile)
     threads = record.options.threads if record else 16
@@ -122,7 +123,7 @@ def abort_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
 
 
 def _decide_aborted(store: S3Store, dest: Destination, records: JobRecords,
-                    job_id: str) -> JobRecord | None:
+                    job_id: str, reason: str = "") -> JobRecord | None:
     """Swap the record to ``aborted``; None when there is no record at all."""
     def decide(record: JobRecord) -> JobRecord | None:
         if record.state in ("committing", "committed"):
@@ -132,6 +133,7 @@ def _decide_aborted(store: S3Store, dest: Destination, records: JobRecords,
         if record.state == "aborted":
             return None
         return record.model_copy(update={"state": "aborted",
+                                         "error": abort_reason(reason) or record.error,
                                          "steps": step_started(record, "abort")})
 
     try:
@@ -141,6 +143,16 @@ def _decide_aborted(store: S3Store, dest: Destination, records: JobRecords,
         return None
     except ManifestError as exc:
         return _replace_unreadable(store, dest, records, job_id, exc)
+
+
+# Bounded: a record is read by every fence read of the job's task attempts.
+MAX_REASON_CHARS = 1000
+
+
+def abort_reason(reason: str) -> str:
+    """The reason as the record keeps it: one paragraph, at most MAX_REASON_CHARS."""
+    text = " ".join(str(reason).split())
+    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 3] + "..."
 
 
 def _replace_unreadable(store: S3Store, dest: Destination, records: JobRecords, job_id: str,

@@ -146,8 +146,9 @@ class Committer:
         return commit_mod.commit_job(self._job_store(), self.dest, job_id, task_manifests,
                                      expected, progress)
 
-    def abort_job(self, job_id: str) -> JobSummary:
-        return abort_mod.abort_job(self._job_store(), self.dest, job_id)
+    def abort_job(self, job_id: str, reason: str = "") -> JobSummary:
+        """Job abort; ``reason`` is recorded in the job record's ``error``."""
+        return abort_mod.abort_job(self._job_store(), self.dest, job_id, reason)
 
     def cleanup_job(self, job_id: str) -> JobSummary:
         return abort_mod.cleanup_job(self._job_store(), self.dest, job_id)

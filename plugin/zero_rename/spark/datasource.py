@@ -283,7 +283,10 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         log.warning("Spark aborts the write of job %s (%d of %d task(s) had finished)",
                     self.job_id, finished, len(messages))
         try:
-            summary = self._committer().abort_job(self.job_id)
+            summary = self._committer().abort_job(
+                self.job_id, reason=f"Spark aborted the write ({finished} of {len(messages)} "
+                                    "task(s) had finished); the failing task's error is in "
+                                    "the Spark application's log")
         except AbortRefusedError as exc:
             # Aborting now would lose committed output; the job must finish instead.
             log.error("job %s cannot be aborted: %s", self.job_id, exc)

@@ -47,6 +47,7 @@ class JobView:
     rows: int | None
     partitions: tuple[str, ...]
     pending_uploads: int
+    error: str = ""  # why it was aborted (or what its record says went wrong)
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,8 @@ def job_view(committer: Committer, record: JobRecord, pending: Counter[str]) -> 
         partition_columns=record.options.partition_columns, steps=step_views(record),
         tasks=counts.tasks if counts else None, files=counts.files if counts else None,
         bytes=counts.bytes if counts else None, rows=counts.rows if counts else None,
-        partitions=counts.partitions if counts else (), pending_uploads=pending[record.job_id])
+        partitions=counts.partitions if counts else (), pending_uploads=pending[record.job_id],
+        error=record.error)
 
 
 def pending_by_job(committer: Committer) -> Counter[str]:
