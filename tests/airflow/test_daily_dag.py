@@ -153,6 +153,9 @@ def test_a_failed_stage_is_aborted_and_the_run_fails(daily: Committer,
     assert result.states["cleanup_job"] == "success"
     assert result.state == "failed"
     assert daily.job(job_id).state == "aborted"
+    # The record says why, for jobs show and the Commits page.
+    reason = daily.job(job_id).error
+    assert "stage" in reason and result.run_id in reason
     assert visible(daily) == {}
     assert pending(daily) == []
 
