@@ -132,26 +132,29 @@ def generated_rows(spark: Any, day: datetime.date, rows: int) -> Any:
         from range({rows})""")
 
 
-def input_rows(spark: Any, url: str, day: datetime.date) -> Any:
+def input_rows(spark: Any, url: str, day: datetime.date, endpoint: str | None = None) -> Any:
     """One day of a Parquet input; ``dt`` added when missing."""
     from pyspark.sql import functions as F
 
-    df = read_parquet(spark, url)
+    df = read_parquet(spark, url, endpoint)
     if "dt" in df.columns:
         return df.where(F.col("dt").cast("date") == F.lit(day)).withColumn(
             "dt", F.col("dt").cast("date"))
     return df.withColumn("dt", F.lit(day))
 
 
-def read_parquet(spark: Any, url: str) -> Any:
+def read_parquet(spark: Any, url: str, endpoint: str | None = None) -> Any:
     """Spark reads the input; an s3:// input without an S3A connector in the
-    session is read with pyarrow on the driver (one day's data)."""
+    session is read with pyarrow on the driver (one day's data), from the same
+    store the output goes to (the ``endpoint`` option, else AWS_ENDPOINT_URL)."""
     if url.startswith(("s3://", "s3a://")) and not has_s3a(spark):
         import pyarrow.dataset as pads
-        import pyarrow.fs as pafs
 
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        fs = pafs.S3FileSystem(endpoint_override=endpoint) if endpoint else pafs.S3FileSystem()
+        from zero_rename.core.store import StoreConfig
+        from zero_rename.read import filesystem
+        from zero_rename.spark.options import resolve_endpoint
+
+        fs = filesystem(StoreConfig(endpoint_url=resolve_endpoint(endpoint)))
         table = pads.dataset(url.split("://", 1)[1], filesystem=fs, format="parquet",
                              partitioning="hive").to_table()
         return spark.createDataFrame(table)
@@ -196,7 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     spark = start_spark(args.date)
     try:
-        df = (input_rows(spark, args.input, args.date) if args.input
+        df = (input_rows(spark, args.input, args.date, options.get("endpoint")) if args.input
               else generated_rows(spark, args.date, args.rows))
         log.info("writing %s for %s to %s%s", "input " + args.input if args.input else
                  f"{args.rows} generated rows", args.date, args.destination,

@@ -23,10 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "dags" / "apps" / "daily_partitioned_write.py"
 
 
-def submit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def submit(*args: str, timeout: float = 300,
+           endpoint_env: bool = True) -> subprocess.CompletedProcess[str]:
+    """spark-submit the application; without ``endpoint_env`` the S3 endpoint reaches
+    it only through ``--option endpoint=``, as the Airflow stage passes it."""
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    if not endpoint_env:
+        env = {k: v for k, v in env.items() if not k.startswith("AWS_ENDPOINT_URL")}
     command = [os.path.join(bin_dir, "spark-submit"), "--master", "local[2]",
                "--conf", "spark.ui.enabled=false", str(APP), *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
@@ -65,11 +70,16 @@ def test_daily_app_plain_then_orchestrated_rerun_replaces_the_day(
 
     # The Airflow DAG: setup, the application with --job-id, then commit.
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    # The input on S3, read from the store the endpoint option names.
     source = tmp_path / "input.parquet"
     pq.write_table(pa.table({"id": list(range(1000, 1300)), "region": ["eu-west"] * 300,
                              "dt": ["2024-01-01"] * 150 + ["2024-01-02"] * 150}), source)
+    input_key = f"inputs/{job.job_id}/input.parquet"
+    committer.store.put_object(committer.dest.bucket, input_key, source.read_bytes())
     second = submit("--destination", dest, "--date", "2024-01-01", "--job-id", job.job_id,
-                    f"--input={source}", "--option", f"endpoint={os.environ['AWS_ENDPOINT_URL']}")
+                    f"--input=s3://{committer.dest.bucket}/inputs/{job.job_id}/",
+                    "--option", f"endpoint={os.environ['AWS_ENDPOINT_URL']}",
+                    endpoint_env=False)
     assert second.returncode == 0, second.stdout[-3000:]
     assert summary_of(second)["state"] == "staged" and summary_of(second)["rows"] == 150
     assert data_files(committer) == old  # nothing visible before the orchestrator commits
