@@ -272,6 +272,8 @@ def test_the_dag_writes_into_the_bucket_the_init_job_creates() -> None:
         bucket = cfg["services"]["s3-init"]["environment"]["ZERO_RENAME_BUCKET"]
         destination = airflow_env(cfg)["AIRFLOW__ZERO_RENAME__DAILY_DESTINATION"]
         assert destination == f"s3://{bucket}/daily_events"
+        # The Commits page opens on it from the Browse menu.
+        assert airflow_env(cfg)["AIRFLOW__ZERO_RENAME__DESTINATIONS"] == destination
         assert bucket == (env.get("ZERO_RENAME_BUCKET") or "warehouse")
 
 
