@@ -108,13 +108,11 @@ def start_spark(day: datetime.date) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from zero_rename.spark import register
-
-    spark = (SparkSession.builder.appName(f"daily_partitioned_write {day}")
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
-    register(spark)
-    return spark
+    # No register(spark): Spark finds the format through the installed
+    # pyspark_zero_rename module, as any application's session does.
+    return (SparkSession.builder.appName(f"daily_partitioned_write {day}")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate())
 
 
 def generated_rows(spark: Any, day: datetime.date, rows: int) -> Any:
