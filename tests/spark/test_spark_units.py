@@ -188,3 +188,19 @@ def test_open_files_are_bounded_least_recently_used_first() -> None:
     assert sum(s.rows or 0 for s in sinks) == 200
     assert len(sinks) > 10  # evicted partitions start new files
     assert all(s.closed for s in sinks)
+
+
+def test_spark_option_names_are_aliases() -> None:
+    from zero_rename.errors import ConfigError
+    from zero_rename.spark.options import parse_writer_options
+
+    config = parse_writer_options({"path": "s3://bucket-x/t", "partitionBy": "dt,region",
+                                   "maxRecordsPerFile": "1000"})
+    assert config.job.partition_columns == ("dt", "region")
+    assert config.files.max_rows_per_file == 1000
+    assert parse_writer_options({"path": "s3://bucket-x/t", "maxRecordsPerFile": "0"}
+                                ).files.max_rows_per_file is None
+    with pytest.raises(ConfigError, match="same setting"):
+        parse_writer_options({"path": "s3://bucket-x/t", "partitionBy": "dt", "partition_by": "dt"})
+    with pytest.raises(ConfigError, match="max_rows_per_file"):
+        parse_writer_options({"path": "s3://bucket-x/t", "maxRecordsPerFile": "lots"})

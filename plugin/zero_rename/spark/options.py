@@ -156,15 +156,37 @@ def check_secret_keys(options: Mapping[str, str]) -> None:
             "profile or a role) on the driver and every executor")
 
 
+# Spark's own option names, as PySpark users type them (lower-cased, as all keys).
+# maxRecordsPerFile takes Spark's meaning: 0 or less is no limit.
+SPARK_ALIASES = {"partitionby": "partition_by", "maxrecordsperfile": "max_rows_per_file"}
+
+
 def check_keys(options: Mapping[str, str]) -> dict[str, str]:
-    """Lower-case the keys; refuse credentials and unknown keys, naming them."""
+    """Lower-case the keys, take Spark's names for ours; refuse credentials and
+    unknown keys, naming them."""
     lowered = {str(k).lower(): v for k, v in options.items()}
     check_secret_keys(lowered)
+    for alias, name in SPARK_ALIASES.items():
+        if alias not in lowered:
+            continue
+        if name in lowered:
+            raise ConfigError(f"options {alias!r} and {name!r} name the same setting; give one")
+        value = lowered.pop(alias)
+        if alias == "maxrecordsperfile" and _no_limit(value):
+            continue
+        lowered[name] = value
     unknown = sorted(set(lowered) - KNOWN_OPTIONS)
     if unknown:
         raise ConfigError(f"unknown option(s) {unknown} for format {FORMAT!r}; valid options "
                           f"are {sorted(KNOWN_OPTIONS - {'path'})}")
     return lowered
+
+
+def _no_limit(value: str) -> bool:
+    try:
+        return int(str(value).strip()) <= 0
+    except ValueError:
+        return False  # refused, naming the option, by the file options' parser
 
 
 def conflict_mode_for(overwrite: bool, given: str | None) -> str:
