@@ -94,7 +94,7 @@ class Jobs:
 @pytest.fixture
 def jobs(airflow_env: EmbeddedS3, committer: Committer) -> Jobs:
     options = {"partition_columns": "dt", "conflict_mode": "replace"}
-    committed = committer.setup_job(options)
+    committed = committer.setup_job(options, origin=ORIGIN)
     for i in range(3):
         write_task(committer, committed, f"{i:05d}", {"2024-07-01": b"c" * 500}, rows=7)
     committer.commit_job(committed.job_id)
@@ -104,8 +104,12 @@ def jobs(airflow_env: EmbeddedS3, committer: Committer) -> Jobs:
     committer.save_stage_manifest(staged.job_id, [m for m in manifests if m is not None])
     aborted = committer.setup_job(options)
     write_task(committer, aborted, "00000", {"2024-07-03": b"a" * 10})
-    committer.abort_job(aborted.job_id)
+    committer.abort_job(aborted.job_id, reason="step(s) stage failed (DAG daily, run r1)")
     return Jobs(committed, staged, aborted)
+
+
+ORIGIN = {"airflow_dag_id": "daily_partitioned_write", "airflow_run_id": "manual__2024-07-01",
+          "airflow_task_id": "setup_job"}
 
 
 def page_url(server: ApiServer, committer: Committer, job: str | None = None) -> str:
@@ -146,10 +150,12 @@ def test_the_page_shows_jobs_counts_and_success_in_a_browser(
         html = browser.evaluate("document.documentElement.outerHTML")
 
     assert "Commits" in text and committer.dest.url in text
+    assert int(rows[jobs.committed.job_id].pop("requests")) > 0  # the job commit's
     assert rows[jobs.committed.job_id] == {"state": "committed", "tasks": "3", "files": "3",
                                            "bytes": "1.5 KiB", "rows": "21", "pending": "0"}
     assert rows[jobs.staged.job_id] == {"state": "setup", "tasks": "2", "files": "2",
-                                        "bytes": "600 B", "rows": "10", "pending": "2"}
+                                        "bytes": "600 B", "rows": "10", "pending": "2",
+                                        "requests": "—"}
     assert rows[jobs.aborted.job_id]["state"] == "aborted"
     assert rows[jobs.aborted.job_id]["pending"] == "0"
     assert jobs.committed.job_id in success and "3 file(s)" in success and "21 row(s)" in success
@@ -175,3 +181,13 @@ def test_airflow_ui_shows_the_page_under_browse(api_server: ApiServer) -> None:
         src = browser.evaluate(f"{frame}.src")
     assert src == f"{api_server.url}/zero-rename/commits"
     assert "Commits" in text and "No destination given" in text
+
+
+def test_the_page_links_jobs_to_their_run_and_says_why_one_was_aborted(
+        api_server: ApiServer, committer: Committer, jobs: Jobs) -> None:
+    headers = {"Authorization": f"Bearer {api_server.token}"}
+    page = httpx.get(page_url(api_server, committer, jobs.aborted.job_id), headers=headers,
+                     timeout=60).text
+    assert "Aborted: step(s) stage failed (DAG daily, run r1)" in page
+    run = "/dags/daily_partitioned_write/runs/manual__2024-07-01/tasks/setup_job"
+    assert f'href="{run}"' in page  # the committed job, set up by that run's task

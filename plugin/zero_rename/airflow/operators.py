@@ -122,11 +122,15 @@ class CommitJobSetupOperator(JobStepOperator):
 
     def execute(self, context: Context) -> str:
         with protocol_errors():
+            # Where the Commits page links the job back to.
+            origin = {"airflow_dag_id": self.dag_id, "airflow_run_id": context["run_id"],
+                      "airflow_task_id": self.task_id}
             if self.job_id in _NO_JOB:
                 record = setup_run_job(self.committer, self.dag_id, context["run_id"],
-                                       self.options)
+                                       self.options, origin)
             else:
-                record = self.committer.setup_job(self.options, job_id=str(self.job_id))
+                record = self.committer.setup_job(self.options, job_id=str(self.job_id),
+                                                  origin=origin)
         # Read back by the Commits link when the task finishes.
         self.job_id = record.job_id
         self.report(context, JobSummary(job_id=record.job_id, destination=self.committer.dest.url,

@@ -33,7 +33,8 @@ def run_job_id(dag_id: str, run_id: str, destination: str, generation: int = 0) 
 
 
 def setup_run_job(committer: Committer, dag_id: str, run_id: str,
-                  options: Mapping[str, Any] | None) -> JobRecord:
+                  options: Mapping[str, Any] | None,
+                  origin: Mapping[str, str] | None = None) -> JobRecord:
     """Set up, or find again, this run's job: the first generation not aborted.
 
     A job in setup is set up again (idempotent for the same options); a job
@@ -48,12 +49,12 @@ def setup_run_job(committer: Committer, dag_id: str, run_id: str,
         try:
             existing = committer.job(job_id)
         except JobNotFoundError:
-            return committer.setup_job(options, job_id=job_id)
+            return committer.setup_job(options, job_id=job_id, origin=origin)
         if existing.state == "aborted":
             log.info("job %s of this run was aborted; trying the next generation", job_id)
             continue
         if existing.state == "setup":
-            return committer.setup_job(options, job_id=job_id)
+            return committer.setup_job(options, job_id=job_id, origin=origin)
         log.info("job %s of this run is already %s", job_id, existing.state)
         return existing
     raise ConfigError(f"{MAX_GENERATIONS} jobs of run {run_id} were aborted; trigger a new run")

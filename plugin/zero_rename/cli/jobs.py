@@ -136,6 +136,7 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
          or None),
         ("store profile", _profile(record)),
         ("pending uploads", pending), ("error", record.error),
+        ("set up by", ", ".join(f"{k}={v}" for k, v in record.origin.items()) or None),
     ])
     out.say()
     out.table(["step", "status", "started", "finished", "took", "detail"],

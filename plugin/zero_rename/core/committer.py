@@ -50,10 +50,11 @@ class Committer:
         return self.store.scoped()
 
     def setup_job(self, options: JobOptions | Mapping[str, Any] | None = None,
-                  job_id: str | None = None, expected_tasks: int | None = None) -> JobRecord:
+                  job_id: str | None = None, expected_tasks: int | None = None,
+                  origin: Mapping[str, str] | None = None) -> JobRecord:
         opts = options if isinstance(options, JobOptions) else parse_options(options)
         return setup_job(self._job_store(), self.dest, opts, job_id, expected_tasks,
-                         self.profile)
+                         self.profile, origin)
 
     def job(self, job_id: str) -> JobRecord:
         return self.records.get(job_id)

@@ -9,7 +9,7 @@ decide a job: one commit and one abort race, exactly one wins.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from zero_rename.core.layout import Destination, is_visible, new_job_id
 from zero_rename.core.model import JobRecord, StepTiming, dump, load, utcnow
@@ -147,13 +147,14 @@ def visible_files(store: S3Store, dest: Destination, relative_dir: str = "") -> 
 
 def setup_job(store: S3Store, dest: Destination, options: JobOptions,
               job_id: str | None = None, expected_tasks: int | None = None,
-              profile: str = AUTO) -> JobRecord:
+              profile: str = AUTO, origin: Mapping[str, str] | None = None) -> JobRecord:
     """Job setup: check the destination and the store, and create the job record.
 
     Running it again with the same job id and options returns the existing
     record, so an orchestrator may retry it. ``profile`` names the store's
     family, or ``auto`` to probe it (once per process and bucket); the job
-    record keeps the result for every later step.
+    record keeps the result for every later step. ``origin`` names who set the
+    job up (say an Airflow DAG, run and task), for tools to link back to.
 
     Raises:
         ConfigError: a bad job id or expected task count; the job id exists with
@@ -176,6 +177,7 @@ def setup_job(store: S3Store, dest: Destination, options: JobOptions,
     now = utcnow()
     record = JobRecord(job_id=job_id, destination=dest.url, options=options,
                        expected_tasks=expected_tasks, store_profile=store_profile,
+                       origin=dict(origin or {}),
                        steps={"setup": StepTiming(started=now, finished=now, status="succeeded")})
     found = JobRecords(store, dest).create(record)
     if found is not record:

@@ -12,7 +12,14 @@ import socket
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from zero_rename.core.options import MAX_PARTS, JobOptions
 from zero_rename.core.profiles import StoreProfile
@@ -27,6 +34,9 @@ JobState = Literal["setup", "sealed", "committing", "committed", "aborted"]
 DECIDED_STATES = ("committing", "committed", "aborted")
 # No task commit may join the job once it is in one of these states.
 CLOSED_STATES = ("sealed", *DECIDED_STATES)
+# A job record's origin: a few names (DAG, run, task), each short.
+MAX_ORIGIN_ENTRIES = 16
+MAX_ORIGIN_CHARS = 250
 
 
 def utcnow() -> datetime:
@@ -171,12 +181,13 @@ class JobRecord(_Frozen):
     commit claimed: relative directories, ``""`` for the whole destination)
     and ``store_profile`` (the store behaviour the job runs with). Version 3
     keeps the committed task attempts in the plan's shards, no longer in
-    ``committed_attempts`` (read still, for version 2 records). Older records
-    still load.
+    ``committed_attempts`` (read still, for version 2 records). Version 4 adds
+    ``origin``: who set the job up (an orchestrator's DAG, run and task), so
+    that tools can link a job to the run that wrote it. Older records still load.
     """
 
     kind: Literal["zero-rename/job"] = "zero-rename/job"
-    version: Literal[1, 2, 3] = 3
+    version: Literal[1, 2, 3, 4] = 4
     job_id: str
     destination: str
     options: JobOptions
@@ -194,6 +205,17 @@ class JobRecord(_Frozen):
     store_profile: StoreProfile | None = None
     summary: JobSummary | None = None
     error: str = ""
+    origin: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("origin")
+    @classmethod
+    def _bounded_origin(cls, origin: dict[str, str]) -> dict[str, str]:
+        # The record is read by every fence read: names, not payloads.
+        if len(origin) > MAX_ORIGIN_ENTRIES or any(
+                len(k) > MAX_ORIGIN_CHARS or len(v) > MAX_ORIGIN_CHARS for k, v in origin.items()):
+            raise ValueError(f"origin holds at most {MAX_ORIGIN_ENTRIES} entries of at most "
+                             f"{MAX_ORIGIN_CHARS} characters")
+        return origin
 
     @property
     def decided(self) -> bool:

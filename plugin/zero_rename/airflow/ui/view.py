@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from urllib.parse import quote
 
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord, JobSummary
@@ -48,6 +49,9 @@ class JobView:
     partitions: tuple[str, ...]
     pending_uploads: int
     error: str = ""  # why it was aborted (or what its record says went wrong)
+    requests: int | None = None  # S3 requests of the job commit, or of the abort
+    run_url: str = ""  # the Airflow DAG run that set the job up, in Airflow's UI
+    run_text: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,19 @@ def job_view(committer: Committer, record: JobRecord, pending: Counter[str]) -> 
         tasks=counts.tasks if counts else None, files=counts.files if counts else None,
         bytes=counts.bytes if counts else None, rows=counts.rows if counts else None,
         partitions=counts.partitions if counts else (), pending_uploads=pending[record.job_id],
-        error=record.error)
+        error=record.error, requests=record.summary.requests if record.summary else None,
+        **origin_link(record))
+
+
+def origin_link(record: JobRecord) -> dict[str, str]:
+    """The Airflow DAG run (and task) that set the job up, as a link into Airflow's UI."""
+    dag, run = record.origin.get("airflow_dag_id"), record.origin.get("airflow_run_id")
+    if not dag or not run:
+        return {}
+    task = record.origin.get("airflow_task_id", "")
+    url = f"/dags/{quote(dag, safe='')}/runs/{quote(run, safe='')}"
+    return {"run_url": url + (f"/tasks/{quote(task, safe='')}" if task else ""),
+            "run_text": f"{dag} / {run}"}
 
 
 def pending_by_job(committer: Committer) -> Counter[str]:
