@@ -29,7 +29,7 @@ from zero_rename.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-# Reads of a destination whose files a committing replace job deleted meanwhile.
+# Reads of a destination whose files a replace job deleted meanwhile.
 READ_ROUNDS = 5
 # Spark's name for a null partition value's directory; Arrow reads it as null.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -60,18 +60,28 @@ def read_table(dest: str, filters: Filters = None, columns: list[str] | None = N
     """The committed rows of ``dest`` as one Arrow table (``.to_pandas()`` for pandas).
 
     A replace job that commits while the files are read deletes files of the
-    snapshot being read: the read then starts again from a new snapshot.
+    snapshot being read; the read then fails (a missing file, or a response cut
+    off mid-file). When the committed state changed meanwhile, the read starts
+    again from the new state; otherwise the error is the read's own.
     """
+    config = store_config or StoreConfig()
     for attempt in range(1, READ_ROUNDS + 1):
+        state = snapshot(dest, config, as_of_job)
         try:
-            dataset = read_dataset(dest, store_config, as_of_job, schema)
+            dataset = dataset_of(state, config, schema)
             return dataset.to_table(columns=columns, filter=_expression(filters))
-        except FileNotFoundError:
-            if attempt == READ_ROUNDS or as_of_job is not None:
+        except OSError:
+            if attempt == READ_ROUNDS or not _changed(state, dest, config, as_of_job):
                 raise
-            log.info("a file of the snapshot of %s was deleted by a later replace while it "
-                     "was read; reading the new committed state", dest)
+            log.info("the committed state of %s changed while it was read (a replace deleted "
+                     "files of it); reading the new state", dest)
     raise AssertionError("unreachable")
+
+
+def _changed(state: TableSnapshot, dest: str, config: StoreConfig,
+             as_of_job: str | None) -> bool:
+    now = snapshot(dest, config, as_of_job)
+    return {f.key for f in now.files} != {f.key for f in state.files}
 
 
 def dataset_of(state: TableSnapshot, config: StoreConfig,

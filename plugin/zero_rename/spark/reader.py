@@ -232,9 +232,16 @@ class ZeroRenameReader(DataSourceReader):
                     "committed after the query took its snapshot. Run the query again to "
                     "read the new committed state") from exc
             with handle:
-                reader = pq.ParquetFile(handle)
-                for batch in reader.iter_batches():
-                    yield _conform(batch, target, dict(values), key)
+                try:
+                    batches = pq.ParquetFile(handle).iter_batches()
+                    for batch in batches:
+                        yield _conform(batch, target, dict(values), key)
+                except OSError as exc:
+                    # A file deleted mid-read ends in a cut-off response, not "not found".
+                    raise ZeroRenameError(
+                        f"reading s3://{path} failed ({exc}); if a replace job committed "
+                        "since the query started, it deleted this file: run the query "
+                        "again to read the new committed state") from exc
 
 
 def _conform(batch: pa.RecordBatch, target: pa.Schema, partition: dict[str, str | None],
