@@ -14,6 +14,7 @@ chain (the same ones the committer uses).
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -117,10 +118,14 @@ def filesystem(config: StoreConfig) -> pafs.S3FileSystem:
                        session_token=frozen.token)
     else:
         options["anonymous"] = True
-    if config.endpoint_url:
-        parts = urlsplit(config.endpoint_url)
+    # As botocore does for the snapshot's requests: the files are read from
+    # the store the job records were read from.
+    endpoint = (config.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3")
+                or os.environ.get("AWS_ENDPOINT_URL"))
+    if endpoint:
+        parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigError(f"endpoint {config.endpoint_url!r} is not an http(s) URL")
+            raise ConfigError(f"endpoint {endpoint!r} is not an http(s) URL")
         options.update(endpoint_override=parts.netloc, scheme=parts.scheme)
     if config.path_style is False:
         options["force_virtual_addressing"] = True

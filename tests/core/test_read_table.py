@@ -96,3 +96,12 @@ def test_replace_and_as_of(committer: Committer, store_config: StoreConfig) -> N
 
 def test_empty_destination(committer: Committer, store_config: StoreConfig) -> None:
     assert read_table(committer.dest.url, store_config=store_config).num_rows == 0
+
+
+def test_endpoint_from_the_environment(committer: Committer, store_config: StoreConfig,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    job = write_job(committer, "append", {"a": [1]})
+    committer.commit_job(job.job_id)
+    # No store settings: botocore and Arrow both take AWS_ENDPOINT_URL.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", str(store_config.endpoint_url))
+    assert read_table(committer.dest.url).num_rows == 1
