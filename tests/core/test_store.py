@@ -145,3 +145,15 @@ class _Raw:
     def read(self, *_):  # noqa: ANN002, ANN201
         b, self.body = self.body, b""
         return b
+
+
+def test_a_repeated_upload_is_listed_once_unless_repeats_are_fine(
+        store: S3Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A store that lists an upload on two pages (unsorted listings may).
+    pages = [{"Uploads": [{"Key": "p/a", "UploadId": "1"}, {"Key": "p/b", "UploadId": "2"}]},
+             {"Uploads": [{"Key": "p/a", "UploadId": "1"}]}]
+    monkeypatch.setattr(store, "_pages", lambda *args, **kwargs: iter(pages))
+    assert [u.key for u in store.list_uploads("bucket-x", "p/")] == ["p/a", "p/b"]
+    # A job commit's listing remembers nothing (a million uploads): repeats pass.
+    assert [u.key for u in store.list_uploads("bucket-x", "p/", unique=False)] == \
+        ["p/a", "p/b", "p/a"]

@@ -316,8 +316,8 @@ class S3Store:
                 return parts
             marker = int(response["NextPartNumberMarker"])
 
-    def list_uploads(self, bucket: str, prefix: str,
-                     page_size: int | None = UPLOADS_PAGE) -> Iterator[UploadInfo]:
+    def list_uploads(self, bucket: str, prefix: str, page_size: int | None = UPLOADS_PAGE,
+                     *, unique: bool = True) -> Iterator[UploadInfo]:
         """Pending uploads whose keys start with ``prefix``, which must end in '/'.
 
         Listings differ by server: AWS pages by 1,000 with markers; SeaweedFS
@@ -326,7 +326,10 @@ class S3Store:
         by ``NextUploadIdMarker`` alone; moto ignores paging; none need sort. So
         pages of 1,000 are asked for, a truncated page without markers, or
         markers that do not advance, is an error rather than a restart from the
-        start, and an upload seen twice is yielded once.
+        start, and an upload seen twice is yielded once; with ``unique`` false,
+        as often as the store lists it, for a caller that does not mind repeats
+        and cannot afford remembering every upload (a job commit's listing of a
+        million uploads: some 200 bytes each).
         Where the store takes a prefix as one exact key (MinIO), the bucket's
         uploads are listed without one and filtered here. Where the store's
         profile is not known, an empty prefix listing is confirmed that way, so
@@ -335,17 +338,17 @@ class S3Store:
         if not prefix.endswith("/"):
             raise ValueError(f"upload listing prefix {prefix!r} must end in '/'")
         if self.profile is not None and not self.profile.uploads_by_prefix:
-            yield from self._uploads(bucket, prefix, page_size, by_prefix=False)
+            yield from self._uploads(bucket, prefix, page_size, False, unique)
             return
         found = False
-        for upload in self._uploads(bucket, prefix, page_size, by_prefix=True):
+        for upload in self._uploads(bucket, prefix, page_size, True, unique):
             found = True
             yield upload
         if not found and self.profile is None:
-            yield from self._uploads(bucket, prefix, page_size, by_prefix=False)
+            yield from self._uploads(bucket, prefix, page_size, False, unique)
 
     def _uploads(self, bucket: str, prefix: str, page_size: int | None,
-                 by_prefix: bool) -> Iterator[UploadInfo]:
+                 by_prefix: bool, unique: bool = True) -> Iterator[UploadInfo]:
         kwargs: dict[str, Any] = {"Bucket": bucket}
         if by_prefix:
             kwargs["Prefix"] = prefix
@@ -359,7 +362,8 @@ class S3Store:
                 ident = (str(u["Key"]), str(u["UploadId"]))
                 if ident in seen or not ident[0].startswith(prefix):
                     continue
-                seen.add(ident)
+                if unique:
+                    seen.add(ident)
                 yield UploadInfo(ident[0], ident[1], u.get("Initiated"))
 
     def _pages(self, op: str, where: str, kwargs: dict[str, Any],

@@ -134,9 +134,11 @@ def pending_digests(store: S3Store, dest: Destination, job: JobRecord,
         dirs = [""]
 
     def scan(relative: str) -> array:
-        # An array, not a list: 8 bytes a digest, not a Python int's 40.
-        return array("Q", (upload_digest(u.key, u.upload_id)
-                           for u in store.list_uploads(dest.bucket, dest.dir + relative)
+        # An array, not a list: 8 bytes a digest, not a Python int's 40; and a
+        # listing that does not remember what it yielded (a repeat is the same
+        # digest twice, which a membership test does not mind).
+        uploads = store.list_uploads(dest.bucket, dest.dir + relative, unique=False)
+        return array("Q", (upload_digest(u.key, u.upload_id) for u in uploads
                            if is_job_data_key(dest, job.job_id, u.key, columns)))
 
     prefixes = _outermost(dirs)
