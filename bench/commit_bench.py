@@ -15,7 +15,12 @@ the same concurrency, over a connection pool of that size:
 
 Writing the files is preparation and is not timed; only the commit is. The
 commit's requests are counted, and for the committer the task attempts'
-requests too, so the whole protocol's requests per file are known. Run
+requests too, so the whole protocol's requests per file are known.
+
+``--scale N,...`` runs the committer alone at larger counts, for its time,
+requests and peak memory; with 0-byte files (the default) the files are
+written by :mod:`bench.scale_prep`, which leaves what task attempts leave
+(pending uploads, task manifests) in minutes rather than hours. Run
 ``python -m bench.commit_bench --help``.
 """
 
