@@ -14,7 +14,6 @@ chain (the same ones the committer uses).
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,7 +24,7 @@ import pyarrow.parquet as pq
 
 from zero_rename.core.layout import Destination
 from zero_rename.core.snapshot import TableSnapshot, table_snapshot
-from zero_rename.core.store import S3Store, StoreConfig, botocore_session
+from zero_rename.core.store import S3Store, StoreConfig, botocore_session, environment_endpoint
 from zero_rename.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -120,8 +119,7 @@ def filesystem(config: StoreConfig) -> pafs.S3FileSystem:
         options["anonymous"] = True
     # As botocore does for the snapshot's requests: the files are read from
     # the store the job records were read from.
-    endpoint = (config.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3")
-                or os.environ.get("AWS_ENDPOINT_URL"))
+    endpoint = config.endpoint_url or environment_endpoint()
     if endpoint:
         parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.netloc:

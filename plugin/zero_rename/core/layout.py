@@ -27,6 +27,10 @@ _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 # Matched with fullmatch: '$' would let a trailing newline through.
 _TASK_ID_RE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 _EXTENSION_RE = re.compile(r"(\.[A-Za-z0-9]{1,16})+")
+# ``part-<task>-<job id>.c<seq><ext>``, as data_file_name names files.
+_FILE_JOB_RE = re.compile(
+    r"^part-[A-Za-z0-9_\-]{1,64}-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"\.c\d{3,}")
 _SEQ_EXTENSION_RE = re.compile(r"\d{3,}(?:\.[A-Za-z0-9]{1,16})*")
 
 
@@ -255,19 +259,34 @@ def parse_partition_dir(columns: tuple[str, ...], relative: str) -> dict[str, st
     return values
 
 
+def partition_values(relative_dir: str) -> tuple[tuple[str, str | None], ...] | None:
+    """``(column, value)`` of each ``column=value`` directory, unescaped; None when
+    an element is not one (not a Hive-style layout)."""
+    pairs = []
+    for element in [e for e in relative_dir.split("/") if e]:
+        name, sep, text = element.partition("=")
+        if not sep:
+            return None
+        pairs.append((unescape_partition_value(name) or name, unescape_partition_value(text)))
+    return tuple(pairs)
+
+
 def partition_key(relative_dir: str) -> str:
     """The key an orchestrator names a partition by: ``dt=2024-01-01`` gives
     ``2024-01-01``, as a daily schedule's run keys it; several columns give their
     values joined by ``/`` (``2024-01-01/eu``); a null value is Spark's
     ``__HIVE_DEFAULT_PARTITION__``."""
-    values = []
-    for element in relative_dir.strip("/").split("/"):
-        _, sep, text = element.partition("=")
-        if not sep:
-            return relative_dir.strip("/")  # not a column=value directory: keep it
-        value = unescape_partition_value(text)
-        values.append(DEFAULT_PARTITION if value is None else value)
-    return "/".join(values)
+    pairs = partition_values(relative_dir)
+    if pairs is None:
+        return relative_dir.strip("/")  # not column=value directories: keep it
+    return "/".join(DEFAULT_PARTITION if v is None else v for _, v in pairs)
+
+
+def file_job_id(name: str) -> str | None:
+    """The job id in a data file's name (:func:`data_file_name`), or None for a
+    name no job wrote."""
+    found = _FILE_JOB_RE.match(name)
+    return found.group(1) if found else None
 
 
 def data_file_name(task_id: str, job_id: str, seq: int, extension: str) -> str:

@@ -24,34 +24,25 @@ the state the records describe. If one did, the snapshot is taken again.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from zero_rename.core.layout import Destination, is_visible, unescape_partition_value
+from zero_rename.core.layout import Destination, file_job_id, is_visible, partition_values
 from zero_rename.core.model import JobRecord, load
 from zero_rename.core.store import ObjectInfo, S3Store
 from zero_rename.errors import JobNotFoundError, ZeroRenameError
 
+__all__ = ["SnapshotFile", "TableSnapshot", "committed_at", "file_job_id", "table_snapshot"]
+
 log = logging.getLogger(__name__)
 
-# ``part-<task>-<job id>.c<seq><ext>``: the name every task attempt gives its files.
-_FILE_JOB_RE = re.compile(
-    r"^part-[A-Za-z0-9_\-]{1,64}-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
-    r"\.c\d{3,}")
 # Records still able to change: a snapshot waits for them to agree twice.
 _OPEN_STATES = ("setup", "sealed", "committing")
 SNAPSHOT_ROUNDS = 8
 RECORD_THREADS = 16
-
-
-def file_job_id(name: str) -> str | None:
-    """The job id in a data file's name, or None for a name no job wrote."""
-    found = _FILE_JOB_RE.match(name)
-    return found.group(1) if found else None
 
 
 @dataclass(frozen=True)
@@ -225,10 +216,4 @@ def _check_not_deleted(dest: Destination, as_of_job: str, committed: list[JobRec
 
 def _partition(relative: str) -> tuple[tuple[str, str | None], ...]:
     """``(column, value)`` pairs of the ``column=value`` directories of a file."""
-    pairs = []
-    for element in relative.split("/")[:-1]:
-        name, sep, text = element.partition("=")
-        if not sep:
-            return ()  # not a Hive-style layout: no partition columns
-        pairs.append((unescape_partition_value(name) or name, unescape_partition_value(text)))
-    return tuple(pairs)
+    return partition_values(relative.rsplit("/", 1)[0] if "/" in relative else "") or ()

@@ -8,6 +8,7 @@ this module's logs or errors. Every call is counted in a :class:`RequestStats`.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -114,6 +115,11 @@ class ObjectInfo:
     size: int
     etag: str
     last_modified: datetime | None = None
+
+
+def environment_endpoint() -> str | None:
+    """The endpoint boto3 takes from the environment when none is configured."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
 def _check_endpoint(url: object) -> None:

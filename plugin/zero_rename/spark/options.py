@@ -14,7 +14,6 @@ and ``overwrite`` arrive here as ``overwrite=False/True``.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from urllib.parse import urlparse
 
 from zero_rename.core.layout import Destination, check_job_id
 from zero_rename.core.options import JobOptions, parse_options
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.store import StoreConfig, environment_endpoint
 from zero_rename.errors import ConfigError
 
 FORMAT = "zero-rename"
@@ -213,8 +212,7 @@ def resolve_endpoint(value: str | None) -> str | None:
 
     Resolved once on the driver, so every executor talks to the same store.
     """
-    endpoint = value or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get(
-        "AWS_ENDPOINT_URL")
+    endpoint = value or environment_endpoint()
     if not endpoint:
         return None
     parsed = urlparse(endpoint)
