@@ -78,3 +78,25 @@ def test_unknown_and_secret_options_are_refused(spark: Any, dest: str) -> None:
         read(spark, dest, partition_by="dt").count()
     with pytest.raises(Exception, match="credentials are never accepted"):
         read(spark, dest, secret_key="x").count()
+
+
+def test_filters_on_partition_columns_skip_files_with_pushdown_on(
+        spark: Any, dest: str, committer: Committer) -> None:
+    days_df(spark).write.format("zero-rename").mode("append").option("partition_by", "dt") \
+        .save(dest)
+    # A file another tool left in one partition, which no Parquet reader can read:
+    # a query reads it unless its filters rule out the partition.
+    committer.store.put_object(committer.dest.bucket,
+                               committer.dest.dir + "dt=2026-11-22/other-tool.parquet",
+                               b"not parquet")
+    query = "dt = '2026-11-21' and id >= 0"
+    with pytest.raises(Exception, match="other-tool.parquet|Parquet"):
+        read(spark, dest).where(query).count()  # pushdown off, Spark's default: no error either
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        assert read(spark, dest).where(query).count() == 100
+        assert read(spark, dest).where("dt in ('2026-11-20', '2026-11-21')").count() == 200
+        with pytest.raises(Exception, match="other-tool.parquet|Parquet"):
+            read(spark, dest).where("dt != '2026-11-20'").count()
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")

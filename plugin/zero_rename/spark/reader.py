@@ -10,7 +10,9 @@ Spark's roles, in a Python data source reader:
 - ``DataSource.reader(schema)`` (driver): takes one snapshot of the committed
   state (:mod:`zero_rename.core.snapshot`) and groups its files into input
   partitions; the reader, with the snapshot's file list, is pickled to the
-  executors, so every task reads the same state.
+  executors, so every task reads the same state. With
+  ``spark.sql.python.filterPushdown.enabled`` on, filters on partition columns
+  skip whole files (:mod:`zero_rename.spark.pruning`).
 - ``read(partition)`` (executors): streams each file's row groups as Arrow
   batches, with the partition columns added.
 
@@ -23,13 +25,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import (
     DataType,
@@ -54,6 +56,7 @@ from zero_rename.spark.options import (
     parse_size,
     resolve_endpoint,
 )
+from zero_rename.spark.pruning import called_for_pushdown, may_match, typed_value
 
 log = logging.getLogger(__name__)
 
@@ -207,16 +210,18 @@ class ZeroRenameReader(DataSourceReader):
         self.config = config
         self.schema = schema
         snapshot = take_snapshot(config)
-        self.groups = group_files(snapshot.files, config.max_partition_bytes)
-        self.partition_columns = tuple(c for c in snapshot.partition_columns()
-                                       if c in schema.fieldNames())
-        log.info("reading %s: %d committed file(s) of %d job(s) in %d input partition(s)%s",
+        self.files: tuple[SnapshotFile, ...] = tuple(snapshot.files)
+        log.info("reading %s: %d committed file(s) of %d job(s)%s",
                  config.destination.url, len(snapshot.files), len(snapshot.committed_jobs),
-                 len(self.groups), "".join(f", {n} {why}" for why, n in
-                                           sorted(snapshot.skipped.items())))
+                 "".join(f", {n} {why}" for why, n in sorted(snapshot.skipped.items())))
 
     def partitions(self) -> Sequence[InputPartition]:
-        return self.groups
+        groups = group_files(self.selected_files(), self.config.max_partition_bytes)
+        log.info("%s: %d input partition(s)", self.config.destination.url, len(groups))
+        return groups
+
+    def selected_files(self) -> Sequence[SnapshotFile]:
+        return self.files
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FileGroup)
@@ -242,6 +247,34 @@ class ZeroRenameReader(DataSourceReader):
                         f"reading s3://{path} failed ({exc}); if a replace job committed "
                         "since the query started, it deleted this file: run the query "
                         "again to read the new committed state") from exc
+
+
+class PruningReader(ZeroRenameReader):
+    """The reader Spark's filter pushdown gets: files of partitions no row of which
+    can pass the query's filters are not read (:mod:`zero_rename.spark.pruning`)."""
+
+    filters: tuple[Filter, ...] = ()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - Spark's name
+        self.filters = tuple(filters)
+        # Every filter goes back to Spark, which applies it to the rows read.
+        return list(filters)
+
+    def selected_files(self) -> Sequence[SnapshotFile]:
+        if not self.filters:
+            return self.files
+        types = {f.name: f.dataType for f in self.schema.fields}
+        kept = [f for f in self.files
+                if may_match(self.filters, {column: typed_value(value, types[column])
+                                            for column, value in f.partition
+                                            if column in types})]
+        log.info("%s: partition filters leave %d of %d file(s)",
+                 self.config.destination.url, len(kept), len(self.files))
+        return kept
+
+
+def new_reader(config: ReadConfig, schema: StructType) -> ZeroRenameReader:
+    return (PruningReader if called_for_pushdown() else ZeroRenameReader)(config, schema)
 
 
 def _conform(batch: pa.RecordBatch, target: pa.Schema, partition: dict[str, str | None],
