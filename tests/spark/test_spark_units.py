@@ -72,6 +72,21 @@ def test_overwrite_refuses_a_conflict_mode_that_keeps_files(given: str) -> None:
         conflict_mode_for(True, given)
 
 
+@pytest.mark.parametrize(("given", "conflict", "expected"), [
+    ("ErrorIfExists", None, ("error", "fail")), ("error", "append", ("error", "append")),
+    ("ignore", None, ("ignore", "append")),
+])
+def test_if_exists_stands_for_the_save_modes_spark_refuses(
+        given: str, conflict: str | None, expected: tuple[str, str]) -> None:
+    options = {"path": "s3://bucket/t", "if_exists": given}
+    if conflict:
+        options["conflict_mode"] = conflict
+    config = parse_writer_options(options)
+    assert (config.if_exists, config.job.conflict_mode) == expected
+    with pytest.raises(ConfigError, match="goes with mode"):
+        parse_writer_options(options, overwrite=True)
+
+
 def test_job_id_makes_the_write_orchestrated() -> None:
     job_id = "0b7e6f62-3c55-4a8e-9d58-2f7e0c7b6a10"
     config = parse_writer_options({"path": "s3://bucket/t", "job_id": job_id,
@@ -104,6 +119,9 @@ def test_sizes_read_as_spark_reads_them(text: str, size: int) -> None:
     ({"path": "s3://bucket/t", "endpoint": "ftp://x"}, "option 'endpoint' must be an http"),
     ({"path": "s3://bucket/t", "part_size": "lots"}, "option 'part_size' must be a size"),
     ({"path": "s3://bucket/t", "partiton_by": "dt"}, r"unknown option\(s\) \['partiton_by'\]"),
+    ({"path": "s3://bucket/t", "if_exists": "skip"}, "option if_exists='skip'"),
+    ({"path": "s3://bucket/t", "if_exists": "ignore",
+      "job_id": "1c35e82e-0afa-487d-b720-08fd69009377"}, "sets up its own job"),
 ])
 def test_malformed_options_are_named(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as failure:

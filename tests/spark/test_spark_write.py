@@ -216,6 +216,24 @@ def test_conflict_mode_fail_changes_nothing(spark: Any, dest: str, committer: Co
     assert spark_rows(spark, committer, tmp_path).count() == 330
 
 
+def test_if_exists_error_and_ignore_as_spark_documents_the_save_modes(
+        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    # On an empty destination both write, as Spark's errorifexists and ignore do.
+    write(spark.range(0, 100, 1, 2), dest, if_exists="error")
+    write(spark.range(0, 1, 1, 1), committer.dest.url + "-other", if_exists="ignore")
+    before = data_files(committer)
+    jobs = [j.job_id for j in committer.jobs()]
+    with pytest.raises(Exception, match="already holds data and if_exists=error"):
+        write(spark.range(100, 200, 1, 2), dest, if_exists="errorifexists")
+    # ignore: the DataFrame is not written and nothing changes, not even a job record.
+    write(spark.range(100, 200, 1, 2), dest, if_exists="ignore")
+    assert data_files(committer) == before
+    assert [j.job_id for j in committer.jobs()] == jobs
+    assert pending_in_bucket(committer) == []
+    assert sorted(r.id for r in spark_rows(spark, committer, tmp_path).collect()) == \
+        list(range(100))
+
+
 def test_empty_dataframe_writes_one_empty_file_with_the_schema(spark: Any, dest: str,
                                                                committer: Committer,
                                                                tmp_path: Path) -> None:

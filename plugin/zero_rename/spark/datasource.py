@@ -54,8 +54,10 @@ from zero_rename.spark.partitions import check_partition_type, resolve_columns
 from zero_rename.spark.reader import (
     PARTITION_SCHEMA_KEY,
     SPARK_SCHEMA_KEY,
+    ReadConfig,
     ZeroRenameReader,
     infer_schema,
+    new_reader,
     parse_reader_options,
     take_snapshot,
 )
@@ -114,8 +116,17 @@ class ZeroRenameDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
-    def writer(self, schema: StructType, overwrite: bool) -> ZeroRenameWriter:
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         config = parse_writer_options(dict(self.options), overwrite)
+        if config.if_exists and destination_has_data(config):
+            if config.if_exists == "error":
+                raise ConflictError(
+                    f"{config.destination.url} already holds data and if_exists=error "
+                    "refuses to write (Spark's save mode errorifexists); nothing was written. "
+                    "Drop if_exists to append, or use mode('overwrite') to replace")
+            log.info("%s already holds data: if_exists=ignore, the write does nothing",
+                     config.destination.url)
+            return IgnoredWrite()
         return ZeroRenameWriter(config, schema)
 
     def schema(self) -> StructType:
@@ -123,7 +134,27 @@ class ZeroRenameDataSource(DataSource):
         return infer_schema(config, take_snapshot(config))
 
     def reader(self, schema: StructType) -> ZeroRenameReader:
-        return ZeroRenameReader(parse_reader_options(dict(self.options)), schema)
+        return new_reader(parse_reader_options(dict(self.options)), schema)
+
+
+def destination_has_data(config: WriteConfig) -> bool:
+    """Whether a reader would find rows: files of committed jobs, or of other tools.
+    Files of jobs in progress or aborted do not count."""
+    snapshot = take_snapshot(ReadConfig(config.destination, config.store))
+    return bool(snapshot.files)
+
+
+class IgnoredWrite(DataSourceArrowWriter):
+    """``if_exists=ignore`` on a destination with data: no job, no upload, no change."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return WriterCommitMessage()
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        pass
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        pass
 
 
 class ZeroRenameWriter(DataSourceArrowWriter):

@@ -9,7 +9,9 @@ before it starts a Spark session.
 
 Save modes: Spark itself refuses ``error``/``errorifexists`` (its default) and
 ``ignore`` for Python data sources, before any of this code runs; ``append``
-and ``overwrite`` arrive here as ``overwrite=False/True``.
+and ``overwrite`` arrive here as ``overwrite=False/True``. The option
+``if_exists`` (``error`` or ``ignore``, with ``mode("append")``) gives the two
+refused modes' semantics.
 """
 
 from __future__ import annotations
@@ -56,7 +58,10 @@ _JOB_KEYS = ("committer", "conflict_mode", "part_size", "threads", "verify_uploa
 _STORE_KEYS = ("endpoint", "region", "path_style", "store_profile")
 _FILE_KEYS = ("compression", "max_file_size", "max_rows_per_file", "max_open_files",
               "row_group_size")
-KNOWN_OPTIONS = frozenset(("path", "partition_by", "job_id", "spool_dir", "upload_threads")
+# What Spark's refused save modes error/errorifexists and ignore would do.
+IF_EXISTS = {"error": "error", "errorifexists": "error", "ignore": "ignore"}
+KNOWN_OPTIONS = frozenset(("path", "partition_by", "job_id", "spool_dir", "upload_threads",
+                           "if_exists")
                           + _JOB_KEYS + _STORE_KEYS + _FILE_KEYS)
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -98,6 +103,8 @@ class WriteConfig:
     upload_threads: int = DEFAULT_UPLOAD_THREADS
     # Job options the user set explicitly; an orchestrated job must agree on them.
     explicit: frozenset[str] = frozenset()
+    # "error" or "ignore": what to do when the destination already holds data.
+    if_exists: str | None = None
 
     @property
     def orchestrated(self) -> bool:
@@ -256,6 +263,9 @@ def _job_options(opts: Mapping[str, str], overwrite: bool) -> tuple[JobOptions, 
     if "partition_by" in opts:
         raw["partition_columns"] = opts["partition_by"]
         explicit.add("partition_columns")
+    if parse_if_exists(opts, overwrite) == "error" and "conflict_mode" not in raw:
+        # A second writer that found the destination empty too loses at job commit.
+        raw["conflict_mode"] = "fail"
     raw["conflict_mode"] = conflict_mode_for(overwrite, raw.get("conflict_mode"))
     if overwrite:
         explicit.add("conflict_mode")  # overwrite means replace, whatever a job recorded
@@ -280,9 +290,27 @@ def parse_writer_options(options: Mapping[str, str], overwrite: bool = False) ->
         profile=opts.get("store_profile") or "auto",
     )
     job_id = check_job_id(opts["job_id"]) if opts.get("job_id") else None
+    if_exists = parse_if_exists(opts, overwrite)
+    if if_exists and job_id:
+        raise ConfigError("option if_exists is for a write that sets up its own job; an "
+                          "orchestrated job (job_id) was set up already")
     return WriteConfig(destination=Destination.parse(path), store=store, job=job,
                        files=parse_file_options(opts), job_id=job_id,
                        spool_dir=opts.get("spool_dir") or None,
                        upload_threads=parse_count("upload_threads", opts["upload_threads"])
                        if "upload_threads" in opts else DEFAULT_UPLOAD_THREADS,
-                       explicit=explicit)
+                       explicit=explicit, if_exists=if_exists)
+
+
+def parse_if_exists(opts: Mapping[str, str], overwrite: bool) -> str | None:
+    """``if_exists``: Spark's save modes error/errorifexists and ignore, which
+    Spark refuses for Python data sources, as an option of ``mode("append")``."""
+    given = (opts.get("if_exists") or "").strip().lower()
+    if not given:
+        return None
+    if given not in IF_EXISTS:
+        raise ConfigError(f"option if_exists={given!r}: expected one of {sorted(IF_EXISTS)}")
+    if overwrite:
+        raise ConfigError("option if_exists goes with mode('append'): mode('overwrite') "
+                          "replaces what exists")
+    return IF_EXISTS[given]
