@@ -103,3 +103,41 @@ def fail_orphaned_tasks(dag_id: str, run_id: str) -> list[str]:
         for ti in orphans:
             ti.state = TaskInstanceState.FAILED
         return [ti.task_id for ti in orphans]
+
+
+def schedule_partition_runs() -> list[tuple[str, str | None]]:
+    """One pass of the scheduler's step that turns partitioned asset events into runs
+    of the DAGs scheduled on those partitions; (dag id, partition key) of every run."""
+    from airflow.jobs.job import Job
+    from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    runner = SchedulerJobRunner(job=Job(), executors=[])
+    with create_session() as session:
+        created = runner._create_dagruns_for_partitioned_asset_dags(session)
+    with create_session() as session:
+        return [(r.dag_id, r.partition_key) for r in
+                session.query(DagRun).filter(DagRun.dag_id.in_(created)).all()]
+
+
+def unpause(dag_id: str) -> None:
+    """Asset events queue runs of unpaused DAGs only. Writes the DAG folder to the
+    database as dag.test() does (DAGs are created paused), then unpauses ``dag_id``."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+
+    manager = DagBundlesManager()
+    with create_session() as session:
+        manager.sync_bundles_to_db(session=session)
+    for bundle in manager.get_all_dag_bundles():
+        if not bundle.is_initialized:
+            bundle.initialize()
+        bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path,
+                           bundle_name=bundle.name)
+        sync_bag_to_db(bag, bundle.name, bundle.version)
+    with create_session() as session:
+        assert session.query(DagModel).filter(DagModel.dag_id == dag_id).update(
+            {"is_paused": False}) == 1

@@ -24,6 +24,8 @@ from tests.airflow.dagruns import (
     fail_orphaned_tasks,
     rendered_fields,
     run_dag,
+    schedule_partition_runs,
+    unpause,
     xcom,
     xcoms,
 )
@@ -63,6 +65,7 @@ def run_id_of(day: str) -> str:
 
 def test_a_day_is_written_and_committed_once(daily: Committer, capfd: pytest.CaptureFixture[str],
                                              s3_server: EmbeddedS3) -> None:
+    unpause("daily_partition_report")
     result = run_dag(DAG_ID, "2024-01-01", {"rows": 500})
 
     assert result.state == "success"
@@ -92,6 +95,13 @@ def test_a_day_is_written_and_committed_once(daily: Committer, capfd: pytest.Cap
     ((key, extra),) = asset_events(daily.dest.url)
     assert key == "2024-01-01"  # the day, as the daily schedule keys its runs
     assert extra["job_id"] == job_id and extra["rows"] == 500
+    # ... which the scheduler turns into a run of the DAG downstream of the day.
+    assert schedule_partition_runs() == [("daily_partition_report", "2024-01-01")]
+    report = run_dag("daily_partition_report", "2024-01-01", {"date": "2024-01-01"})
+    assert report.state == "success"
+    assert xcom("daily_partition_report", report.run_id, "report") == {
+        "day": "2024-01-01", "files": len(files), "bytes": sum(
+            len(body) for body in visible(daily).values()), "jobs": [job_id]}
 
     # The extra link opens the Commits page at this job.
     link = xcom(DAG_ID, result.run_id, "commit", "_link_CommitsLink")
