@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -101,7 +102,8 @@ def jobs(airflow_env: EmbeddedS3, committer: Committer) -> Jobs:
     staged = committer.setup_job(options)
     manifests = [write_task(committer, staged, f"{i:05d}", {"2024-07-02": b"s" * 300},
                             publish=False, rows=5) for i in range(2)]
-    committer.save_stage_manifest(staged.job_id, [m for m in manifests if m is not None])
+    committer.save_stage_manifest(staged.job_id, [m for m in manifests if m is not None],
+                                  engine="spark")
     aborted = committer.setup_job(options)
     write_task(committer, aborted, "00000", {"2024-07-03": b"a" * 10})
     committer.abort_job(aborted.job_id, reason="step(s) stage failed (DAG daily, run r1)")
@@ -191,3 +193,8 @@ def test_the_page_links_jobs_to_their_run_and_says_why_one_was_aborted(
     assert "Aborted: step(s) stage failed (DAG daily, run r1)" in page
     run = "/dags/daily_partitioned_write/runs/manual__2024-07-01/tasks/setup_job"
     assert f'href="{run}"' in page  # the committed job, set up by that run's task
+    # The engine's stage is a step of the job, between setup and the orchestrator's steps.
+    staged = httpx.get(page_url(api_server, committer, jobs.staged.job_id), headers=headers,
+                       timeout=60).text
+    assert re.search(r'class="step step-succeeded" title="spark: 2 task\(s\), 2 file\(s\)">'
+                     r"\s*stage", staged)

@@ -80,7 +80,11 @@ def test_a_day_is_written_and_committed_once(daily: Committer, capfd: pytest.Cap
     success = daily.read_success()
     assert success is not None and success.job_id == job_id
     assert success.partitions == ("dt=2024-01-01",)
-    assert daily.job(job_id).state == "committed"
+    record = daily.job(job_id)
+    assert record.state == "committed"
+    # Every step in the record, the Spark stage included, in order.
+    assert list(record.steps) == ["setup", "stage", "validate", "resolve_conflicts", "commit"]
+    assert record.steps["stage"].detail.startswith("spark: 2 task(s)")
 
     # Each step's summary is in XCom; the commit's counts match what S3 holds.
     summaries = {t: xcom(DAG_ID, result.run_id, t, "summary") for t in (*STEPS, "cleanup_job")}

@@ -188,6 +188,8 @@ def test_stage_manifest_is_the_engine_choice(committer: Committer) -> None:
     assert m is not None
     committer.save_stage_manifest(job.job_id, [m], engine="test")
     committer.save_stage_manifest(job.job_id, [m], engine="test")  # an engine retry
+    stage = committer.job(job.job_id).steps["stage"]
+    assert (stage.status, stage.detail) == ("succeeded", "test: 1 task(s), 1 file(s)")
     with pytest.raises(ManifestError, match="other task attempts"):
         committer.save_stage_manifest(job.job_id, [], engine="test")
     committer.commit_job(job.job_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,7 +21,15 @@ from zero_rename.core import commit as commit_mod
 from zero_rename.core import manifests, planning
 from zero_rename.core.jobs import JobRecords, setup_job, step_finished, step_started
 from zero_rename.core.layout import Destination
-from zero_rename.core.model import JobRecord, JobSummary, SuccessData, TaskManifest, load
+from zero_rename.core.model import (
+    JobRecord,
+    JobSummary,
+    StepTiming,
+    SuccessData,
+    TaskManifest,
+    load,
+    utcnow,
+)
 from zero_rename.core.options import JobOptions, parse_options
 from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
 from zero_rename.core.store import S3Store, StoreConfig, UploadInfo
@@ -69,9 +78,23 @@ class Committer:
                            upload_threads)
 
     def save_stage_manifest(self, job_id: str, task_manifests: Sequence[TaskManifest],
-                            engine: str = "") -> str:
-        return manifests.save_stage_manifest(self.store, self.dest, job_id, task_manifests,
-                                             engine)
+                            engine: str = "", started: datetime | None = None) -> str:
+        """Save the engine's choice of task attempts, and record the stage as a step of
+        the job (from ``started``, when the engine's write began, to now)."""
+        where = manifests.save_stage_manifest(self.store, self.dest, job_id, task_manifests,
+                                              engine)
+        files = sum(len(m.uploads) for m in task_manifests)
+        detail = f"{engine or 'engine'}: {len(task_manifests)} task(s), {files} file(s)"
+
+        def stage_step(r: JobRecord) -> JobRecord | None:
+            if r.decided:  # an abort won meanwhile: its record is final
+                return None
+            step = StepTiming(started=started or utcnow(), finished=utcnow(),
+                              status="succeeded", detail=detail)
+            return r.model_copy(update={"steps": {**r.steps, "stage": step}})
+
+        self.records.update(job_id, stage_step)
+        return where
 
     def load_manifests(self, job_id: str) -> list[TaskManifest]:
         return manifests.load_manifests(self.store, self.dest, job_id)

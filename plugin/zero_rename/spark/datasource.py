@@ -35,7 +35,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, JobSummary, TaskManifest, load
+from zero_rename.core.model import JobRecord, JobSummary, TaskManifest, load, utcnow
 from zero_rename.core.options import JobOptions
 from zero_rename.core.store import StoreConfig
 from zero_rename.core.task import TaskAttempt
@@ -162,6 +162,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
 
     def __init__(self, config: WriteConfig, schema: StructType) -> None:
         self.config = config
+        self.stage_started = utcnow()  # an orchestrated job records its stage step from here
         self.arrow_schema = _arrow_schema(schema)
         # Checked before job setup, so a write refused here leaves no job behind.
         columns = resolve_columns(config.job.partition_columns, schema.fieldNames())
@@ -273,7 +274,8 @@ class ZeroRenameWriter(DataSourceArrowWriter):
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         manifests = _manifests(messages)
         if self.config.orchestrated:
-            where = self._committer().save_stage_manifest(self.job_id, manifests, ENGINE)
+            where = self._committer().save_stage_manifest(self.job_id, manifests, ENGINE,
+                                                          self.stage_started)
             log.info("job %s: stage manifest of %d task(s) saved at %s; nothing is visible "
                      "until the orchestrator commits the job", self.job_id, len(manifests), where)
             return

@@ -20,7 +20,7 @@ from zero_rename.errors import ZeroRenameError
 # Every data file name carries its job id (a UUID); pending uploads are
 # attributed to jobs by it.
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-STEP_ORDER = ("setup", "validate", "resolve_conflicts", "commit", "abort")
+STEP_ORDER = ("setup", "stage", "validate", "resolve_conflicts", "commit", "abort")
 
 
 @dataclass(frozen=True)
