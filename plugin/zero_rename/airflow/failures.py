@@ -1,11 +1,10 @@
 """Which protocol errors a retry can fix, in Airflow's terms.
 
-A refusal (abort after the point of no return, a job decided elsewhere), bad
-options, invalid manifests or a conflict stay the same however often the step
-is retried, so they fail the task at once with ``AirflowFailException``. S3
-errors, an unknown commit outcome and another job's claim on a partition
-(it goes away when that job finishes) propagate unchanged: Airflow's retries
-are the cure for those.
+The errors no retry can fix (:data:`zero_rename.core.runs.FINAL_ERRORS`: a
+refusal, bad options, invalid manifests, a conflict) fail the task at once
+with ``AirflowFailException``. S3 errors, an unknown commit outcome and
+another job's claim on a partition propagate unchanged: Airflow's retries are
+the cure for those.
 """
 
 from __future__ import annotations
@@ -15,33 +14,7 @@ from contextlib import contextmanager
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from zero_rename.errors import (
-    AbortRefusedError,
-    ConfigError,
-    ConflictError,
-    DestinationError,
-    JobDecidedError,
-    JobNotFoundError,
-    ManifestError,
-    PartitionClaimConflict,
-    ValidationError,
-)
-
-FINAL_ERRORS: tuple[type[Exception], ...] = (
-    AbortRefusedError, ConfigError, ConflictError, DestinationError, JobDecidedError,
-    JobNotFoundError, ManifestError, ValidationError,
-)
-# Enough problems to act on without flooding the task log.
-MAX_PROBLEMS = 20
-
-
-def describe(exc: Exception) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, ValidationError) and exc.problems:
-        shown = exc.problems[:MAX_PROBLEMS]
-        more = len(exc.problems) - len(shown)
-        text += "\n  - " + "\n  - ".join(shown) + (f"\n  ... and {more} more" if more else "")
-    return text
+from zero_rename.core.runs import describe, is_final
 
 
 @contextmanager
@@ -49,7 +22,7 @@ def protocol_errors() -> Iterator[None]:
     """Turn errors that no retry can fix into ``AirflowFailException``."""
     try:
         yield
-    except PartitionClaimConflict:
+    except Exception as exc:
+        if is_final(exc):
+            raise AirflowFailException(describe(exc)) from exc
         raise
-    except FINAL_ERRORS as exc:
-        raise AirflowFailException(describe(exc)) from exc

@@ -20,10 +20,11 @@ from airflow.sdk.exceptions import AirflowFailException
 from zero_rename.airflow.failures import protocol_errors
 from zero_rename.airflow.hooks import DEFAULT_POOL_SIZE, ZeroRenameHook
 from zero_rename.airflow.links import CommitsLink
-from zero_rename.airflow.runs import setup_run_job, xcom_summary
+from zero_rename.airflow.runs import xcom_summary
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import partition_key
-from zero_rename.core.model import JobRecord, JobSummary
+from zero_rename.core.model import JobSummary
+from zero_rename.core.runs import decided_summary, setup_run_job
 from zero_rename.errors import JobNotFoundError
 
 SUMMARY_KEY = "summary"
@@ -89,14 +90,6 @@ class JobStepOperator(BaseOperator):
         pushed = xcom_summary(summary, self.step)
         context["ti"].xcom_push(key=SUMMARY_KEY, value=pushed)
         return pushed
-
-
-def decided_summary(record: JobRecord, destination: str) -> JobSummary | None:
-    """The summary to report when a pre-commit step finds its job already past it."""
-    if record.state not in ("committing", "committed"):
-        return None
-    return record.summary or JobSummary(job_id=record.job_id, destination=destination,
-                                        state=record.state)
 
 
 class CommitJobSetupOperator(JobStepOperator):
