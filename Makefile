@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-core test test-unit bench bench-spark clean venv
+.PHONY: demo demo-core demo-dagster test test-unit bench bench-spark clean venv
 
 venv: $(STAMP)
 
@@ -27,6 +27,9 @@ demo: $(STAMP)
 # The protocol alone, through the library: a few seconds.
 demo-core: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/zero-rename demo
+
+demo-dagster: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m zero_rename.dagster.demo
 
 # Java and Chromium are installed when missing and possible (see the script);
 # tests needing what could not be installed are skipped, saying why.

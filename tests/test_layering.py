@@ -1,4 +1,4 @@
-"""The layers import one way: core <- read, spark <- airflow; the CLI on the core."""
+"""The layers import one way: core <- read, spark <- airflow, dagster; the CLI on the core."""
 
 from __future__ import annotations
 
@@ -12,13 +12,18 @@ PACKAGE = Path(__file__).resolve().parent.parent / "plugin" / "zero_rename"
 
 # layer -> module prefixes it may never import
 FORBIDDEN = {
-    "core": ("pyspark", "pyarrow", "airflow", "zero_rename.spark", "zero_rename.airflow",
-             "zero_rename.cli", "zero_rename.read"),
-    "spark": ("airflow", "zero_rename.airflow", "zero_rename.cli"),
-    "cli": ("pyspark", "airflow", "zero_rename.spark", "zero_rename.airflow"),
+    "core": ("pyspark", "pyarrow", "airflow", "dagster", "zero_rename.spark",
+             "zero_rename.airflow", "zero_rename.dagster", "zero_rename.cli", "zero_rename.read"),
+    "spark": ("airflow", "dagster", "zero_rename.airflow", "zero_rename.dagster",
+              "zero_rename.cli"),
+    "cli": ("pyspark", "airflow", "dagster", "zero_rename.spark", "zero_rename.airflow",
+            "zero_rename.dagster"),
     # The Arrow reader, for pandas, DuckDB and Polars users: no Spark, no Airflow.
-    "read": ("pyspark", "airflow", "zero_rename.spark", "zero_rename.airflow",
-             "zero_rename.cli"),
+    "read": ("pyspark", "airflow", "dagster", "zero_rename.spark", "zero_rename.airflow",
+             "zero_rename.dagster", "zero_rename.cli"),
+    # Two orchestrator front ends side by side; neither knows the other.
+    "airflow": ("dagster", "zero_rename.dagster"),
+    "dagster": ("airflow", "zero_rename.airflow"),
 }
 
 
@@ -60,6 +65,6 @@ def test_core_imports_without_spark_or_airflow() -> None:
     import sys
 
     code = ("import sys, zero_rename.core.committer, zero_rename.core.commit;"
-            "bad=[m for m in sys.modules if m.split('.')[0] in ('pyspark','airflow')];"
+            "bad=[m for m in sys.modules if m.split('.')[0] in ('pyspark','airflow','dagster')];"
             "print(bad); sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0

@@ -39,7 +39,6 @@ log = logging.getLogger("daily_partitioned_write")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # Fixed by this application: the partition layout and what a re-run does.
 FIXED_OPTIONS = {"partition_by": "dt", "conflict_mode": "replace"}
-REGIONS = ("eu-west", "eu-central", "us-east", "us-west", "ap-south")
 
 
 class UsageError(Exception):
@@ -117,17 +116,9 @@ def start_spark(day: datetime.date) -> Any:
 
 def generated_rows(spark: Any, day: datetime.date, rows: int) -> Any:
     """The day's synthetic rows: the same for the same date and count, every run."""
-    seed = day.toordinal()
-    regions = ", ".join(f"'{r}'" for r in REGIONS)
-    return spark.sql(f"""
-        select id,
-               element_at(array({regions}), cast(pmod(hash(id, {seed}), {len(REGIONS)})
-                                                 as int) + 1) as region,
-               cast(pmod(hash({seed}, id), 1000000) / 100.0 as decimal(12, 2)) as amount,
-               timestamp_seconds(unix_timestamp(date'{day}') + cast(id * 86400 / {rows} as bigint))
-                   as event_time,
-               date'{day}' as dt
-        from range({rows})""")
+    from zero_rename.spark.sample import daily_rows
+
+    return daily_rows(spark, day, rows)
 
 
 def input_rows(spark: Any, url: str, day: datetime.date, endpoint: str | None = None) -> Any:

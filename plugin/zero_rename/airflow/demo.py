@@ -22,7 +22,6 @@ import time
 import warnings
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from zero_rename.embedded_s3 import EmbeddedS3
 
@@ -72,22 +71,6 @@ def run_daily(day: date, rows: int) -> tuple[str, dict[str, str]]:
     return str(run.state), {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
-def partitions(server: EmbeddedS3) -> dict[str, int]:
-    """Rows per partition, read back from the table as a reader sees it."""
-    import pyarrow.dataset as ds
-    import pyarrow.fs as pafs
-
-    fs = pafs.S3FileSystem(endpoint_override=server.endpoint_url, scheme="http",
-                           access_key=server.access_key, secret_key=server.secret_key,
-                           region="us-east-1")
-    table = ds.dataset(DESTINATION.removeprefix("s3://"), filesystem=fs, format="parquet",
-                       partitioning="hive").to_table(columns=["dt"])
-    counts: dict[str, int] = {}
-    for value in table.column("dt").to_pylist():
-        counts[str(value)] = counts.get(str(value), 0) + 1
-    return dict(sorted(counts.items()))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--date", type=date.fromisoformat, default=date(2024, 1, 1))
@@ -121,20 +104,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(server: EmbeddedS3) -> None:
-    from zero_rename.core.committer import Committer
     from zero_rename.core.store import StoreConfig
+    from zero_rename.demo_report import committed_report
 
-    committer = Committer(DESTINATION, StoreConfig(endpoint_url=server.endpoint_url))
-    success = committer.read_success()
-    pending = committer.pending_uploads()
-    if success is None:
-        print(f"nothing committed at {DESTINATION}; {len(pending)} upload(s) pending")
-        return
-    found: dict[str, Any] = partitions(server)
-    print(f"committed job {success.job_id} at {DESTINATION} "
-          f"({success.file_count or len(success.files)} file(s), {len(pending)} upload(s) pending):")
-    for partition, rows in found.items():
-        print(f"  dt={partition}: {rows} row(s)")
+    print("\n".join(committed_report(DESTINATION, StoreConfig(endpoint_url=server.endpoint_url))))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,28 @@
+"""Which protocol errors a retry can fix, in Dagster's terms.
+
+The errors no retry can fix (:data:`zero_rename.core.runs.FINAL_ERRORS`: a
+refusal, bad options, invalid manifests, a conflict) become
+``dagster.Failure(allow_retries=False)``: the op fails at once, whatever its
+``RetryPolicy``. S3 errors, an unknown commit outcome and another job's claim
+on a partition propagate unchanged, for the ``RetryPolicy`` to retry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from dagster import Failure
+
+from zero_rename.core.runs import describe, is_final
+
+
+@contextmanager
+def protocol_errors() -> Iterator[None]:
+    """Turn errors that no retry can fix into a ``Failure`` that is not retried."""
+    try:
+        yield
+    except Exception as exc:
+        if is_final(exc):
+            raise Failure(description=describe(exc), allow_retries=False) from exc
+        raise

@@ -1,0 +1,78 @@
+"""``ZeroRenameResource``: how Dagster ops reach a destination's S3 store.
+
+Credentials come from boto3's standard chain (environment, profile, instance
+role), or from the resource's own fields, which take Dagster's ``EnvVar`` as
+``dagster_aws.s3.S3Resource`` does; :meth:`ZeroRenameResource.from_s3_resource`
+takes them from an ``S3Resource`` the project already configures. Credentials
+are used to build the client and never logged, returned or put in metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from zero_rename.core.committer import Committer
+from zero_rename.core.profiles import AUTO
+from zero_rename.core.store import S3Store, StoreConfig, botocore_session, make_client
+
+
+class ZeroRenameResource(ConfigurableResource):  # type: ignore[misc]
+    """The S3 store of zero-rename destinations, and committers over it."""
+
+    endpoint_url: str | None = Field(
+        default=None, description="S3 endpoint of an S3-compatible store; none for AWS")
+    region_name: str | None = Field(default=None, description="S3 region; boto3's by default")
+    path_style: bool | None = Field(
+        default=None, description="path-style addressing; on by default with an endpoint")
+    store_profile: str = Field(
+        default=AUTO, description="the store's family (aws, minio, ceph, r2, gcs, seaweedfs) "
+                                  "or auto: probe it at job setup")
+    max_pool_connections: int = Field(
+        default=64, description="HTTP connections to S3; at least the job's threads option")
+    profile_name: str | None = Field(default=None, description="AWS profile for credentials")
+    aws_access_key_id: str | None = Field(default=None, description="else boto3's chain")
+    aws_secret_access_key: str | None = Field(default=None, description="else boto3's chain")
+    aws_session_token: str | None = Field(default=None, description="else boto3's chain")
+
+    @classmethod
+    def from_s3_resource(cls, s3: Any, **overrides: Any) -> ZeroRenameResource:
+        """The store and credentials of a ``dagster_aws.s3.S3Resource``."""
+        fields = ("endpoint_url", "region_name", "profile_name", "aws_access_key_id",
+                  "aws_secret_access_key", "aws_session_token")
+        taken = {f: getattr(s3, f) for f in fields if getattr(s3, f, None) is not None}
+        return cls(**{**taken, **overrides})
+
+    def store_config(self) -> StoreConfig:
+        return StoreConfig(endpoint_url=self.endpoint_url, region=self.region_name,
+                           max_pool_connections=self.max_pool_connections,
+                           path_style=self.path_style, profile=self.store_profile)
+
+    def store(self) -> S3Store:
+        config = self.store_config()
+        if not (self.profile_name or self.aws_access_key_id):
+            return S3Store.connect(config)  # boto3's chain, as every other process uses
+        session = botocore_session()
+        if self.profile_name:
+            session.set_config_variable("profile", self.profile_name)
+        if self.aws_access_key_id:
+            session.set_credentials(self.aws_access_key_id, self.aws_secret_access_key,
+                                    self.aws_session_token)
+        # A client of its own credentials: every request of the commit goes through it.
+        return S3Store(make_client(config, session))
+
+    def committer(self, destination: str) -> Committer:
+        return Committer(destination, store=self.store(), profile=self.store_profile)
+
+    def spark_options(self) -> dict[str, str]:
+        """The writer options that point Spark's executors at this store (never credentials)."""
+        options = {"store_profile": self.store_profile}
+        if self.endpoint_url:
+            options["endpoint"] = self.endpoint_url
+        if self.region_name:
+            options["region"] = self.region_name
+        if self.path_style is not None:
+            options["path_style"] = str(self.path_style).lower()
+        return options

@@ -1,0 +1,99 @@
+"""dagster-webserver on loopback shows the run's steps and the asset's metadata (GraphQL)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.dagster.conftest import DEFS, load_defs
+from zero_rename.core.committer import Committer
+from zero_rename.embedded_s3 import free_ports, stop_process_group
+
+pytestmark = [pytest.mark.dagster, pytest.mark.spark]
+
+STARTUP_SECONDS = 120
+RUN_QUERY = """{ runsOrError { ... on Runs { results { runId jobName status
+  stepStats { stepKey status } } } } }"""
+ASSET_QUERY = """{ assetOrError(assetKey: {path: ["daily_events"]}) { ... on Asset {
+  assetMaterializations(limit: 5) { partition runId metadataEntries { label
+    ... on IntMetadataEntry { intValue } ... on TextMetadataEntry { text } } } } } }"""
+
+
+@pytest.fixture
+def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "dagster-home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def webserver(dagster_home: Path, daily: Committer, tmp_path: Path) -> Iterator[str]:
+    (port,) = free_ports(1)
+    env = {**os.environ, "ZERO_RENAME_DAGSTER_DESTINATION": daily.dest.url}
+    log = (tmp_path / "webserver.log").open("wb")
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster-webserver"), "-h", "127.0.0.1",
+         "-p", str(port), "-f", str(DEFS)], env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, (tmp_path / "webserver.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"dagster-webserver did not answer in {STARTUP_SECONDS} s")
+        yield url
+    finally:
+        stop_process_group(proc)
+        log.close()
+
+
+def graphql(url: str, query: str) -> Any:
+    answer = httpx.post(f"{url}/graphql", json={"query": query}, timeout=60)
+    answer.raise_for_status()
+    body = answer.json()
+    assert "errors" not in body, body
+    return body["data"]
+
+
+def test_the_webserver_shows_the_steps_and_the_materialization(
+        dagster_spark: None, daily: Committer, dagster_home: Path, webserver: str) -> None:
+    from dagster import DagsterInstance
+
+    defs = load_defs(daily.dest.url)
+    with DagsterInstance.get() as instance:  # the webserver's, from DAGSTER_HOME
+        steps = defs.resolve_job_def("daily_events_steps").execute_in_process(
+            partition_key="2024-01-03", instance=instance)
+        asset = defs.resolve_job_def("daily_events_job").execute_in_process(
+            partition_key="2024-01-04", instance=instance,
+            run_config={"ops": {"daily_events": {"config": {"rows": 200}}}})
+    assert steps.success and asset.success
+
+    runs = {r["runId"]: r for r in graphql(webserver, RUN_QUERY)["runsOrError"]["results"]}
+    seen = {s["stepKey"]: s["status"] for s in runs[steps.run_id]["stepStats"]}
+    assert seen == {s: "SUCCESS" for s in ("setup_job", "stage", "validate",
+                                            "resolve_conflicts", "commit", "cleanup_job")}
+    assert runs[asset.run_id]["status"] == "SUCCESS"
+
+    found = graphql(webserver, ASSET_QUERY)["assetOrError"]["assetMaterializations"]
+    (event,) = [m for m in found if m["runId"] == asset.run_id]
+    meta = {e["label"]: e.get("intValue", e.get("text")) for e in event["metadataEntries"]}
+    assert event["partition"] == "2024-01-04"
+    assert meta["rows"] == 200 and meta["files"] >= 1 and meta["s3_requests"] > 0
+    assert meta["state"] == "committed" and meta["job_id"] == daily.read_success().job_id
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] not in str(found)
