@@ -28,10 +28,11 @@ def load_defs(destination: str) -> Any:
         os.environ.pop("ZERO_RENAME_DAGSTER_DESTINATION", None)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dagster_spark(s3_server: EmbeddedS3) -> Iterator[None]:
-    """The local Spark session the definitions' PySparkResource starts, stopped at the
-    end so that later tests start theirs with their own settings."""
+    """The local Spark session the definitions' PySparkResource starts, stopped after
+    each module, so that the Spark tests later start theirs with their own master
+    (task retries) and settings instead of finding this one."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     yield
