@@ -92,10 +92,14 @@ def abort_after_failure(committer: Committer, pipeline: str, run_id: str,
         log.warning("no job of this run is left to abort at %s (none was set up, or it is "
                     "aborted already)", committer.dest.url)
         return None
+    if record.state == "committed":  # a later step (cleanup) failed: nothing to undo
+        log.info("job %s is committed; a failed cleanup leaves nothing visible", record.job_id)
+        return None
     try:
         summary = committer.abort_job(record.job_id, reason=reason)
     except AbortRefusedError as exc:
-        log.error("job %s was not aborted: %s", record.job_id, exc)
+        log.error("job %s was not aborted: %s; re-execute the run to finish its commit",
+                  record.job_id, exc)
         return None
     committer.cleanup_job(record.job_id)
     log.info("job %s is aborted: nothing of it was published, %d pending upload(s) were "
