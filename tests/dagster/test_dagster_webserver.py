@@ -31,6 +31,8 @@ ASSET_QUERY = """{ assetOrError(assetKey: {path: ["daily_events"]}) { ... on Ass
 def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "dagster-home"
     home.mkdir()
+    # No usage reports leave the machine.
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     return home
 

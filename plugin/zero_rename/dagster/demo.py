@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no {args.defs}; run from the repository root or pass --defs")
     warnings.simplefilter("ignore")  # Dagster's beta notices are not the demo's business
     home = Path(tempfile.mkdtemp(prefix="zero-rename-dagster-demo-"))
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # no usage reports
     try:
         with EmbeddedS3(buckets=(BUCKET,)) as server:
             os.environ.update({**server.environment(), "DAGSTER_HOME": str(home),
