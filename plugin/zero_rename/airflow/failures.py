@@ -9,20 +9,13 @@ the cure for those.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from zero_rename.core.runs import describe, is_final
+from zero_rename.core.runs import final_errors_as
 
 
-@contextmanager
-def protocol_errors() -> Iterator[None]:
+def protocol_errors() -> AbstractContextManager[None]:
     """Turn errors that no retry can fix into ``AirflowFailException``."""
-    try:
-        yield
-    except Exception as exc:
-        if is_final(exc):
-            raise AirflowFailException(describe(exc)) from exc
-        raise
+    return final_errors_as(AirflowFailException)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from zero_rename.core.committer import Committer
@@ -64,6 +65,18 @@ def describe(exc: BaseException) -> str:
         more = len(problems) - len(shown)
         text += "\n  - " + "\n  - ".join(shown) + (f"\n  ... and {more} more" if more else "")
     return text
+
+
+@contextmanager
+def final_errors_as(convert: Callable[[str], Exception]) -> Iterator[None]:
+    """Raise errors no retry can fix as ``convert(description)``, the orchestrator's
+    "fail now, do not retry"; every other error propagates for its retries."""
+    try:
+        yield
+    except Exception as exc:
+        if is_final(exc):
+            raise convert(describe(exc)) from exc
+        raise
 
 
 def run_job_id(pipeline: str, run_id: str, destination: str, generation: int = 0) -> str:

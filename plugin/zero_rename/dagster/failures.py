@@ -9,20 +9,13 @@ on a partition propagate unchanged, for the ``RetryPolicy`` to retry.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 from dagster import Failure
 
-from zero_rename.core.runs import describe, is_final
+from zero_rename.core.runs import final_errors_as
 
 
-@contextmanager
-def protocol_errors() -> Iterator[None]:
+def protocol_errors() -> AbstractContextManager[None]:
     """Turn errors that no retry can fix into a ``Failure`` that is not retried."""
-    try:
-        yield
-    except Exception as exc:
-        if is_final(exc):
-            raise Failure(description=describe(exc), allow_retries=False) from exc
-        raise
+    return final_errors_as(lambda text: Failure(description=text, allow_retries=False))
