@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.faults import clear, inject
 from tests.helpers import pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import TaskManifest, dump
@@ -180,6 +181,24 @@ def test_malformed_published_manifest_is_named(committer: Committer) -> None:
     with pytest.raises(ManifestError, match="tasks/00000.json"):
         committer.commit_job(job.job_id)
     assert committer.job(job.job_id).state == "sealed"
+
+
+def test_a_stage_step_the_record_cannot_take_leaves_the_saved_stage_whole(
+        committer: Committer) -> None:
+    job = committer.setup_job({"conflict_mode": "append"})
+    m = write_task(committer, job, "00000", [b"staged"], publish=False)
+    assert m is not None
+    # Every write of the job record fails: the manifest is saved, the step is not.
+    fault = inject(committer.store.client, "PutObject", key_contains="job.json", times=10**6,
+                   code="InternalError", status=500)
+    try:
+        committer.save_stage_manifest(job.job_id, [m], engine="test")
+    finally:
+        clear(committer.store.client, fault)
+    assert "stage" not in committer.job(job.job_id).steps
+    committer.commit_job(job.job_id)
+    assert list(visible(committer).values()) == [b"staged"]
+    assert pending_in_bucket(committer) == []
 
 
 def test_stage_manifest_is_the_engine_choice(committer: Committer) -> None:

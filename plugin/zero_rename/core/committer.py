@@ -36,7 +36,12 @@ from zero_rename.core.store import S3Store, StoreConfig, UploadInfo
 from zero_rename.core.success import PARTITIONS_LISTED
 from zero_rename.core.validate import Expected
 from zero_rename.core.task import TaskAttempt
-from zero_rename.errors import JobDecidedError, JobNotFoundError, ManifestError, ZeroRenameError
+from zero_rename.errors import (
+    JobDecidedError,
+    JobNotFoundError,
+    ManifestError,
+    ZeroRenameError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +98,13 @@ class Committer:
                               status="succeeded", detail=detail)
             return r.model_copy(update={"steps": {**r.steps, "stage": step}})
 
-        self.records.update(job_id, stage_step)
+        try:
+            self.records.update(job_id, stage_step)
+        except ZeroRenameError:
+            # The step is what the job's record shows, not part of the protocol:
+            # the saved manifest is the stage's outcome, which must not fail for it.
+            log.warning("job %s: its stage manifest is saved, but the stage step could not "
+                        "be recorded", job_id, exc_info=True)
         return where
 
     def load_manifests(self, job_id: str) -> list[TaskManifest]:
