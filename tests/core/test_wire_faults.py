@@ -195,3 +195,20 @@ def test_examine_reports_each_store_family(proxy: S3Proxy, proxied: Committer) -
     proxy.disable("no_preconditions")
     assert list(proxied.store.list_objects(proxied.dest.bucket, proxied.dest.dir)) == []
     assert pending_in_bucket(proxied) == []
+
+
+@pytest.mark.parametrize("action", ["error", "reset", "lose"])
+def test_a_streamed_upload_listing_that_fails_is_asked_again(proxy: S3Proxy, bucket: str,
+                                                              action: str) -> None:
+    store = S3Store.connect(StoreConfig(endpoint_url=proxy.endpoint_url))
+    keys = sorted(f"st/k{i:02d}" for i in range(6))
+    for key in keys:
+        store.create_upload(bucket, key)
+    first = store.client.list_multipart_uploads(Bucket=bucket, Prefix="st/", MaxUploads=2)
+    if not first.get("IsTruncated") or first.get("NextKeyMarker"):
+        pytest.skip("this server does not page uploads by upload id alone")
+    # The listing's first request is a page; its second, the streamed answer.
+    rule = proxy.add("ListMultipartUploads", action, nth=2)
+    assert sorted(u.key for u in store.list_uploads(bucket, "st/", page_size=2)) == keys
+    assert rule.fired == 1
+    assert store.stats.snapshot()["counters"]["s3.ListMultipartUploads.retries"] >= 1

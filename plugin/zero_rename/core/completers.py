@@ -37,10 +37,8 @@ calls it before the call, before each attempt is sent and after the call.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
-import urllib.request
 import weakref
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -55,8 +53,8 @@ import urllib3
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-from botocore.httpsession import get_cert_path
 
+from zero_rename.core.http import direct_unsupported, tls_options
 from zero_rename.core.stats import RequestStats
 from zero_rename.core.store import StoreConfig, botocore_session, make_client, translate
 from zero_rename.errors import StoreError
@@ -205,11 +203,9 @@ def light_path_unsupported(config: StoreConfig, bucket: str) -> str | None:
     """Why the light path cannot send like botocore would here, or None if it can."""
     if bucket.endswith("--x-s3"):
         return "directory buckets (S3 Express One Zone) sign with session credentials"
-    session = botocore_session()
-    if urllib.request.getproxies():
-        return "an HTTP proxy is configured"
-    if session.get_config_variable("ca_bundle") and not os.environ.get("AWS_CA_BUNDLE"):
-        return "a CA bundle is set in the AWS configuration"
+    unsupported = direct_unsupported()
+    if unsupported is not None:
+        return unsupported
     if config.endpoint_url is not None and not config.endpoint_url.startswith(("http://",
                                                                                "https://")):
         return f"endpoint {config.endpoint_url!r} is not http(s)"
@@ -260,7 +256,7 @@ class LightCompleter:
         self.pool = urllib3.connection_from_url(
             self.origin, maxsize=config.max_pool_connections, block=True, retries=False,
             timeout=urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout),
-            **_tls(urlsplit(self.origin).scheme))
+            **tls_options(urlsplit(self.origin).scheme))
 
     def complete(self, key: str, upload_id: str, parts: Parts) -> Outcome:
         hooks = _hooks(self.owner)
@@ -338,14 +334,6 @@ def bucket_base_url(client: Any, bucket: str) -> str:
                          f"(presigned URL {urlsplit(url)._replace(query='').geturl()})",
                          operation=OPERATION)
     return base
-
-
-def _tls(scheme: str) -> dict[str, Any]:
-    if scheme != "https":
-        return {}
-    # The bundle botocore verifies against: AWS_CA_BUNDLE, else its certifi copy.
-    return {"cert_reqs": "CERT_REQUIRED",
-            "ca_certs": os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True)}
 
 
 def _request_body(parts: Parts) -> bytes:

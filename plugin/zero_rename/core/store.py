@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,6 +22,7 @@ import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
+from zero_rename.core.listing import streamed_uploads, streaming_unsupported
 from zero_rename.core.profiles import AUTO, StoreProfile, check_profile_name
 from zero_rename.core.stats import RequestStats
 from zero_rename.errors import (
@@ -327,10 +328,12 @@ class S3Store:
         """Pending uploads whose keys start with ``prefix``, which must end in '/'.
 
         Listings differ by server: AWS pages by 1,000 with markers; SeaweedFS
-        returns everything in one page unless ``MaxUploads`` is set (a million
-        uploads in one response would take gigabytes to parse), and then pages
-        by ``NextUploadIdMarker`` alone; moto ignores paging; none need sort. So
-        pages of 1,000 are asked for, a truncated page without markers, or
+        returns everything in one page unless ``MaxUploads`` is set, and then
+        pages by ``NextUploadIdMarker`` alone, scanning all the bucket's uploads
+        for each page; moto ignores paging; none need sort. So pages of 1,000
+        are asked for (a million uploads parsed by botocore in one answer would
+        take gigabytes); a store paging by upload id alone is asked for the rest
+        in one answer, parsed as a stream; a truncated page without markers, or
         markers that do not advance, is an error rather than a restart from the
         start, and an upload seen twice is yielded once; with ``unique`` false,
         as often as the store lists it, for a caller that does not mind repeats
@@ -361,16 +364,40 @@ class S3Store:
         if page_size is not None:
             kwargs["MaxUploads"] = page_size
         seen: set[tuple[str, str]] = set()
+
+        def kept(listed: Iterable[tuple[str, str, datetime | None]]) -> Iterator[UploadInfo]:
+            for key, upload_id, initiated in listed:
+                if (key, upload_id) in seen or not key.startswith(prefix):
+                    continue
+                if unique:
+                    seen.add((key, upload_id))
+                yield UploadInfo(key, upload_id, initiated)
+
         for page in self._pages("ListMultipartUploads", _url(bucket, prefix), kwargs,
                                 ("NextKeyMarker", "KeyMarker"),
                                 ("NextUploadIdMarker", "UploadIdMarker")):
-            for u in page.get("Uploads", []):
-                ident = (str(u["Key"]), str(u["UploadId"]))
-                if ident in seen or not ident[0].startswith(prefix):
-                    continue
-                if unique:
-                    seen.add(ident)
-                yield UploadInfo(ident[0], ident[1], u.get("Initiated"))
+            yield from kept((str(u["Key"]), str(u["UploadId"]), u.get("Initiated"))
+                            for u in page.get("Uploads", []))
+            if self._stream_instead(page, bucket):
+                # The rest in one answer, from the start: the first page's
+                # uploads come again, which ``kept`` or the caller absorbs.
+                yield from kept(streamed_uploads(self.client, self.stats, bucket,
+                                                 prefix if by_prefix else None))
+                return
+
+    def _stream_instead(self, page: dict[str, Any], bucket: str) -> bool:
+        """Whether to list the rest in one streamed answer (:mod:`zero_rename.core.listing`):
+        where the store pages by upload id alone (SeaweedFS), each page costs a scan
+        of all the bucket's pending uploads."""
+        if not page.get("IsTruncated") or page.get("NextKeyMarker") \
+                or not page.get("NextUploadIdMarker"):
+            return False
+        unsupported = streaming_unsupported(self.client)
+        if unsupported is not None:
+            log.info("listing pending uploads of %s page by page, a scan each: %s", bucket,
+                     unsupported)
+            return False
+        return True
 
     def _pages(self, op: str, where: str, kwargs: dict[str, Any],
                *markers: tuple[str, str]) -> Iterator[dict[str, Any]]:
