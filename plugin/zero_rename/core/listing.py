@@ -1,14 +1,16 @@
 """Pending uploads listed in one answer, read as a stream.
 
 SeaweedFS keeps a bucket's pending uploads in one directory and scans all of
-it for every ListMultipartUploads page it serves; with ``MaxUploads`` set it
-pages by ``NextUploadIdMarker`` alone. With a million uploads pending that is
-about a page (1,000 uploads) a minute, some 16 hours for one listing. Asked
-without ``MaxUploads`` it returns every upload in one answer, from one scan.
-botocore would read that answer whole and parse it into a dict per upload
-(gigabytes at a million), so here the request is presigned by the store's own
-client (its credentials, endpoint and addressing), sent over urllib3, and the
-answer parsed as it arrives, one upload at a time, in constant memory.
+it for every ListMultipartUploads page it serves, paging by
+``NextUploadIdMarker`` alone. With a million uploads pending that is about a
+page of 1,000 a minute, some 16 hours for one listing. It caps an answer at
+10,000 uploads when not told otherwise, but honours a larger ``MaxUploads``:
+asked for up to :data:`ANSWER_UPLOADS`, a million pending uploads come from
+one scan. botocore would read such an answer whole and parse it into a dict
+per upload (gigabytes at a million), so here the request is presigned by the
+store's own client (its credentials, endpoint and addressing), sent over
+urllib3, and the answer parsed as it arrives, an upload at a time, in
+constant memory.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from zero_rename.errors import StoreError
 log = logging.getLogger(__name__)
 
 OPERATION = "ListMultipartUploads"
+# Uploads asked for in one answer. A store that pages by upload id alone
+# (SeaweedFS) returns that many from one scan; one answer of a million
+# uploads is about 300 MB of XML, which the store builds in its memory.
+ANSWER_UPLOADS = 1_000_000
 # The presigned request only has to be valid when the store receives it.
 _EXPIRES = 900
 # Bytes read from the socket at a time.
@@ -110,7 +116,7 @@ class _Answer:
 
 def _fetch(client: Any, limits: Timeouts, stats: RequestStats, bucket: str,
            prefix: str | None, markers: dict[str, str], answer: _Answer) -> Iterator[Listed]:
-    params: dict[str, Any] = {"Bucket": bucket, **markers}
+    params: dict[str, Any] = {"Bucket": bucket, "MaxUploads": ANSWER_UPLOADS, **markers}
     if prefix is not None:
         params["Prefix"] = prefix
     where = f"s3://{bucket}/{prefix or ''}"

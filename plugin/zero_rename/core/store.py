@@ -328,12 +328,13 @@ class S3Store:
         """Pending uploads whose keys start with ``prefix``, which must end in '/'.
 
         Listings differ by server: AWS pages by 1,000 with markers; SeaweedFS
-        returns everything in one page unless ``MaxUploads`` is set, and then
-        pages by ``NextUploadIdMarker`` alone, scanning all the bucket's uploads
-        for each page; moto ignores paging; none need sort. So pages of 1,000
-        are asked for (a million uploads parsed by botocore in one answer would
-        take gigabytes); a store paging by upload id alone is asked for the rest
-        in one answer, parsed as a stream; a truncated page without markers, or
+        pages by ``NextUploadIdMarker`` alone, 10,000 a page unless
+        ``MaxUploads`` says otherwise, scanning all the bucket's uploads for
+        each page; moto ignores paging; none need sort. So pages of 1,000 are
+        asked for (a million uploads parsed by botocore in one answer would take
+        gigabytes); a store paging by upload id alone is asked for the rest in
+        answers of up to a million, parsed as a stream
+        (:mod:`zero_rename.core.listing`); a truncated page without markers, or
         markers that do not advance, is an error rather than a restart from the
         start, and an upload seen twice is yielded once; with ``unique`` false,
         as often as the store lists it, for a caller that does not mind repeats
@@ -379,14 +380,14 @@ class S3Store:
             yield from kept((str(u["Key"]), str(u["UploadId"]), u.get("Initiated"))
                             for u in page.get("Uploads", []))
             if self._stream_instead(page, bucket):
-                # The rest in one answer, from the start: the first page's
+                # The rest in large answers, from the start: the first page's
                 # uploads come again, which ``kept`` or the caller absorbs.
                 yield from kept(streamed_uploads(self.client, self.stats, bucket,
                                                  prefix if by_prefix else None))
                 return
 
     def _stream_instead(self, page: dict[str, Any], bucket: str) -> bool:
-        """Whether to list the rest in one streamed answer (:mod:`zero_rename.core.listing`):
+        """Whether to list the rest in large streamed answers (:mod:`zero_rename.core.listing`):
         where the store pages by upload id alone (SeaweedFS), each page costs a scan
         of all the bucket's pending uploads."""
         if not page.get("IsTruncated") or page.get("NextKeyMarker") \
