@@ -5,6 +5,8 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# Options for the demos, e.g. DEMO_ARGS="--date 2024-02-01" or, for demo-core, "--keep".
+DEMO_ARGS ?=
 
 .PHONY: demo demo-core demo-dagster test test-unit bench bench-spark clean venv
 
@@ -20,16 +22,18 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	rm -rf plugin/*.egg-info
 	touch $(STAMP)
 
+# The demos live in demo/, beside dags/ and dagster_defs/; they are not installed.
 # The daily DAG end to end: Airflow (dag.test), local Spark, the embedded S3.
 demo: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m zero_rename.airflow.demo
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m demo.airflow_dag $(DEMO_ARGS)
 
 # The protocol alone, through the library: a few seconds.
 demo-core: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/zero-rename demo
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m demo.protocol $(DEMO_ARGS)
 
+# One day of the Dagster asset, materialized in process with local Spark.
 demo-dagster: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m zero_rename.dagster.demo
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m demo.dagster_asset $(DEMO_ARGS)
 
 # Java and Chromium are installed when missing and possible (see the script);
 # tests needing what could not be installed are skipped, saying why.

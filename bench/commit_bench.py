@@ -31,8 +31,6 @@ import dataclasses
 import logging
 import multiprocessing
 import os
-import resource
-import statistics
 import sys
 import time
 import uuid
@@ -41,12 +39,16 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from bench import scale_prep
+from bench import commit_report, scale_prep
+from bench.commit_results import BenchConfig, Run, summarize
 from bench.counter import RequestCounter, Step
+from bench.objects import object_count, rename_prefix, visible_files
+from bench.page import write_section
+from bench.process import peak_rss
 from zero_rename.core.committer import Committer
-from zero_rename.core.layout import is_visible
 from zero_rename.core.model import JobRecord, PendingUpload, TaskManifest
-from zero_rename.core.store import DELETE_BATCH, StoreConfig, make_client
+from zero_rename.core.store import DELETE_BATCH, make_client
+from zero_rename.embedded_s3 import EmbeddedS3
 
 # The file counts, repeats and methods of ``make bench``: the median of three
 # runs of 1,000 files, one run of 10,000. Preparing 10,000 uploads per method
@@ -55,55 +57,6 @@ from zero_rename.core.store import DELETE_BATCH, StoreConfig, make_client
 DEFAULT_FILES = (1000, 10_000)
 DEFAULT_REPEATS = (3, 1)
 DEFAULT_METHODS = ("committer", "committer-noverify", "floor", "copy-delete")
-
-
-@dataclass(frozen=True)
-class BenchConfig:
-    """Where and how the benchmark runs; the same for every method."""
-
-    endpoint_url: str
-    bucket: str
-    threads: int = 64
-    files_per_task: int = 10
-    file_size: int = 1024
-
-    def store_config(self) -> StoreConfig:
-        # A pool as large as the thread count, so no thread waits for a connection.
-        return StoreConfig(endpoint_url=self.endpoint_url, max_pool_connections=self.threads)
-
-    @property
-    def body(self) -> bytes:
-        return b"x" * self.file_size
-
-
-@dataclass(frozen=True)
-class Run:
-    """One timed commit of one method."""
-
-    method: str
-    files: int
-    seconds: float
-    requests: dict[str, int]
-    steps: tuple[Step, ...] = ()
-    committed: int = 0  # files visible at their final keys afterwards
-    leftover: int = 0  # pending uploads or temporary objects left behind
-    write_requests: int = 0  # the task attempts' requests (committer methods only)
-    peak_rss: int = 0  # bytes: the committing process's peak (committer methods only)
-
-    @property
-    def total_requests(self) -> int:
-        return sum(self.requests.values())
-
-    @property
-    def requests_per_file(self) -> float:
-        return self.total_requests / self.files if self.files else 0.0
-
-    @property
-    def protocol_requests_per_file(self) -> float | None:
-        """Task attempts' and job commit's requests per file: the whole protocol."""
-        if not self.write_requests or not self.files:
-            return None
-        return (self.write_requests + self.total_requests) / self.files
 
 
 Method = Callable[[BenchConfig, int, str], Run]
@@ -154,19 +107,6 @@ def put_objects(client: Any, bucket: str, keys: Sequence[str], body: bytes,
         list(pool.map(lambda key: client.put_object(Bucket=bucket, Key=key, Body=body), keys))
 
 
-# -- checks after the timed phase (not timed) ----------------------------------
-def visible_files(client: Any, bucket: str, prefix: str) -> int:
-    """Files a table reader sees under ``prefix`` (hidden and ``_`` names excluded)."""
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return sum(1 for page in pages for obj in page.get("Contents", [])
-               if is_visible(obj["Key"][len(prefix):]))
-
-
-def object_count(client: Any, bucket: str, prefix: str) -> int:
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return sum(len(page.get("Contents", [])) for page in pages)
-
-
 # -- the methods ---------------------------------------------------------------
 @dataclass(frozen=True)
 class ChildCommit:
@@ -189,19 +129,6 @@ def commit_in_child(cfg: BenchConfig, dest: str, job_id: str) -> ChildCommit:
         peak = peak_rss()  # before the counter's steps are put together
     return ChildCommit(seconds, dict(counter.counts), tuple(counter.steps()), summary.files,
                        peak)
-
-
-def peak_rss() -> int:
-    """This process's peak resident memory in bytes: VmHWM, the high-water mark of
-    its own address space. Not ``ru_maxrss``: Linux carries that across exec, so a
-    spawned child would report its parent's peak."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    # Elsewhere ru_maxrss, which macOS gives in bytes and the others in KiB.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (
-        1 if sys.platform == "darwin" else 1024)
 
 
 def committer_commit(cfg: BenchConfig, files: int, tag: str, verify: bool = True) -> Run:
@@ -272,26 +199,18 @@ def copy_then_delete(cfg: BenchConfig, files: int, tag: str, bulk: bool = False)
     names = [f"part-{i:05d}.parquet" for i in range(files)]
     put_objects(client, cfg.bucket, [temporary + n for n in names], cfg.body, cfg.threads)
 
-    def rename(key: str) -> None:
-        client.copy_object(Bucket=cfg.bucket, Key=final + key[len(temporary):],
-                           CopySource={"Bucket": cfg.bucket, "Key": key})
-        if not bulk:
-            client.delete_object(Bucket=cfg.bucket, Key=key)
-
     def delete_batch(keys: Sequence[str]) -> None:
         client.delete_objects(Bucket=cfg.bucket, Delete={
             "Objects": [{"Key": k} for k in keys], "Quiet": True})
 
     with RequestCounter(client) as counter:
         start = time.perf_counter()
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=cfg.bucket,
-                                                                  Prefix=temporary)
-        sources = [obj["Key"] for page in pages for obj in page.get("Contents", [])]
-        with ThreadPoolExecutor(cfg.threads) as pool:
-            list(pool.map(rename, sources))
-            if bulk:
-                batches = [sources[i : i + DELETE_BATCH]
-                           for i in range(0, len(sources), DELETE_BATCH)]
+        sources = rename_prefix(client, cfg.bucket, temporary, final, cfg.threads,
+                                delete=not bulk)
+        if bulk:
+            batches = [sources[i : i + DELETE_BATCH]
+                       for i in range(0, len(sources), DELETE_BATCH)]
+            with ThreadPoolExecutor(cfg.threads) as pool:
                 list(pool.map(delete_batch, batches))
         seconds = time.perf_counter() - start
     return Run("copy-bulk" if bulk else "copy-delete", files, seconds, dict(counter.counts),
@@ -309,15 +228,6 @@ METHODS: dict[str, Method] = {
     "floor": complete_floor,
     "copy-delete": copy_then_delete,
     "copy-bulk": copy_then_bulk_delete,
-}
-
-LABELS: dict[str, str] = {
-    "committer": "zero-rename job commit, uploads confirmed by listing (default)",
-    "committer-noverify": "zero-rename job commit, `verify_uploads=false`",
-    "floor": "floor: bare parallel CompleteMultipartUpload",
-    "copy-delete": "rename: CopyObject + DeleteObject per file",
-    "copy-bulk": "rename: CopyObject per file + DeleteObjects per 1,000",
-    "committer-scale": "zero-rename job commit alone, at scale (defaults)",
 }
 
 
@@ -367,44 +277,6 @@ def run_benchmark(cfg: BenchConfig, file_counts: Sequence[int], repeats: Sequenc
                              f"{run.seconds:7.2f} s, {run.total_requests} requests, "
                              f"{run.committed} committed")
     return runs
-
-
-@dataclass(frozen=True)
-class Row:
-    """The median of one method's runs at one file count."""
-
-    method: str
-    files: int
-    runs: int
-    seconds: float
-    requests_per_file: float
-    ratio: float | None  # seconds over the floor's
-    committed: int
-    leftover: int
-    requests: dict[str, int]
-    steps: tuple[Step, ...]
-    protocol_requests_per_file: float | None = None
-    peak_rss: int = 0  # bytes, the largest of the runs
-
-
-def summarize(runs: Sequence[Run]) -> list[Row]:
-    """Median seconds per (file count, method); counts and steps from the median run."""
-    groups: dict[tuple[int, str], list[Run]] = {}
-    for run in runs:
-        groups.setdefault((run.files, run.method), []).append(run)
-    medians = {key: statistics.median(r.seconds for r in group) for key, group in groups.items()}
-    rows = []
-    for (files, method), group in groups.items():
-        typical = min(group, key=lambda r: abs(r.seconds - medians[files, method]))
-        floor = medians.get((files, "floor"))
-        rows.append(Row(method, files, len(group), medians[files, method],
-                        statistics.median(r.requests_per_file for r in group),
-                        medians[files, method] / floor if floor else None,
-                        min(r.committed for r in group), max(r.leftover for r in group),
-                        typical.requests, typical.steps,
-                        typical.protocol_requests_per_file,
-                        max(r.peak_rss for r in group)))
-    return rows
 
 
 # -- command line --------------------------------------------------------------
@@ -472,9 +344,6 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bench import report
-    from zero_rename.embedded_s3 import EmbeddedS3
-
     args = parse_args(argv)
     # The committer's own progress logs would drown the table.
     logging.basicConfig(level=logging.WARNING)
@@ -494,14 +363,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = run_benchmark(cfg, args.files, args.repeat, args.methods, progress,
                              args.scale, args.scale_file_size)
     rows = summarize(runs)
-    print(report.stdout_table(rows))
+    print(commit_report.stdout_table(rows))
     progress(f"whole run: {time.monotonic() - started:.0f} s")
     if args.output != "-":
         load = (load_before, os.getloadavg()[0])
-        section = report.section(rows, cfg, args, command_line(args), load,
-                                 time.monotonic() - started)
-        report.write_section(args.output, section)
-        progress(f"wrote the '{report.HEADER}' section of {args.output}")
+        section = commit_report.section(rows, cfg, args, command_line(args), load,
+                                        time.monotonic() - started)
+        write_section(args.output, commit_report.HEADER, section)
+        progress(f"wrote the '{commit_report.HEADER}' section of {args.output}")
     return 0
 
 

@@ -32,6 +32,21 @@ class Step:
     folded: tuple[tuple[str, int], ...] = ()  # (operation, requests) folded in
 
 
+class RequestTotals:
+    """Totals of a run's counted ``requests`` (per operation) over its ``files``."""
+
+    requests: dict[str, int]
+    files: int
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    @property
+    def requests_per_file(self) -> float:
+        return self.total_requests / self.files if self.files else 0.0
+
+
 class RequestCounter:
     """Requests per S3 operation, and the order and time each was sent.
 

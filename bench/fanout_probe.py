@@ -53,6 +53,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from bench.process import cpu_seconds
 from zero_rename.core.completers import BotocoreCompleter, LightCompleter, LightTarget
 from zero_rename.core.fanout import Item, complete_uploads
 from zero_rename.core.stats import RequestStats
@@ -103,14 +104,9 @@ class Run:
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def own_cpu() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    return own.ru_utime + own.ru_stime
-
-
 def client_cpu() -> float:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own_cpu() + children.ru_utime + children.ru_stime
+    return cpu_seconds() + children.ru_utime + children.ru_stime
 
 
 def process_tree_cpu(pid: int) -> float:
@@ -250,12 +246,12 @@ def verify(probe: Probe, client: Any, prefix: str, items: list[Item],
 def timed(probe: Probe, name: str, files: int, round_: int,
           items: list[Item]) -> tuple[Run, dict[int, str]]:
     load = os.getloadavg()[0]
-    cpu0, own0 = client_cpu(), own_cpu()
+    cpu0, own0 = client_cpu(), cpu_seconds()
     server0, busy0 = process_tree_cpu(probe.server_pid), machine_busy()
     start = time.perf_counter()
     etags, requests = method(name)(probe, items)
     seconds = time.perf_counter() - start
-    return Run(name, files, round_, seconds, client_cpu() - cpu0, own_cpu() - own0,
+    return Run(name, files, round_, seconds, client_cpu() - cpu0, cpu_seconds() - own0,
                process_tree_cpu(probe.server_pid) - server0, machine_busy() - busy0,
                (load, os.getloadavg()[0]), len(etags), requests), etags
 

@@ -7,12 +7,14 @@ writes what task attempts leave behind, and nothing else: per file a pending
 multipart upload with its one part, per task one published task manifest (the
 core's ``TaskManifest``, named and keyed as task commit names it). Requests are
 signed by botocore's SigV4 signer and sent over urllib3 from worker processes,
-as the committer's light path sends its completes. The job is set up by the
+through the pool the committer's light path sends its completes with
+(:class:`zero_rename.core.signing.SignedPool`). The job is set up by the
 committer itself, and the task attempts' request count is what this sends.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import random
 import re
@@ -23,42 +25,35 @@ from typing import Any
 from urllib.parse import quote
 
 import urllib3
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
 
 from bench.counter import RequestCounter
 from zero_rename.core.committer import Committer
 from zero_rename.core.completers import LightTarget
 from zero_rename.core.layout import Destination, data_file_name
 from zero_rename.core.model import JobRecord, Part, PendingUpload, TaskManifest, dump
-from zero_rename.core.store import StoreConfig, botocore_session
+from zero_rename.core.signing import SignedPool
+from zero_rename.core.store import StoreConfig
 
 _UPLOAD_ID = re.compile(rb"<UploadId>([^<]+)</UploadId>")
 _ATTEMPTS = 6  # a busy loopback server sometimes answers 503 SlowDown
 
 
 class SignedRequests:
-    """Requests to one bucket, signed as botocore signs them, sent over urllib3."""
+    """Requests to one bucket, signed as botocore signs them, sent over urllib3,
+    retried on no answer and on 5xx; counted."""
 
-    def __init__(self, target: LightTarget, connections: int) -> None:
-        self.target = target
-        self.credentials = botocore_session().get_credentials().get_frozen_credentials()
-        self.pool = urllib3.connection_from_url(target.origin, maxsize=connections,
-                                                block=True, retries=False)
+    def __init__(self, config: StoreConfig, target: LightTarget) -> None:
+        self.base_path = target.base_path
+        self.pool = SignedPool(config, target.origin, target.region)
         self.sent = 0
 
     def send(self, method: str, key: str, query: str = "", body: bytes = b"",
              headers: dict[str, str] | None = None) -> urllib3.BaseHTTPResponse:
-        path = f"{self.target.base_path}/{quote(key, safe='/~')}" + (f"?{query}" if query else "")
+        path = f"{self.base_path}/{quote(key, safe='/~')}" + (f"?{query}" if query else "")
         for attempt in range(1, _ATTEMPTS + 1):
-            request = AWSRequest(method, self.target.origin + path, data=body,
-                                 headers=dict(headers or {}))
-            S3SigV4Auth(self.credentials, "s3", self.target.region).add_auth(request)
             self.sent += 1
             try:
-                response = self.pool.urlopen(method, path, body=body,
-                                             headers=dict(request.headers.items()),
-                                             retries=False, redirect=False)
+                response = self.pool.send(method, path, body, headers)
             except urllib3.exceptions.HTTPError:
                 if attempt == _ATTEMPTS:
                     raise
@@ -98,7 +93,9 @@ def write_tasks(config: StoreConfig, dest_url: str, job_json: str,
     """Worker process: the tasks given as (index, file count); returns requests sent."""
     dest = Destination.parse(dest_url)
     job = JobRecord.model_validate_json(job_json)
-    requests = SignedRequests(LightTarget.resolve(config, dest.bucket), threads)
+    # A pool as large as the thread count, so no thread waits for a connection.
+    requests = SignedRequests(dataclasses.replace(config, max_pool_connections=threads),
+                              LightTarget.resolve(config, dest.bucket))
     with ThreadPoolExecutor(threads) as pool:
         for _ in pool.map(lambda t: write_task(requests, dest, job, f"{t[0]:05d}", t[1]), tasks):
             pass

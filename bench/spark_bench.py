@@ -37,15 +37,16 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from zero_rename.core.layout import is_visible, partition_dir
-from zero_rename.core.store import StoreConfig, make_client
+from bench.counter import RequestTotals
+from bench.objects import objects_under, rename_prefix
+from bench.page import load_note, seaweedfs_version, write_section
+from bench.process import cpu_seconds, peak_rss, process_cpu_seconds, process_started
 from bench.spark_source import (
     BENCH_FORMAT,
     BenchSource,
@@ -53,14 +54,12 @@ from bench.spark_source import (
     call_seconds,
     call_seconds_since,
     count_requests,
-    cpu_seconds,
-    peak_rss,
-    process_cpu_seconds,
-    process_started,
     record,
     requests_since,
     snapshot,
 )
+from zero_rename.core.layout import is_visible, partition_dir
+from zero_rename.core.store import StoreConfig, make_client
 from zero_rename.spark.options import FileOptions
 from zero_rename.spark.parquet import PartitionedParquetWriter
 
@@ -78,7 +77,6 @@ LABELS = {
 # is measured interleaved with the methods it is compared with.
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {}
 HEADER = "## PySpark write"
-TITLE = "# Benchmarks"
 # Arrow batch rows: Spark's default.
 ARROW_BATCH = 10_000
 
@@ -192,26 +190,14 @@ class PlainTask:
 
 def rename_all(cfg: BenchConfig, source: str, target: str) -> None:
     """Job commit of the rename baseline: list, then copy and delete each object."""
-    client = new_client(cfg.endpoint_url, cfg.threads)
-    keys = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=cfg.bucket,
-                                                                 Prefix=source + "/"):
-        keys += [o["Key"] for o in page.get("Contents", [])]
-
-    def rename(key: str) -> None:
-        final = target + key[len(source):]
-        client.copy_object(Bucket=cfg.bucket, Key=final,
-                           CopySource={"Bucket": cfg.bucket, "Key": key})
-        client.delete_object(Bucket=cfg.bucket, Key=key)
-
-    with ThreadPoolExecutor(cfg.threads) as pool:
-        list(pool.map(rename, keys))
+    rename_prefix(new_client(cfg.endpoint_url, cfg.threads), cfg.bucket, source + "/",
+                  target + "/", cfg.threads)
 
 
 # -- runs ----------------------------------------------------------------------
 
 @dataclass
-class Result:
+class Result(RequestTotals):
     method: str
     seconds: float
     round: int = 0
@@ -231,14 +217,6 @@ class Result:
     task_split: dict[str, float] = field(default_factory=dict)
     # Requests of the busiest and quietest task.
     task_requests: tuple[int, int] = (0, 0)
-
-    @property
-    def total_requests(self) -> int:
-        return sum(self.requests.values())
-
-    @property
-    def requests_per_file(self) -> float:
-        return self.total_requests / self.files if self.files else 0.0
 
 
 def source_frame(spark: Any, cfg: BenchConfig) -> Any:
@@ -374,15 +352,13 @@ def check_output(cfg: BenchConfig, result: Result, prefix: str) -> None:
     client = make_client(StoreConfig(endpoint_url=cfg.endpoint_url))  # not counted
     prefix += "/"
     leftover = 0
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=cfg.bucket,
-                                                                 Prefix=prefix):
-        for obj in page.get("Contents", []):
-            relative = obj["Key"][len(prefix):]
-            if is_visible(relative):
-                result.files += 1
-                result.bytes += obj["Size"]
-            elif relative.startswith("_temporary/"):
-                leftover += 1
+    for obj in objects_under(client, cfg.bucket, prefix):
+        relative = obj["Key"][len(prefix):]
+        if is_visible(relative):
+            result.files += 1
+            result.bytes += obj["Size"]
+        elif relative.startswith("_temporary/"):
+            leftover += 1
     for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=cfg.bucket,
                                                                         Prefix=prefix):
         leftover += len(page.get("Uploads", []))
@@ -635,11 +611,6 @@ def section(results: Sequence[Result], cfg: BenchConfig, command: str,
     import pyarrow
     import pyspark
 
-    from bench.report import seaweedfs_version
-
-    shared = (" The machine was shared with other work during the run, so times are slower "
-              "and noisier than an idle machine's; request counts are not affected."
-              if load[0] > (os.cpu_count() or 1) / 2 else "")
     parts = [
         HEADER, "",
         f"What it measures: one cached DataFrame of {cfg.rows:,} rows (`id`, `dt`, `region`, "
@@ -671,8 +642,7 @@ def section(results: Sequence[Result], cfg: BenchConfig, command: str,
         + "Python CPU is the task workers' (each ran one task, imports included), the driver-side "
         "Python workers' (job setup, job commit) and the driver's (the rename baseline's "
         "copies); the JVM's is left out, as it does the same work for every method. "
-        f"Load average (1 minute) {load[0]:.1f} at the start and {load[1]:.1f} at the end."
-        + shared, "",
+        + load_note(load), "",
         "Reproduce with `make bench-spark`, or:", "", "```", command, "```", "",
         "### Results", "", results_table(results), "",
         "### Where the time went", "",
@@ -687,22 +657,6 @@ def section(results: Sequence[Result], cfg: BenchConfig, command: str,
         "### Reading", "", reading(results), "",
     ]
     return "\n".join(parts)
-
-
-def replace_section(text: str, body: str, header: str = HEADER) -> str:
-    """``text`` with the ``header`` section replaced by ``body``, or appended;
-    every other section stays as it is."""
-    if not text.strip():
-        return f"{TITLE}\n\n{body.rstrip()}\n"
-    lines = text.splitlines()
-    if header not in lines:
-        return text.rstrip("\n") + "\n\n" + body.rstrip() + "\n"
-    start = lines.index(header)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
-               len(lines))
-    tail = lines[end:]
-    return "\n".join(lines[:start] + body.rstrip().splitlines() + ([""] + tail if tail else [])
-                     ) + "\n"
 
 
 def stdout_table(results: Sequence[Result]) -> str:
@@ -780,11 +734,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(stdout_table(results))
     print(f"load average (1 minute): {load[0]:.1f} at the start, {load[1]:.1f} at the end")
     if not args.no_docs:
-        target = Path(args.output)
-        current = target.read_text() if target.exists() else ""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(replace_section(current, section(results, cfg, command_line(args),
-                                                           load, args.rounds)))
+        write_section(args.output, HEADER,
+                      section(results, cfg, command_line(args), load, args.rounds))
         progress(f"wrote the '{HEADER}' section of {args.output}")
     return 0
 

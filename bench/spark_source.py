@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.process import cpu_seconds, peak_rss, process_started
 from zero_rename.core.completers import OPERATION as LIGHT_OP
 from zero_rename.core.completers import add_request_hook
 from zero_rename.spark.datasource import (
@@ -100,14 +99,6 @@ def call_seconds_since(before: Counter[str]) -> dict[str, float]:
             if t - before.get(op, 0.0) > 0}
 
 
-def process_started() -> float:
-    """Wall-clock time this process started (fork of the Python worker), from /proc."""
-    ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-    boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                if line.startswith("btime "))
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
-
-
 class TimedBatches:
     """Wraps a task's input: how long the task waited on Spark for its batches
     (the JVM's Arrow stream, deserialization included)."""
@@ -126,24 +117,6 @@ class TimedBatches:
                 return
             self.waited += time.perf_counter() - started
             yield batch
-
-
-def peak_rss() -> int:
-    # Linux reports ru_maxrss in KiB.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def cpu_seconds() -> float:
-    """CPU time this process has used, user and system."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """CPU time of another process (the S3 server), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    # utime and stime are fields 14 and 15 of stat(5); fields[0] here is field 3.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def record(path: str, **fields: Any) -> None:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import report
-from bench.commit_bench import METHODS, BenchConfig, Run, parse_args, run_benchmark, summarize
+from bench import commit_report, page
+from bench.commit_bench import METHODS, parse_args, run_benchmark
+from bench.commit_results import BenchConfig, Run, summarize
 from zero_rename.embedded_s3 import EmbeddedS3
 
 pytestmark = pytest.mark.s3
@@ -107,25 +108,51 @@ def test_summary_and_section(bench_runs: tuple[BenchConfig, list[Run]],
     assert {r.method: r.ratio for r in rows}["floor"] == 1.0
     args: argparse.Namespace = parse_args(["--files", str(FILES), "--threads", "8",
                                            "--files-per-task", "5"])
-    body = report.section(rows, cfg, args, "python -m bench.commit_bench --files 20")
-    assert body.startswith(report.HEADER + "\n")
+    body = commit_report.section(rows, cfg, args, "python -m bench.commit_bench --files 20")
+    assert body.startswith(commit_report.HEADER + "\n")
     result_lines = [line for line in body.splitlines() if line.startswith(f"| {FILES} |")]
     assert len(result_lines) == len(METHODS) + 1  # and the committer at scale
     assert all(line.endswith(f"| {FILES} |") for line in result_lines)
 
-    page = tmp_path / "benchmarks.md"
-    page.write_text("# Benchmarks\n\n## PySpark write\n\nspark numbers\n")
-    report.write_section(page, body)
-    report.write_section(page, body.replace("What it measures", "What it now measures"))
-    text = page.read_text()
+    path = tmp_path / "benchmarks.md"
+    path.write_text("# Benchmarks\n\n## PySpark write\n\nspark numbers\n")
+    page.write_section(path, commit_report.HEADER, body)
+    page.write_section(path, commit_report.HEADER,
+                       body.replace("What it measures", "What it now measures"))
+    text = path.read_text()
     assert text.startswith("# Benchmarks\n\n## PySpark write\n\nspark numbers\n\n## Job commit\n")
-    assert text.count(report.HEADER) == 1
+    assert text.count(commit_report.HEADER) == 1
     assert "What it now measures" in text and "What it measures" not in text
 
 
 def test_section_replaced_in_place() -> None:
-    page = "# Benchmarks\n\n## Job commit\n\nold\n\n## PySpark write\n\nspark\n"
-    assert report.replace_section(page, "## Job commit\n\nnew\n") == (
+    text = "# Benchmarks\n\n## Job commit\n\nold\n\n## PySpark write\n\nspark\n"
+    assert page.replace_section(text, "## Job commit", "## Job commit\n\nnew\n") == (
         "# Benchmarks\n\n## Job commit\n\nnew\n\n## PySpark write\n\nspark\n")
-    assert report.replace_section("", "## Job commit\n\nnew\n") == (
+    # The last section, up to the end of the page; the other benchmark's untouched.
+    assert page.replace_section(text, "## PySpark write", "## PySpark write\n\nnew\n") == (
+        "# Benchmarks\n\n## Job commit\n\nold\n\n## PySpark write\n\nnew\n")
+    assert page.replace_section("", "## Job commit", "## Job commit\n\nnew\n") == (
         "# Benchmarks\n\n## Job commit\n\nnew\n")
+
+
+def test_bench_modules_import_one_way() -> None:
+    """The report and the benchmark share their values through a third module:
+    neither imports the other's importer, and the package never imports bench."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+
+    def imported(path: Path) -> set[str]:
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+                names.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+        return names
+
+    assert not {"bench.commit_bench"} & imported(root / "bench" / "commit_report.py")
+    assert not {n for path in (root / "plugin").rglob("*.py") for n in imported(path)
+                if n.split(".")[0] in ("bench", "demo")}

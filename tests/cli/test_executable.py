@@ -91,15 +91,3 @@ def test_s3_serve_runs_until_signalled_then_stops_cleanly(tmp_path: Path) -> Non
         os.kill(info["pid"], 0)
     assert (data_dir / "weed.log").exists()  # --dir keeps the data
 
-
-def test_demo_runs_a_job_end_to_end() -> None:
-    ran = zero_rename("demo", "--json", timeout=300)
-    assert ran.returncode == 0, ran.stderr
-    data = json.loads(ran.stdout)
-    assert data["before_commit"] == {"pending_uploads": 9, "visible_files": 0}
-    assert len(data["files"]) == 9 and data["problems"] == []
-    success = data["success"]
-    assert success["jobId"] == data["job_id"] and success["committer"] == "magic"
-    assert success["metrics"]["committer_rows_committed"] == 900
-    assert success["partitions"] == ["dt=2024-01-01", "dt=2024-01-02", "dt=2024-01-03"]
-    assert all(f["path"].startswith("dt=2024-01-0") for f in data["files"])

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from zero_rename import __version__
-from zero_rename.cli import demo, doctor, jobs, lifecycle, serve, success, uploads
+from zero_rename.cli import doctor, jobs, lifecycle, serve, success, uploads
 from zero_rename.cli.arguments import store_profile_arg
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import EPILOG, ExitCode, exit_code_for
@@ -21,7 +21,7 @@ from zero_rename.errors import ZeroRenameError
 DESCRIPTION = """\
 Inspect and clean up what the zero-rename committer keeps in S3: pending
 uploads, job records, _SUCCESS; set the bucket rule that aborts abandoned
-uploads; run an embedded S3 server or a demo. Credentials come from boto3's
+uploads; run an embedded S3 server. Credentials come from boto3's
 standard chain (environment, profile, instance role), never from options."""
 
 
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options(suppress=True)
-    for module in (uploads, jobs, success, lifecycle, doctor, serve, demo):
+    for module in (uploads, jobs, success, lifecycle, doctor, serve):
         module.register(groups, common)
     _share_epilog(parser)
     return parser

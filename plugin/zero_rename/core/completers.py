@@ -3,7 +3,8 @@
 - :class:`BotocoreCompleter` calls ``complete_multipart_upload`` on a boto3
   client, as :class:`zero_rename.core.store.S3Store` does.
 - :class:`LightCompleter` builds the small request itself, signs it with
-  botocore's own ``S3SigV4Auth`` and sends it over a urllib3 connection pool.
+  botocore's own ``S3SigV4Auth`` and sends it over a urllib3 connection pool
+  (:class:`zero_rename.core.signing.SignedPool`).
   Measured by ``bench/fanout_probe.py`` (docs/benchmarks.md) it takes well under half the client CPU of
   a botocore call: botocore runs some twenty event handlers, endpoint rules,
   a user agent builder, a validator, a serializer and a parser per request,
@@ -50,11 +51,10 @@ from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import escape
 
 import urllib3
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from zero_rename.core.http import direct_unsupported, tls_options
+from zero_rename.core.http import direct_unsupported
+from zero_rename.core.signing import SignedPool
 from zero_rename.core.stats import RequestStats
 from zero_rename.core.store import StoreConfig, botocore_session, make_client, translate
 from zero_rename.errors import StoreError
@@ -245,18 +245,10 @@ class LightCompleter:
         """``owner``: the client of the store this completes for, whose request
         hooks run (see :func:`add_request_hook`); None in a worker process."""
         self.owner = owner
-        credentials = botocore_session().get_credentials()
-        if credentials is None:
-            raise NoCredentialsError()
-        self.credentials = credentials
+        self.requests = SignedPool(config, target.origin, target.region)
         self.stats = stats
         self.max_attempts = config.max_attempts
-        self.region = target.region
-        self.origin, self.base_path = target.origin, target.base_path
-        self.pool = urllib3.connection_from_url(
-            self.origin, maxsize=config.max_pool_connections, block=True, retries=False,
-            timeout=urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout),
-            **tls_options(urlsplit(self.origin).scheme))
+        self.base_path = target.base_path
 
     def complete(self, key: str, upload_id: str, parts: Parts) -> Outcome:
         hooks = _hooks(self.owner)
@@ -283,28 +275,17 @@ class LightCompleter:
 
     def _attempt(self, path: str, body: bytes) -> tuple[Outcome, float | None]:
         """One attempt: its outcome, and the backoff scale if it is worth retrying."""
-        request = AWSRequest("POST", self.origin + path, data=body)
         try:
-            # Signed afresh each attempt, as botocore does: X-Amz-Date moves
-            # on. A frozen copy of the credentials per signature, as botocore's
-            # RequestSigner takes: refreshing ones then refresh when due, and
-            # a refresh cannot fall between reading the key and the secret.
-            signer = S3SigV4Auth(self.credentials.get_frozen_credentials(), "s3", self.region)
-            signer.add_auth(request)
+            response = self.requests.send("POST", path, body)
         except BotoCoreError as exc:  # credentials that could not be refreshed
             return Outcome(None, CompleteFailure("", 0, str(exc))), None
-        try:
-            response = self.pool.urlopen("POST", path, body=body,
-                                         headers=dict(request.headers.items()),
-                                         retries=False, redirect=False,
-                                         assert_same_host=False)
         except urllib3.exceptions.HTTPError as exc:  # no answer, or half of one
             return Outcome(None, CompleteFailure("", 0, f"{type(exc).__name__}: {exc}")), \
                 _TRANSIENT_SCALE
         return _judge(response.status, response.data)
 
     def close(self) -> None:
-        self.pool.close()
+        self.requests.close()
 
 
 def _run_hooks(hooks: Sequence[RequestHook], stage: str, key: str,

@@ -1,8 +1,8 @@
 """Requests the core sends beside botocore, over urllib3, the way botocore would.
 
-Two paths send their own requests: the light CompleteMultipartUpload path
-(:mod:`zero_rename.core.completers`) and the streamed upload listing
-(:mod:`zero_rename.core.listing`). Both must reach the store exactly where and
+Two paths send their own requests: signed ones over a pool of their own
+(:mod:`zero_rename.core.signing`, for the light CompleteMultipartUpload path)
+and the streamed upload listing (:mod:`zero_rename.core.listing`). Both must reach the store exactly where and
 how botocore does; where the configuration says something urllib3 alone would
 not honour, they step aside and botocore sends.
 """

@@ -1,32 +1,28 @@
 """Run the daily DAG once, end to end, on an embedded S3 server and local Spark.
 
-    python -m zero_rename.airflow.demo [--date 2024-01-01] [--rows 1000] [--dags dags]
+    python -m demo.airflow_dag [--date 2024-01-01] [--rows 1000] [--dags DIR]
 
-Starts SeaweedFS on loopback, gives Airflow a throw-away home with a migrated
-SQLite database, runs ``daily_partitioned_write`` with ``dag.test()`` for one
-day, then reads the table back with pyarrow and prints the committed
-partitions with their row counts. Everything it started is stopped and
-removed at the end.
+``make demo`` runs it. It starts SeaweedFS on loopback, gives Airflow a
+throw-away home with a migrated SQLite database, runs
+``daily_partitioned_write`` with ``dag.test()`` for one day, then reads the
+table back with pyarrow and prints the committed partitions with their row
+counts. Everything it started is stopped and removed at the end.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
+from demo.common import DAILY_DESTINATION, REPOSITORY, daily_run, day_parser, print_committed
 from zero_rename.embedded_s3 import EmbeddedS3
 
-BUCKET = "warehouse"
-DESTINATION = f"s3://{BUCKET}/daily_events"
 DAG_ID = "daily_partitioned_write"
 
 
@@ -46,7 +42,7 @@ def airflow_environment(home: Path, dags: Path, server: EmbeddedS3) -> dict[str,
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         # The demo prints its own summary; task logs would bury it.
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "ERROR",
-        "AIRFLOW__ZERO_RENAME__DAILY_DESTINATION": DESTINATION,
+        "AIRFLOW__ZERO_RENAME__DAILY_DESTINATION": DAILY_DESTINATION,
         "AIRFLOW_CONN_AWS_DEFAULT": json.dumps({
             "conn_type": "aws", "login": server.access_key, "password": server.secret_key,
             "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"}}),
@@ -65,49 +61,36 @@ def run_daily(day: date, rows: int) -> tuple[str, dict[str, str]]:
     bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     if bag.import_errors:
         raise SystemExit(f"the DAGs do not import: {bag.import_errors}")
-    moment = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+    moment = datetime(day.year, day.month, day.day, tzinfo=UTC)
     run = bag.get_dag(DAG_ID).test(logical_date=moment, run_after=moment,
                                    run_conf={"rows": rows})
     return str(run.state), {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--date", type=date.fromisoformat, default=date(2024, 1, 1))
-    parser.add_argument("--rows", type=int, default=1000)
-    parser.add_argument("--dags", type=Path, default=Path("dags"),
-                        help="the repository's dags/ folder (default: ./dags)")
+    parser = day_parser(__doc__)
+    parser.add_argument("--dags", type=Path, default=REPOSITORY / "dags",
+                        help="the DAGs folder (default: the repository's dags/)")
     args = parser.parse_args(argv)
     # Airflow's own deprecation notices are not the demo's business.
     warnings.simplefilter("ignore")
     dags = args.dags.resolve()
     if not (dags / f"{DAG_ID}.py").is_file():
-        parser.error(f"no {DAG_ID}.py in {dags}; run from the repository root or pass --dags")
-    home = Path(tempfile.mkdtemp(prefix="zero-rename-airflow-demo-"))
-    try:
-        with EmbeddedS3(buckets=(BUCKET,)) as server:
-            os.environ.update(airflow_environment(home, dags, server))
-            print(f"S3 at {server.endpoint_url}, Airflow home {home}")
-            started = time.monotonic()
-            subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
-                           stdout=subprocess.DEVNULL)
-            print(f"database migrated in {time.monotonic() - started:.0f} s; running {DAG_ID} "
-                  f"for {args.date} ({args.rows} rows) through spark-submit...")
-            started = time.monotonic()
-            state, tasks = run_daily(args.date, args.rows)
-            print(f"run {state} in {time.monotonic() - started:.0f} s: "
-                  + ", ".join(f"{t} {s}" for t, s in tasks.items()))
-            report(server)
-            return 0 if state == "success" else 1
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-
-
-def report(server: EmbeddedS3) -> None:
-    from zero_rename.core.store import StoreConfig
-    from zero_rename.demo_report import committed_report
-
-    print("\n".join(committed_report(DESTINATION, StoreConfig(endpoint_url=server.endpoint_url))))
+        parser.error(f"no {DAG_ID}.py in {dags}")
+    with daily_run("airflow") as (home, server):
+        os.environ.update(airflow_environment(home, dags, server))
+        print(f"S3 at {server.endpoint_url}, Airflow home {home}")
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
+                       stdout=subprocess.DEVNULL)
+        print(f"database migrated in {time.monotonic() - started:.0f} s; running {DAG_ID} "
+              f"for {args.date} ({args.rows} rows) through spark-submit...")
+        started = time.monotonic()
+        state, tasks = run_daily(args.date, args.rows)
+        print(f"run {state} in {time.monotonic() - started:.0f} s: "
+              + ", ".join(f"{t} {s}" for t, s in tasks.items()))
+        print_committed(DAILY_DESTINATION, server)
+        return 0 if state == "success" else 1
 
 
 if __name__ == "__main__":

@@ -1,21 +1,20 @@
-"""Tables and the ``## Job commit`` section of the benchmarks page."""
+"""The job-commit benchmark's tables and its ``## Job commit`` section of the
+benchmarks page."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import platform
-import subprocess
 from collections.abc import Sequence
-from pathlib import Path
 
 import boto3
 
-from bench.commit_bench import LABELS, BenchConfig, Row
+from bench.commit_results import LABELS, BenchConfig, Row
 from bench.counter import Step
+from bench.page import load_note, seaweedfs_version
 
 HEADER = "## Job commit"
-TITLE = "# Benchmarks"
 
 
 def _ratio(row: Row) -> str:
@@ -66,18 +65,6 @@ def breakdown_table(row: Row) -> str:
         name = step.op + "".join(f" (with {n:,} {op})" for op, n in step.folded)
         lines.append(f"| {name} | {step.requests:,} | {step.start:.2f} | {step.seconds:.2f} |")
     return "\n".join(lines)
-
-
-def seaweedfs_version() -> str:
-    from zero_rename.embedded_s3 import find_weed
-
-    try:
-        out = subprocess.run([find_weed(), "version"], capture_output=True, text=True,
-                             timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "(version unknown)"
-    # "version 8000GB 4.48 pypi linux amd64": the release is the dotted word.
-    return next((w for w in out.split() if w[:1].isdigit() and "." in w), "(version unknown)")
 
 
 def _find(rows: Sequence[Row], files: int, method: str) -> Row | None:
@@ -201,7 +188,7 @@ def section(rows: Sequence[Row], cfg: BenchConfig, args: argparse.Namespace,
         "",
         f"Machine: {os.cpu_count()} cores, SeaweedFS {seaweedfs_version()} (`weed mini`) on "
         f"loopback, Python {platform.python_version()}, boto3 {boto3.__version__}. "
-        f"Runs: {runs}." + (_load_note(load) if load else ""),
+        f"Runs: {runs}." + (" " + load_note(load) if load else ""),
         "",
         "Reproduce with `make bench`, or:" if elapsed is None else
         f"Reproduce with `make bench`, or the command below; this run took "
@@ -265,39 +252,3 @@ def _rename_bullet(rows: Sequence[Row]) -> list[str]:
     return ["- **rename**: what a rename-based commit costs on S3, which has no rename: the "
             "files written as plain objects under a `_temporary/` prefix, then listed, copied "
             f"to their final keys (CopyObject) and deleted, {', or '.join(ways)}."]
-
-
-def _load_note(load: tuple[float, float]) -> str:
-    cores = os.cpu_count() or 1
-    shared = (" The machine was shared with other work during the run, so these times are "
-              "slower and noisier than an idle machine's; the request counts are not affected."
-              if load[0] > cores / 2 else "")
-    return (f" Load average (1 minute) {load[0]:.1f} at the start and {load[1]:.1f} at the "
-            f"end.{shared}")
-
-
-def replace_section(text: str, body: str) -> str:
-    """``text`` with the ``## Job commit`` section replaced by ``body`` (or appended).
-
-    Only the lines from the header to the next ``## `` header change, so other
-    sections of the page stay as they are.
-    """
-    if not text.strip():
-        return f"{TITLE}\n\n{body.rstrip()}\n"
-    lines = text.splitlines()
-    try:
-        start = lines.index(HEADER)
-    except ValueError:
-        return text.rstrip("\n") + "\n\n" + body.rstrip() + "\n"
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
-               len(lines))
-    tail = lines[end:]
-    new = lines[:start] + body.rstrip().splitlines() + ([""] + tail if tail else [])
-    return "\n".join(new) + "\n"
-
-
-def write_section(path: str | Path, body: str) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    current = target.read_text() if target.exists() else ""
-    target.write_text(replace_section(current, body))

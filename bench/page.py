@@ -1,0 +1,64 @@
+"""The benchmarks page, ``docs/benchmarks.md``: one ``## `` section per benchmark.
+
+Each benchmark rewrites only its own section, so the others' numbers stay as
+they were measured; and every section names the machine the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+TITLE = "# Benchmarks"
+
+
+def replace_section(text: str, header: str, body: str) -> str:
+    """``text`` with the ``header`` section replaced by ``body``, or appended.
+
+    Only the lines from the header to the next ``## `` header change, so every
+    other section of the page stays as it is.
+    """
+    if not text.strip():
+        return f"{TITLE}\n\n{body.rstrip()}\n"
+    lines = text.splitlines()
+    if header not in lines:
+        return text.rstrip("\n") + "\n\n" + body.rstrip() + "\n"
+    start = lines.index(header)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
+               len(lines))
+    tail = lines[end:]
+    new = lines[:start] + body.rstrip().splitlines() + ([""] + tail if tail else [])
+    return "\n".join(new) + "\n"
+
+
+def write_section(path: str | Path, header: str, body: str) -> None:
+    """Rewrite the ``header`` section of the page at ``path`` (created if missing)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    current = target.read_text() if target.exists() else ""
+    target.write_text(replace_section(current, header, body))
+
+
+def seaweedfs_version() -> str:
+    """The release of the SeaweedFS binary the embedded server runs."""
+    from zero_rename.embedded_s3 import find_weed
+
+    try:
+        out = subprocess.run([find_weed(), "version"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "(version unknown)"
+    # "version 8000GB 4.48 pypi linux amd64": the release is the dotted word.
+    return next((w for w in out.split() if w[:1].isdigit() and "." in w), "(version unknown)")
+
+
+def load_note(load: tuple[float, float]) -> str:
+    """The load average at the start and end of a run, and a warning when the
+    machine was busy with other work: times then say less than request counts."""
+    cores = os.cpu_count() or 1
+    shared = (" The machine was shared with other work during the run, so times are slower "
+              "and noisier than an idle machine's; request counts are not affected."
+              if load[0] > cores / 2 else "")
+    return (f"Load average (1 minute) {load[0]:.1f} at the start and {load[1]:.1f} at the "
+            f"end.{shared}")

@@ -1,0 +1,89 @@
+"""The demos (``demo/``, not installed): the protocol demo's job, and the demos
+finding the repository's DAGs and definitions wherever they are started from.
+
+``make demo`` and ``make demo-dagster`` themselves are not run here: the daily
+DAG and the Dagster asset they run are tested in tests/airflow and tests/dagster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from demo import airflow_dag, dagster_asset, protocol
+from zero_rename.cli.main import build_parser
+from zero_rename.core.committer import Committer
+from zero_rename.core.store import StoreConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.s3
+def test_protocol_demo_commits_only_the_winning_attempts(committer: Committer,
+                                                         store_config: StoreConfig) -> None:
+    said: list[str] = []
+    ran = protocol.run_job(committer, store_config, said.append)
+    # Nine uploads pending and none visible before job commit; nine files after,
+    # none of them from the failed attempt, whose files were aborted.
+    assert (ran.pending_before_commit, ran.visible_before_commit) == (9, 0)
+    assert len(ran.files) == 9
+    success = committer.read_success()
+    assert success is not None and success.job_id == ran.job_id
+    assert success.committer == "magic"
+    assert success.metrics["committer_rows_committed"] == 900
+    assert list(success.partitions) == ["dt=2024-01-01", "dt=2024-01-02", "dt=2024-01-03"]
+    assert sorted(path.split("/")[0] for path, _ in ran.files) == sorted(success.partitions * 3)
+    assert committer.pending_uploads() == []
+    assert any("before job commit: 9 pending upload(s), 0 visible file(s)" in line
+               for line in said)
+
+
+@pytest.mark.s3
+def test_protocol_demo_shows_the_output_through_the_command(
+        committer: Committer, store_config: StoreConfig,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    protocol.run_job(committer, store_config, lambda line: None)
+    assert protocol.show(committer.dest.url) == 0
+    out = capsys.readouterr().out
+    assert f"$ zero-rename validate {committer.dest.url}" in out
+    assert "ok: " in out and "sizes and ETags as recorded" in out
+
+
+@pytest.mark.s3
+def test_make_demo_core_runs_on_its_own_server() -> None:
+    """What ``make demo-core`` runs: on a server of its own, which it stops."""
+    ran = subprocess.run([sys.executable, "-m", "demo.protocol"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert "before job commit: 9 pending upload(s), 0 visible file(s)" in ran.stdout
+    assert "rows" in ran.stdout and "900" in ran.stdout
+    assert ran.stdout.rstrip().endswith("S3 server stopped")
+
+
+@pytest.mark.unit
+def test_demos_find_the_repository_wherever_started(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    """The DAGs and definitions are found from the demo's own place, not the
+    current directory; a wrong one is refused before anything starts."""
+    monkeypatch.chdir(tmp_path)
+    assert (airflow_dag.REPOSITORY / "dags" / f"{airflow_dag.DAG_ID}.py").is_file()
+    assert (dagster_asset.REPOSITORY / "dagster_defs" / "definitions.py").is_file()
+    with pytest.raises(SystemExit) as refused:
+        airflow_dag.main(["--dags", str(tmp_path)])
+    assert refused.value.code == 2
+    with pytest.raises(SystemExit) as refused:
+        dagster_asset.main(["--defs", str(tmp_path / "nothing.py")])
+    assert refused.value.code == 2
+
+
+@pytest.mark.unit
+def test_the_installed_package_holds_no_demo() -> None:
+    """Demos live beside dags/, outside the package: the command has none."""
+    assert not list((ROOT / "plugin" / "zero_rename").rglob("demo*.py"))
+    commands = next(a.choices for a in build_parser()._actions
+                    if isinstance(a, argparse._SubParsersAction))
+    assert "s3" in commands and "demo" not in commands
