@@ -44,8 +44,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from zero_rename.core.layout import is_visible, partition_dir
-from zero_rename.core.store import StoreConfig, make_client
 from bench.spark_source import (
     BENCH_FORMAT,
     BenchSource,
@@ -61,6 +59,8 @@ from bench.spark_source import (
     requests_since,
     snapshot,
 )
+from zero_rename.core.layout import is_visible, partition_dir
+from zero_rename.core.store import StoreConfig, make_client
 from zero_rename.spark.options import FileOptions
 from zero_rename.spark.parquet import PartitionedParquetWriter
 
@@ -546,7 +546,8 @@ def split_table(results: Sequence[Result]) -> str:
              "|---|---:|---:|---:|---:|---:|---|---:|"]
     for method, runs in by_method(results).items():
         def med(key: str) -> float:
-            return median([r.task_split.get(key, 0.0) for r in runs])
+            # Called only within this iteration, so the loop's ``runs`` is the right one.
+            return median([r.task_split.get(key, 0.0) for r in runs])  # noqa: B023
         keys = {k for r in runs for k in r.task_split}
         own = sorted((k for k in keys if k.startswith("s3:")), key=lambda k: -med(k))
         other = sorted((k for k in keys if k.startswith("bg:")), key=lambda k: -med(k))

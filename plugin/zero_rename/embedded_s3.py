@@ -134,7 +134,7 @@ class EmbeddedS3:
         if self.data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="zero-rename-s3-")
             self.data_dir = self._tmp
-        self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS))))
+        self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS)), strict=True))
         log_path = Path(self.data_dir) / "weed.log"
         cmd = [find_weed(), "mini", f"-dir={self.data_dir}", "-ip=127.0.0.1",
                "-ip.bind=127.0.0.1", "-admin.ui=false", "-webdav=false",

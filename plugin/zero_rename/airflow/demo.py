@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import warnings
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from zero_rename.embedded_s3 import EmbeddedS3
@@ -65,7 +65,7 @@ def run_daily(day: date, rows: int) -> tuple[str, dict[str, str]]:
     bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     if bag.import_errors:
         raise SystemExit(f"the DAGs do not import: {bag.import_errors}")
-    moment = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+    moment = datetime(day.year, day.month, day.day, tzinfo=UTC)
     run = bag.get_dag(DAG_ID).test(logical_date=moment, run_after=moment,
                                    run_conf={"rows": rows})
     return str(run.state), {ti.task_id: str(ti.state) for ti in run.get_task_instances()}

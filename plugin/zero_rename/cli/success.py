@@ -14,8 +14,8 @@ from zero_rename.cli.output import Output, Result, human_bytes, shown
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import CommittedFile, SuccessData
-from zero_rename.core.success import committed_files
 from zero_rename.core.stats import total_requests
+from zero_rename.core.success import committed_files
 
 
 def register(groups: Any, common: argparse.ArgumentParser) -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from zero_rename.core import abort as abort_mod
@@ -34,8 +34,8 @@ from zero_rename.core.options import JobOptions, parse_options
 from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
 from zero_rename.core.store import S3Store, StoreConfig, UploadInfo
 from zero_rename.core.success import PARTITIONS_LISTED
-from zero_rename.core.validate import Expected
 from zero_rename.core.task import TaskAttempt
+from zero_rename.core.validate import Expected
 from zero_rename.errors import (
     JobDecidedError,
     JobNotFoundError,
@@ -171,7 +171,8 @@ class Committer:
             self.records.update(job_id, lambda r: r.model_copy(update={
                 "steps": step_finished(r, step, ok=False, detail=detail)}))
             raise
-        self.records.update(job_id, lambda r: r.model_copy(update={"steps": step_finished(r, step)}))
+        self.records.update(job_id, lambda r: r.model_copy(update={
+            "steps": step_finished(r, step)}))
         return summary.model_copy(update={"requests": store.stats.total_requests,
                                           "seconds": round(time.monotonic() - started, 3)})
 

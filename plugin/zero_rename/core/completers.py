@@ -4,10 +4,11 @@
   client, as :class:`zero_rename.core.store.S3Store` does.
 - :class:`LightCompleter` builds the small request itself, signs it with
   botocore's own ``S3SigV4Auth`` and sends it over a urllib3 connection pool.
-  Measured by ``bench/fanout_probe.py`` (docs/benchmarks.md) it takes well under half the client CPU of
-  a botocore call: botocore runs some twenty event handlers, endpoint rules,
-  a user agent builder, a validator, a serializer and a parser per request,
-  none of which a fixed request of a few hundred bytes needs.
+  Measured by ``bench/fanout_probe.py`` (docs/benchmarks.md) it takes well under
+  half the client CPU of a botocore call: botocore runs some twenty event
+  handlers, endpoint rules, a user agent builder, a validator, a serializer and
+  a parser per request, none of which a fixed request of a few hundred bytes
+  needs.
 
 The light path keeps what matters from botocore: the endpoint, region and
 credentials are resolved by botocore once (so ``AWS_ENDPOINT_URL``, profiles,
@@ -39,14 +40,13 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 import time
 import urllib.request
 import weakref
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-import threading
-from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import escape

@@ -3,7 +3,8 @@
 A job commit of a million files is a million CompleteMultipartUpload calls,
 and one interpreter spends a millisecond or more of CPU on each through
 botocore, whatever its thread count: the GIL makes that a ceiling near 1,000
-completes a second. Two things lift it (measured by ``bench/fanout_probe.py``, see docs/benchmarks.md):
+completes a second. Two things lift it (measured by ``bench/fanout_probe.py``,
+see docs/benchmarks.md):
 
 - a lighter request path (:mod:`zero_rename.core.completers`), which needs
   less than half that CPU per complete;
@@ -163,8 +164,9 @@ def complete_uploads(config: StoreConfig, bucket: str, items: Iterable[Item], *,
 
     ``processes``: 1 completes in this process; more start that many workers
     (default :func:`default_processes` for an unknown number of uploads; a
-    caller that knows the number should pass ``default_processes(config, n)``). ``threads``: requests in flight in
-    all, shared among the workers (default ``config.max_pool_connections``).
+    caller that knows the number should pass ``default_processes(config, n)``).
+    ``threads``: requests in flight in all, shared among the workers (default
+    ``config.max_pool_connections``).
     ``request_path``: "light", "botocore", or "auto" (light unless
     :func:`~zero_rename.core.completers.light_path_unsupported` says otherwise).
     Each worker's request statistics are merged into ``stats`` as it finishes,
@@ -521,13 +523,10 @@ def _serve(conn: Connection, engine: _Engine) -> bool:
             message = conn.recv()
         except (EOFError, OSError):
             return True
-        if message[0] == "items":
-            for item in message[1]:
-                engine.submit(item)
-        elif message[0] == "end":
-            return False
-        else:
-            return True
+        if message[0] != "items":
+            return message[0] != "end"  # "end" lets what was submitted finish
+        for item in message[1]:
+            engine.submit(item)
 
 
 def _send_results(results: queue.SimpleQueue[_Result], conn: Connection) -> None:

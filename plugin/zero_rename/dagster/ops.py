@@ -14,17 +14,18 @@ retries, or a re-execution of the run, finish it instead.
 # No postponed annotations here: Dagster reads op and config annotations when it
 # decorates them.
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 from dagster import (
     Backoff,
     Config,
+    DependencyDefinition,
     GraphDefinition,
     HookContext,
     In,
     JobDefinition,
     OpExecutionContext,
-    DependencyDefinition,
     Out,
     Output,
     PartitionsDefinition,
@@ -173,7 +174,7 @@ def commit_lifecycle_job(name: str, destination: str, stage: Any,
 
 def _chain(stage_name: str) -> dict[str, dict[str, Any]]:
     order = [SETUP_OP, stage_name, "validate", "resolve_conflicts", "commit", "cleanup_job"]
-    return {after: {"job": DependencyDefinition(before)} for before, after in zip(order, order[1:])}
+    return {after: {"job": DependencyDefinition(before)} for before, after in pairwise(order)}
 
 
 @op(retry_policy=STEP_RETRIES)
