@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from zero_rename.errors import ZeroRenameError
 
@@ -161,7 +162,7 @@ class EmbeddedS3:
             raise
         return self
 
-    def client(self):  # noqa: ANN201 - a boto3 S3 client
+    def client(self) -> Any:  # a boto3 S3 client (boto3 has no type hints)
         import boto3
         from botocore.config import Config
 

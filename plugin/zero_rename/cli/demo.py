@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from zero_rename.cli import checks
+from zero_rename.cli.arguments import Subcommands
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result, human_bytes
 from zero_rename.cli.serve import announce, serve_until, stop_signals
@@ -33,7 +34,7 @@ ROWS_PER_FILE = 100
 FAILING_TASK = "00001"
 
 
-def register(groups: Any, common: argparse.ArgumentParser) -> None:
+def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     demo = groups.add_parser(
         "demo", parents=[common], help="run a small partitioned job on an embedded S3",
         description="Start an embedded S3 server, run a small daily partitioned job through "

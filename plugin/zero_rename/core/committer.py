@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -156,7 +156,8 @@ class Committer:
                           partition_count=len(plan.partitions),
                           replaced_files=plan.replaced_files)
 
-    def _step(self, job_id: str, step: str, run: Any) -> JobSummary:
+    def _step(self, job_id: str, step: str,
+              run: Callable[[S3Store, JobRecord], JobSummary]) -> JobSummary:
         started = time.monotonic()
         record = self.records.get(job_id)
         store = self._job_store().with_profile(record.store_profile)

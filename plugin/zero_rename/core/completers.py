@@ -329,7 +329,7 @@ def bucket_base_url(client: Any, bucket: str) -> str:
     """The URL botocore would address ``bucket`` at (path or virtual-hosted style,
     custom endpoint, ``AWS_ENDPOINT_URL``, FIPS, dual-stack...), resolved once by
     presigning a request for a probe key: presigning sends nothing."""
-    url = client.generate_presigned_url(
+    url: str = client.generate_presigned_url(
         "complete_multipart_upload", ExpiresIn=60,
         Params={"Bucket": bucket, "Key": _PROBE_KEY, "UploadId": "probe"})
     base, found, _ = url.partition(f"/{_PROBE_KEY}?")

@@ -49,12 +49,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from zero_rename.core.completers import (
@@ -251,7 +251,8 @@ class Completions(Iterator[Completion]):
 
     # -- in this process ---------------------------------------------------
     def _run_here(self, config: StoreConfig, bucket: str, items: Iterator[Item],
-                  threads: int, path: str, target: LightTarget | None) -> Iterator[Completion]:
+                  threads: int, path: str,
+                  target: LightTarget | None) -> Generator[Completion, None, None]:
         engine = _Engine(config, bucket, threads, path, target, self._owner)
         window = IN_FLIGHT_PER_THREAD * threads
         in_flight, exhausted, finished = 0, False, False
@@ -276,7 +277,7 @@ class Completions(Iterator[Completion]):
     # -- in worker processes -----------------------------------------------
     def _run_workers(self, config: StoreConfig, bucket: str, items: Iterator[Item],
                      processes: int, threads: int, path: str,
-                     target: LightTarget | None) -> Iterator[Completion]:
+                     target: LightTarget | None) -> Generator[Completion, None, None]:
         per_worker = -(-threads // processes)
         worker_config = dataclasses.replace(
             config, max_pool_connections=max(per_worker, 1))
@@ -447,7 +448,8 @@ def _drain(workers: list[_Worker], deadline: float,
     socket; keep their request statistics, since their requests were made."""
     open_ = {w.conn: w for w in workers if not w.done}
     while open_ and time.monotonic() < deadline:
-        for conn in wait(list(open_), timeout=max(0.0, deadline - time.monotonic())):
+        ready = wait(list(open_), timeout=max(0.0, deadline - time.monotonic()))
+        for conn in cast(list[Connection], ready):  # wait() returns what it was given
             try:
                 message = conn.recv()
             except (EOFError, OSError):
@@ -523,8 +525,9 @@ def _serve(conn: Connection, engine: _Engine) -> bool:
             message = conn.recv()
         except (EOFError, OSError):
             return True
-        if message[0] != "items":
-            return message[0] != "end"  # "end" lets what was submitted finish
+        kind: str = message[0]
+        if kind != "items":
+            return kind != "end"  # "end" lets what was submitted finish
         for item in message[1]:
             engine.submit(item)
 
