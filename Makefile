@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-core demo-dagster test test-unit bench bench-spark clean venv
+.PHONY: demo demo-core demo-dagster lint test test-unit bench bench-spark clean venv
 
 venv: $(STAMP)
 
@@ -31,9 +31,19 @@ demo-core: $(STAMP)
 demo-dagster: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m zero_rename.dagster.demo
 
+# ruff (lint rules, then the format check) and mypy (strict on the core), as
+# configured in pyproject.toml. All three run, so one report shows every finding;
+# `ruff format` applies the format, `ruff check --fix` the safe lint fixes.
+lint: $(STAMP)
+	@status=0; \
+	$(VENV)/bin/ruff check . || status=1; \
+	$(VENV)/bin/ruff format --check . || status=1; \
+	$(VENV)/bin/mypy || status=1; \
+	exit $$status
+
 # Java and Chromium are installed when missing and possible (see the script);
 # tests needing what could not be installed are skipped, saying why.
-test: $(STAMP)
+test: $(STAMP) lint
 	deploy/system-deps.sh
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -49,7 +59,7 @@ bench-spark: $(STAMP)
 
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # The stack (S3, Spark, Airflow) as plain processes on 127.0.0.1; see docs/deployment.md.
 .PHONY: stack-up stack-status stack-down
