@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # Options for the demos, e.g. DEMO_ARGS="--date 2024-02-01" or, for demo-core, "--keep".
 DEMO_ARGS ?=
 
-.PHONY: demo demo-core demo-dagster test test-unit bench bench-spark clean venv
+.PHONY: demo demo-core demo-dagster lint test test-unit bench bench-spark clean venv
 
 venv: $(STAMP)
 
@@ -35,9 +35,19 @@ demo-core: $(STAMP)
 demo-dagster: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m demo.dagster_asset $(DEMO_ARGS)
 
+# ruff (lint rules, then the format check) and mypy (strict on the core), as
+# configured in pyproject.toml. All three run, so one report shows every finding;
+# `ruff format` applies the format, `ruff check --fix` the safe lint fixes.
+lint: $(STAMP)
+	@status=0; \
+	$(VENV)/bin/ruff check . || status=1; \
+	$(VENV)/bin/ruff format --check . || status=1; \
+	$(VENV)/bin/mypy || status=1; \
+	exit $$status
+
 # Java and Chromium are installed when missing and possible (see the script);
 # tests needing what could not be installed are skipped, saying why.
-test: $(STAMP)
+test: $(STAMP) lint
 	deploy/system-deps.sh
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -53,7 +63,7 @@ bench-spark: $(STAMP)
 
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # The stack (S3, Spark, Airflow) as plain processes on 127.0.0.1; see docs/deployment.md.
 .PHONY: stack-up stack-status stack-down

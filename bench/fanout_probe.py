@@ -48,6 +48,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -126,7 +127,7 @@ def process_tree_cpu(pid: int) -> float:
 def _descendants(pid: int) -> list[int]:
     found = []
     try:
-        children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except FileNotFoundError:
         return []
     for child in map(int, children):
@@ -265,7 +266,8 @@ def run_all(probe: Probe, files: Sequence[int], rounds: int, methods: Sequence[s
         for n in files:
             for round_ in range(rounds):
                 # Rotate the order, so no method always runs first or last.
-                order = list(methods[round_ % len(methods):]) + list(methods[:round_ % len(methods)])
+                shift = round_ % len(methods)
+                order = list(methods[shift:]) + list(methods[:shift])
                 for name in order:
                     prefix = f"{name}-{n}-{round_}-{uuid.uuid4().hex[:6]}/"
                     items = prepare(probe, preparers, prefix, n)

@@ -76,7 +76,8 @@ def write_task(requests: SignedRequests, dest: Destination, job: JobRecord, task
         created = requests.send("POST", key, "uploads")
         found = _UPLOAD_ID.search(created.data)
         if found is None:
-            raise RuntimeError(f"CreateMultipartUpload {key}: no UploadId in {created.data[:300]!r}")
+            raise RuntimeError(f"CreateMultipartUpload {key}: no UploadId in "
+                               f"{created.data[:300]!r}")
         upload_id = found.group(1).decode()
         part = requests.send("PUT", key, f"partNumber=1&uploadId={quote(upload_id, safe='~')}")
         uploads.append(PendingUpload(key=key, upload_id=upload_id, bytes=0,

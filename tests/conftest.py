@@ -88,7 +88,7 @@ def _apply_moto_marks(item: pytest.Item) -> None:
     marked ``atomic_writes`` is skipped on moto, whose conditional writes are a
     check-then-act without a lock: two racing writers can both win there, so a
     race it passes proves nothing and one it fails is moto's."""
-    for mark in item.iter_markers("atomic_writes"):
+    for _mark in item.iter_markers("atomic_writes"):
         item.add_marker(pytest.mark.skip(reason="moto's conditional writes are not atomic"))
     for mark in item.iter_markers("moto_xfail"):
         item.add_marker(pytest.mark.xfail(reason=f"moto: {mark.kwargs['reason']}",

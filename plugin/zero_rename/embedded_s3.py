@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from zero_rename.errors import ZeroRenameError
 
@@ -134,7 +135,7 @@ class EmbeddedS3:
         if self.data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="zero-rename-s3-")
             self.data_dir = self._tmp
-        self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS))))
+        self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS)), strict=True))
         log_path = Path(self.data_dir) / "weed.log"
         cmd = [find_weed(), "mini", f"-dir={self.data_dir}", "-ip=127.0.0.1",
                "-ip.bind=127.0.0.1", "-admin.ui=false", "-webdav=false",
@@ -161,7 +162,7 @@ class EmbeddedS3:
             raise
         return self
 
-    def client(self):  # noqa: ANN201 - a boto3 S3 client
+    def client(self) -> Any:  # a boto3 S3 client (boto3 has no type hints)
         import boto3
         from botocore.config import Config
 

@@ -92,10 +92,9 @@ def dataset_of(state: TableSnapshot, config: StoreConfig,
     columns = state.partition_columns()
     partitioning: Any = None
     if columns:
-        known = schema is not None and all(c in schema.names for c in columns)
         partitioning = (ds.HivePartitioning(pa.schema([schema.field(c) for c in columns]),
                                             null_fallback=NULL_PARTITION)
-                        if known else
+                        if schema is not None and all(c in schema.names for c in columns) else
                         ds.HivePartitioning.discover(infer_dictionary=False,
                                                      null_fallback=NULL_PARTITION))
     if not paths:

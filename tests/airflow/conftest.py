@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from zero_rename.embedded_s3 import EmbeddedS3
-
 from tests.airflow.environment import AIRFLOW_HOME, SPARK_ENV, VENV_BIN
+from zero_rename.embedded_s3 import EmbeddedS3
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ def load_dag(dag_id: str) -> Any:
 
 def run_dag(dag_id: str, day: str, run_conf: dict[str, Any] | None = None) -> RunResult:
     """One run with dag.test(); the same ``day`` always gives the same run id."""
-    moment = datetime.fromisoformat(day).replace(tzinfo=timezone.utc)
+    moment = datetime.fromisoformat(day).replace(tzinfo=UTC)
     dag = load_dag(dag_id)
     # Task runs install log handlers on the streams of the moment, which a
     # test's output capture closes; later log lines would then fail.

@@ -19,6 +19,7 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.completers import OPERATION, add_request_hook, remove_request_hook
 from zero_rename.core.layout import Destination
 from zero_rename.core.store import S3Store, StoreConfig, make_client
+from zero_rename.errors import ConfigError
 
 pytestmark = pytest.mark.s3
 
@@ -126,7 +127,7 @@ def test_hooks_go_with_their_client(store_config: StoreConfig) -> None:
     remove_request_hook(client, hook)  # twice: no error
     from zero_rename.core.completers import _hooks
     assert _hooks(client) == ()
-    with pytest.raises(Exception):
+    with pytest.raises(ConfigError):
         StoreConfig(request_path="fast")
-    with pytest.raises(Exception):
+    with pytest.raises(ConfigError):
         StoreConfig(complete_processes=-1)

@@ -229,8 +229,8 @@ def test_missing_bucket(store_config: StoreConfig) -> None:
 
 @pytest.mark.moto_xfail(reason="accepts any credentials (no signature check without IAM "
                                "emulation)", raises=pytest.fail.Exception)
-def test_wrong_credentials(dest: str, store_config: StoreConfig,
-                           monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_wrong_credentials(dest: str, store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch,
+                           caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     with pytest.raises(DestinationError, match="credentials") as err:
         Committer(dest, store_config).setup_job({})

@@ -75,8 +75,10 @@ COMMIT_CRASHES = [
     pytest.param("PutObject", "before", 1, "plan-", "sealed", id="before-plan-saved"),
     pytest.param("PutObject", "before", 2, "job.json", "sealed", id="before-point-of-no-return"),
     pytest.param("PutObject", "after", 2, "job.json", "committing", id="after-point-of-no-return"),
-    pytest.param("CompleteMultipartUpload", "before", 1, None, "committing", id="before-first-complete"),
-    pytest.param("CompleteMultipartUpload", "after", 2, None, "committing", id="after-second-complete"),
+    pytest.param("CompleteMultipartUpload", "before", 1, None, "committing",
+                 id="before-first-complete"),
+    pytest.param("CompleteMultipartUpload", "after", 2, None, "committing",
+                 id="after-second-complete"),
     pytest.param("PutObject", "after", 1, "journal/", "committing", id="after-journal"),
     pytest.param("PutObject", "before", 1, "_SUCCESS", "committing", id="before-success-marker"),
     pytest.param("PutObject", "after", 3, "job.json", "committed", id="after-final-record"),
@@ -126,7 +128,8 @@ def test_replace_crash_between_complete_and_delete_rolls_forward(
         committer: Committer, dest: str, store_config: StoreConfig) -> None:
     """S3A deletes before completing; we delete after, so a crash never empties a partition."""
     for day in FILES:
-        committer.store.put_object(committer.dest.bucket, f"{committer.dest.dir}dt={day}/old.parquet",
+        committer.store.put_object(committer.dest.bucket,
+                                   f"{committer.dest.dir}dt={day}/old.parquet",
                                    b"old " + day.encode())
     job = tasks_written(committer, conflict_mode="replace")
     crash_at(dest, store_config, "DeleteObjects", lambda c: c.commit_job(job.job_id))
@@ -206,7 +209,8 @@ def test_commit_refuses_to_guess_when_an_upload_vanished(committer: Committer) -
     assert committer.job(job.job_id).state == "committing"
 
 
-def test_concurrent_commit_and_abort_one_wins(committer: Committer, store_config: StoreConfig) -> None:
+def test_concurrent_commit_and_abort_one_wins(committer: Committer,
+                                              store_config: StoreConfig) -> None:
     """The job record's compare-and-swap lets exactly one of a commit and an abort decide."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -288,9 +292,8 @@ def test_magic_write_failure_then_task_abort(committer: Committer, op: str, nth:
     with attempt.open() as f:
         f.write(b"first file")
     fault = inject(committer.store.client, op, nth=nth)
-    with pytest.raises(StoreError):
-        with attempt.open() as f:
-            f.write(b"x" * (6 * 1024 * 1024))
+    with pytest.raises(StoreError), attempt.open() as f:
+        f.write(b"x" * (6 * 1024 * 1024))
     clear(committer.store.client, fault)
     attempt.abort()
     assert pending_in_bucket(committer) == []

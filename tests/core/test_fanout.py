@@ -9,6 +9,7 @@ import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from tests.s3proxy import S3Proxy

@@ -63,7 +63,8 @@ def frozen(state: dict[str, set[str]]) -> State:
 
 def read_state(dest: str, config: StoreConfig) -> State:
     table = read_table(dest, store_config=config)
-    rows = list(zip(table.column("dt").to_pylist(), table.column("tag").to_pylist()))
+    rows = list(zip(table.column("dt").to_pylist(), table.column("tag").to_pylist(),
+                    strict=True))
     assert len(rows) == len(set(rows)), "a row read twice"
     return frozenset(rows)
 

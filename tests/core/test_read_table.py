@@ -10,7 +10,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import zero_rename
-
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord
 from zero_rename.core.store import StoreConfig
@@ -38,7 +37,7 @@ def write_job(c: Committer, mode: str, days: dict[str | None, list[int]]) -> Job
 
 
 def rows(table: pa.Table) -> list[tuple[object, ...]]:
-    return sorted(zip(*(table.column(n).to_pylist() for n in ("id", "dt"))),
+    return sorted(zip(*(table.column(n).to_pylist() for n in ("id", "dt")), strict=True),
                   key=lambda r: (r[0], str(r[1])))
 
 

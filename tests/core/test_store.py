@@ -21,7 +21,8 @@ def test_multipart_lifecycle(store: S3Store, bucket: str) -> None:
     uid = store.create_upload(bucket, "d/f")
     e1 = store.upload_part(bucket, "d/f", uid, 1, b"a" * (5 * MIB))
     e2 = store.upload_part(bucket, "d/f", uid, 2, b"b")
-    assert [(p.number, p.size) for p in store.list_parts(bucket, "d/f", uid)] == [(1, 5 * MIB), (2, 1)]
+    parts = store.list_parts(bucket, "d/f", uid)
+    assert [(p.number, p.size) for p in parts] == [(1, 5 * MIB), (2, 1)]
     assert store.head_object(bucket, "d/f") is None  # invisible until complete
     etag = store.complete_upload(bucket, "d/f", uid, [(1, e1), (2, e2)])
     info = store.head_object(bucket, "d/f")

@@ -17,11 +17,10 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
+from tests.helpers import pending, pending_in_bucket
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import is_visible
 from zero_rename.core.snapshot import table_snapshot
-
-from tests.helpers import pending, pending_in_bucket
 
 
 def data_files(c: Committer) -> list[str]:

@@ -97,6 +97,7 @@ def test_daily_app_failure_exits_non_zero_and_leaves_nothing(dest: str,
     result = submit("--destination", dest, "--date", "2024-01-01", "--rows", "10",
                     "--job-id", "0e0c6a52-41a9-4c8e-8f0e-55a3c1f1b6a1")
     assert result.returncode == 1
-    reason = "failed: zero_rename.errors.JobNotFoundError: no job 0e0c6a52-41a9-4c8e-8f0e-55a3c1f1b6a1"
+    reason = ("failed: zero_rename.errors.JobNotFoundError: "
+              "no job 0e0c6a52-41a9-4c8e-8f0e-55a3c1f1b6a1")
     assert reason in result.stdout
     assert data_files(committer) == [] and pending_in_bucket(committer) == []

@@ -88,7 +88,8 @@ def test_values_the_type_does_not_parse_keep_the_file() -> None:
 
 def test_only_the_pushdown_worker_gets_the_pruning_reader() -> None:
     assert called_for_pushdown() is False
-    source = "from zero_rename.spark.pruning import called_for_pushdown\nresult = called_for_pushdown()"
+    source = ("from zero_rename.spark.pruning import called_for_pushdown\n"
+              "result = called_for_pushdown()")
     scope: dict[str, object] = {}
     exec(compile(source, "/x/pyspark/sql/worker/data_source_pushdown_filters.py", "exec"), scope)
     assert scope["result"] is True

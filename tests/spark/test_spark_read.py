@@ -55,7 +55,8 @@ def test_overwrite_then_read_and_as_of_job(spark: Any, dest: str,
 
 def test_only_committed_jobs_and_foreign_files(spark: Any, dest: str,
                                                committer: Committer) -> None:
-    days_df(spark).write.format("zero-rename").mode("append").option("partition_by", "dt").save(dest)
+    (days_df(spark).write.format("zero-rename").mode("append")
+     .option("partition_by", "dt").save(dest))
     # A job written, never committed: its uploads stay pending, nothing is read.
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
     write_task(committer, job, "00000", {"2026-11-20": b"not parquet"})
@@ -66,7 +67,8 @@ def test_only_committed_jobs_and_foreign_files(spark: Any, dest: str,
 def test_user_schema_and_empty_destination(spark: Any, dest: str) -> None:
     with pytest.raises(Exception, match="no committed files"):
         read(spark, dest).count()
-    days_df(spark).write.format("zero-rename").mode("append").option("partition_by", "dt").save(dest)
+    (days_df(spark).write.format("zero-rename").mode("append")
+     .option("partition_by", "dt").save(dest))
     back = spark.read.schema("id long, amount double, dt string").format("zero-rename") \
         .load(dest)
     assert back.columns == ["id", "amount", "dt"]

@@ -141,7 +141,8 @@ class ValidateTaskManifestsOperator(JobStepOperator):
 
 
 class ResolvePartitionConflictsOperator(JobStepOperator):
-    """Applies the job's conflict mode: fails early for ``fail``, lists what ``replace`` replaces."""
+    """Applies the job's conflict mode: fails early for ``fail``, lists what ``replace``
+    replaces."""
 
     step = "resolve_conflicts"
 

@@ -82,7 +82,8 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
     def committer(self) -> Committer:
         return ZeroRenameHook(aws_conn_id=self.aws_conn_id).committer(self.destination)
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    # The parent returns nothing; this returns the stage summary, for XCom.
+    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         with protocol_errors():
             record = self.committer.job(self.job_id)
             staged = self.committer.stage_summary(self.job_id)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+from typing import TypeAlias
 
 from zero_rename.cli.durations import duration_arg
 from zero_rename.core.layout import check_job_id
 from zero_rename.core.profiles import check_profile_name
 from zero_rename.errors import ConfigError
 
-__all__ = ["duration_arg", "job_id_arg", "positive_int", "store_profile_arg"]
+__all__ = ["Subcommands", "duration_arg", "job_id_arg", "positive_int", "store_profile_arg"]
+
+# What each command module's ``register(groups, common)`` is given: argparse's
+# subparsers action (generic to type checkers only, so named in a string).
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def job_id_arg(text: str) -> str:

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 
 from zero_rename.core.layout import Destination, is_visible
 from zero_rename.core.model import CommittedFile, SuccessData
-from zero_rename.core.success import committed_files
 from zero_rename.core.store import ObjectInfo, S3Store
+from zero_rename.core.success import committed_files
 
 log = logging.getLogger(__name__)
 

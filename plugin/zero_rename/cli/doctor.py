@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from zero_rename.cli.arguments import Subcommands
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import ExitCode
 from zero_rename.cli.output import Output, Result
@@ -25,7 +26,7 @@ _DECIDING = ("conditional_create", "conditional_replace", "uploads_by_prefix")
 _STYLE = {"ok": "green", "fallback": "yellow", "unsafe": "bold red", "info": ""}
 
 
-def register(groups: Any, common: argparse.ArgumentParser) -> None:
+def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     doctor = groups.add_parser(
         "doctor", parents=[common], help="check that an S3 store can run the protocol",
         description="Probe the S3 store behind DEST for every behaviour the commit protocol "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from zero_rename.cli.arguments import job_id_arg
+from zero_rename.cli.arguments import Subcommands, job_id_arg
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound, Refused
@@ -15,7 +15,7 @@ from zero_rename.core.model import JobRecord
 from zero_rename.errors import JobNotFoundError
 
 
-def register(groups: Any, common: argparse.ArgumentParser) -> None:
+def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = groups.add_parser("jobs", help="job records: list, show, abort")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

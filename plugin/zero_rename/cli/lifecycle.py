@@ -23,7 +23,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from zero_rename.cli.arguments import positive_int
+from zero_rename.cli.arguments import Subcommands, positive_int
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result
 from zero_rename.core.store import translate
@@ -44,7 +44,7 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 Rule = dict[str, Any]
 
 
-def register(groups: Any, common: argparse.ArgumentParser) -> None:
+def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = groups.add_parser("lifecycle", help="bucket rule aborting abandoned uploads")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -32,7 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from zero_rename.cli.exits import ExitCode
-from zero_rename.formatting import human_bytes  # noqa: F401 - used by the commands
+from zero_rename.formatting import human_bytes as human_bytes  # re-exported for the commands
 
 # Below this many items the work is over before a bar could say anything.
 PROGRESS_MIN_ITEMS = 20

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from zero_rename.cli.arguments import Subcommands
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result
 from zero_rename.embedded_s3 import EmbeddedS3
@@ -27,7 +28,7 @@ HEALTH_INTERVAL = 2.0
 HEALTH_FAILURES = 3
 
 
-def register(groups: Any, common: argparse.ArgumentParser) -> None:
+def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = groups.add_parser("s3", help="the embedded S3 server")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve = commands.add_parser(

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
 
 from zero_rename.cli import checks
-from zero_rename.cli.arguments import positive_int
+from zero_rename.cli.arguments import Subcommands, positive_int
 from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.exits import ExitCode, NotFound
 from zero_rename.cli.output import Output, Result, human_bytes, shown
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import CommittedFile, SuccessData
-from zero_rename.core.success import committed_files
 from zero_rename.core.stats import total_requests
+from zero_rename.core.success import committed_files
 
 
-def register(groups: Any, common: argparse.ArgumentParser) -> None:
+def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = groups.add_parser("success", help="the _SUCCESS summary of a destination")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     show = commands.add_parser("show", parents=[common], help="what the last commit wrote",

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from zero_rename.cli import pending as pend
-from zero_rename.cli.arguments import duration_arg, job_id_arg, positive_int
+from zero_rename.cli.arguments import Subcommands, duration_arg, job_id_arg, positive_int
 from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.durations import format_duration, format_span
 from zero_rename.cli.exits import ExitCode, NotFound, Refused
@@ -20,7 +20,7 @@ from zero_rename.core.layout import Destination
 from zero_rename.errors import AbortRefusedError
 
 
-def register(groups: Any, common: argparse.ArgumentParser) -> None:
+def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = groups.add_parser("uploads", help="list and abort pending (invisible) uploads")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zero_rename.core import abort as abort_mod
@@ -34,8 +34,8 @@ from zero_rename.core.options import JobOptions, parse_options
 from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
 from zero_rename.core.store import S3Store, StoreConfig, UploadInfo
 from zero_rename.core.success import PARTITIONS_LISTED
-from zero_rename.core.validate import Expected
 from zero_rename.core.task import TaskAttempt
+from zero_rename.core.validate import Expected
 from zero_rename.errors import (
     JobDecidedError,
     JobNotFoundError,
@@ -156,7 +156,8 @@ class Committer:
                           partition_count=len(plan.partitions),
                           replaced_files=plan.replaced_files)
 
-    def _step(self, job_id: str, step: str, run: Any) -> JobSummary:
+    def _step(self, job_id: str, step: str,
+              run: Callable[[S3Store, JobRecord], JobSummary]) -> JobSummary:
         started = time.monotonic()
         record = self.records.get(job_id)
         store = self._job_store().with_profile(record.store_profile)
@@ -171,7 +172,8 @@ class Committer:
             self.records.update(job_id, lambda r: r.model_copy(update={
                 "steps": step_finished(r, step, ok=False, detail=detail)}))
             raise
-        self.records.update(job_id, lambda r: r.model_copy(update={"steps": step_finished(r, step)}))
+        self.records.update(job_id, lambda r: r.model_copy(update={
+            "steps": step_finished(r, step)}))
         return summary.model_copy(update={"requests": store.stats.total_requests,
                                           "seconds": round(time.monotonic() - started, 3)})
 

@@ -4,11 +4,11 @@
   client, as :class:`zero_rename.core.store.S3Store` does.
 - :class:`LightCompleter` builds the small request itself, signs it with
   botocore's own ``S3SigV4Auth`` and sends it over a urllib3 connection pool
-  (:class:`zero_rename.core.signing.SignedPool`).
-  Measured by ``bench/fanout_probe.py`` (docs/benchmarks.md) it takes well under half the client CPU of
-  a botocore call: botocore runs some twenty event handlers, endpoint rules,
-  a user agent builder, a validator, a serializer and a parser per request,
-  none of which a fixed request of a few hundred bytes needs.
+  (:class:`zero_rename.core.signing.SignedPool`). Measured by
+  ``bench/fanout_probe.py`` (docs/benchmarks.md) it takes well under half the
+  client CPU of a botocore call: botocore runs some twenty event handlers,
+  endpoint rules, a user agent builder, a validator, a serializer and a parser
+  per request, none of which a fixed request of a few hundred bytes needs.
 
 The light path keeps what matters from botocore: the endpoint, region and
 credentials are resolved by botocore once (so ``AWS_ENDPOINT_URL``, profiles,
@@ -39,13 +39,12 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 import weakref
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-import threading
-from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import escape
@@ -56,7 +55,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from zero_rename.core.http import direct_unsupported
 from zero_rename.core.signing import SignedPool
 from zero_rename.core.stats import RequestStats
-from zero_rename.core.store import StoreConfig, botocore_session, make_client, translate
+from zero_rename.core.store import StoreConfig, make_client, translate
 from zero_rename.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -306,7 +305,7 @@ def bucket_base_url(client: Any, bucket: str) -> str:
     """The URL botocore would address ``bucket`` at (path or virtual-hosted style,
     custom endpoint, ``AWS_ENDPOINT_URL``, FIPS, dual-stack...), resolved once by
     presigning a request for a probe key: presigning sends nothing."""
-    url = client.generate_presigned_url(
+    url: str = client.generate_presigned_url(
         "complete_multipart_upload", ExpiresIn=60,
         Params={"Bucket": bucket, "Key": _PROBE_KEY, "UploadId": "probe"})
     base, found, _ = url.partition(f"/{_PROBE_KEY}?")

@@ -74,7 +74,7 @@ def resolve_conflicts(store: S3Store, dest: Destination, job: JobRecord, dirs: S
 
 
 def _refuse_existing(dest: Destination, found: Iterator[ReplacedObject]) -> None:
-    examples = [obj for _, obj in zip(range(_SHOWN), found)]
+    examples = [obj for _, obj in zip(range(_SHOWN), found, strict=False)]
     if not examples:
         return
     conflicting = sorted({_dir_of(dest, o.key) for o in examples})

@@ -3,7 +3,8 @@
 A job commit of a million files is a million CompleteMultipartUpload calls,
 and one interpreter spends a millisecond or more of CPU on each through
 botocore, whatever its thread count: the GIL makes that a ceiling near 1,000
-completes a second. Two things lift it (measured by ``bench/fanout_probe.py``, see docs/benchmarks.md):
+completes a second. Two things lift it (measured by ``bench/fanout_probe.py``,
+see docs/benchmarks.md):
 
 - a lighter request path (:mod:`zero_rename.core.completers`), which needs
   less than half that CPU per complete;
@@ -48,12 +49,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from zero_rename.core.completers import (
@@ -163,8 +164,9 @@ def complete_uploads(config: StoreConfig, bucket: str, items: Iterable[Item], *,
 
     ``processes``: 1 completes in this process; more start that many workers
     (default :func:`default_processes` for an unknown number of uploads; a
-    caller that knows the number should pass ``default_processes(config, n)``). ``threads``: requests in flight in
-    all, shared among the workers (default ``config.max_pool_connections``).
+    caller that knows the number should pass ``default_processes(config, n)``).
+    ``threads``: requests in flight in all, shared among the workers (default
+    ``config.max_pool_connections``).
     ``request_path``: "light", "botocore", or "auto" (light unless
     :func:`~zero_rename.core.completers.light_path_unsupported` says otherwise).
     Each worker's request statistics are merged into ``stats`` as it finishes,
@@ -249,7 +251,8 @@ class Completions(Iterator[Completion]):
 
     # -- in this process ---------------------------------------------------
     def _run_here(self, config: StoreConfig, bucket: str, items: Iterator[Item],
-                  threads: int, path: str, target: LightTarget | None) -> Iterator[Completion]:
+                  threads: int, path: str,
+                  target: LightTarget | None) -> Generator[Completion, None, None]:
         engine = _Engine(config, bucket, threads, path, target, self._owner)
         window = IN_FLIGHT_PER_THREAD * threads
         in_flight, exhausted, finished = 0, False, False
@@ -274,7 +277,7 @@ class Completions(Iterator[Completion]):
     # -- in worker processes -----------------------------------------------
     def _run_workers(self, config: StoreConfig, bucket: str, items: Iterator[Item],
                      processes: int, threads: int, path: str,
-                     target: LightTarget | None) -> Iterator[Completion]:
+                     target: LightTarget | None) -> Generator[Completion, None, None]:
         per_worker = -(-threads // processes)
         worker_config = dataclasses.replace(
             config, max_pool_connections=max(per_worker, 1))
@@ -445,7 +448,8 @@ def _drain(workers: list[_Worker], deadline: float,
     socket; keep their request statistics, since their requests were made."""
     open_ = {w.conn: w for w in workers if not w.done}
     while open_ and time.monotonic() < deadline:
-        for conn in wait(list(open_), timeout=max(0.0, deadline - time.monotonic())):
+        ready = wait(list(open_), timeout=max(0.0, deadline - time.monotonic()))
+        for conn in cast(list[Connection], ready):  # wait() returns what it was given
             try:
                 message = conn.recv()
             except (EOFError, OSError):
@@ -521,13 +525,11 @@ def _serve(conn: Connection, engine: _Engine) -> bool:
             message = conn.recv()
         except (EOFError, OSError):
             return True
-        if message[0] == "items":
-            for item in message[1]:
-                engine.submit(item)
-        elif message[0] == "end":
-            return False
-        else:
-            return True
+        kind: str = message[0]
+        if kind != "items":
+            return kind != "end"  # "end" lets what was submitted finish
+        for item in message[1]:
+            engine.submit(item)
 
 
 def _send_results(results: queue.SimpleQueue[_Result], conn: Connection) -> None:

@@ -2,9 +2,10 @@
 
 Two paths send their own requests: signed ones over a pool of their own
 (:mod:`zero_rename.core.signing`, for the light CompleteMultipartUpload path)
-and the streamed upload listing (:mod:`zero_rename.core.listing`). Both must reach the store exactly where and
-how botocore does; where the configuration says something urllib3 alone would
-not honour, they step aside and botocore sends.
+and the streamed upload listing (:mod:`zero_rename.core.listing`). Both must
+reach the store exactly where and how botocore does; where the configuration
+says something urllib3 alone would not honour, they step aside and botocore
+sends.
 """
 
 from __future__ import annotations

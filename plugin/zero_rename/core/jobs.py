@@ -106,7 +106,8 @@ class JobRecords:
                 log.info("update of job record %s: outcome unknown (%s), not applied; "
                          "reading it again", job_id, exc)
             backoff(round_number)
-        raise ZeroRenameError(f"job record {job_id} kept changing; gave up after {CAS_ROUNDS} rounds")
+        raise ZeroRenameError(f"job record {job_id} kept changing; gave up after {CAS_ROUNDS} "
+                              "rounds")
 
     def list(self) -> list[JobRecord]:
         """Every job record under the destination, oldest first."""

@@ -251,7 +251,7 @@ def parse_partition_dir(columns: tuple[str, ...], relative: str) -> dict[str, st
     """Inverse of :func:`partition_dir` for a key relative to the destination."""
     elements = relative.split("/")[: len(columns)]
     values: dict[str, str | None] = {}
-    for column, element in zip(columns, elements):
+    for column, element in zip(columns, elements, strict=False):
         name, sep, text = element.partition("=")
         if not sep or unescape_partition_value(name) != column:
             raise ConfigError(f"{relative!r} is not under a {column}=... partition directory")
@@ -292,7 +292,8 @@ def file_job_id(name: str) -> str | None:
 def data_file_name(task_id: str, job_id: str, seq: int, extension: str) -> str:
     """``part-00003-<job id>.c000.parquet``: unique per job and task, as Spark names files."""
     if extension and not _EXTENSION_RE.fullmatch(extension):
-        raise ConfigError(f"file extension {extension!r} must look like '.parquet' or '.snappy.parquet'")
+        raise ConfigError(f"file extension {extension!r} must look like '.parquet' or "
+                          "'.snappy.parquet'")
     return f"part-{check_task_id(task_id)}-{job_id}.c{seq:03d}{extension}"
 
 
@@ -326,7 +327,7 @@ def is_job_data_key(dest: Destination, job_id: str, key: str,
     if columns is None:
         return all("=" in d and not d.startswith(("_", ".")) for d in dirs)
     return len(dirs) == len(columns) and all(
-        d.startswith(escape_partition_value(c) + "=") for d, c in zip(dirs, columns))
+        d.startswith(escape_partition_value(c) + "=") for d, c in zip(dirs, columns, strict=True))
 
 
 def check_data_key(dest: Destination, job_id: str, key: str) -> str | None:

@@ -184,12 +184,15 @@ def _refuse(response: Any, url: str) -> None:
 def _parse(chunks: Iterator[bytes], answer: _Answer) -> Iterator[Listed]:
     """Uploads as their elements end; each is dropped once read, so memory holds
     one upload however long the answer."""
-    parser = ET.XMLPullParser(events=("start", "end"))
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
     depth = 0
     root: ET.Element | None = None
     for chunk in chunks:
         parser.feed(chunk)
-        for event, element in parser.read_events():
+        for item in parser.read_events():
+            event, element = item[0], item[-1]
+            if not isinstance(element, ET.Element):  # namespace events: not asked for
+                continue
             if event == "start":
                 depth += 1
                 if root is None:

@@ -85,7 +85,7 @@ def digest(*parts: str) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 
-def _sorted(items: array) -> array:
+def _sorted(items: array[int]) -> array[int]:
     """A sorted copy, a bucket at a time: ``sorted()`` of the whole array would hold a
     Python int per item (about 40 bytes each, 40 MB at a million files) where the
     array holds 8. Digests are uniform, so buckets by their top byte are even."""
@@ -108,7 +108,7 @@ class KeySet:
     def add(self, value: int) -> None:
         self._items.append(value)
 
-    def extend(self, values: array) -> None:
+    def extend(self, values: array[int]) -> None:
         self._items.extend(values)
 
     def freeze(self) -> KeySet:
@@ -122,7 +122,7 @@ class KeySet:
 
     def __contains__(self, value: object) -> bool:
         assert self._frozen, "freeze() before looking up"
-        i = bisect_left(self._items, value)  # type: ignore[call-overload]
+        i: int = bisect_left(self._items, value)  # type: ignore[call-overload]
         return i < len(self._items) and self._items[i] == value
 
     def repeated(self) -> set[int]:

@@ -46,7 +46,8 @@ class RequestStats:
             return self._count.get(op, 0)
 
     def snapshot(self) -> dict[str, Any]:
-        """Hadoop IOStatisticsSnapshot JSON: counters, gauges, minimums, maximums, meanstatistics."""
+        """Hadoop IOStatisticsSnapshot JSON: counters, gauges, minimums, maximums,
+        meanstatistics."""
         with self._lock:
             counters: dict[str, int] = {}
             for op, n in self._count.items():

@@ -205,9 +205,11 @@ def translate(exc: Exception, op: str, where: str) -> Exception:
         if code == "NoSuchUpload":
             return NoSuchUpload(text, operation=op, code=code, status=status or 404)
         if code == "NoSuchBucket":
-            return DestinationError(f"bucket does not exist ({text}); create it or fix the destination")
+            return DestinationError(f"bucket does not exist ({text}); create it or fix the "
+                                    "destination")
         if code in _CREDENTIAL_CODES:
-            return DestinationError(f"access refused ({text}); check the credentials and bucket policy")
+            return DestinationError(f"access refused ({text}); check the credentials and "
+                                    "bucket policy")
         return StoreError(text, operation=op, code=code, status=status)
     if isinstance(exc, EndpointConnectionError):
         return StoreError(f"{op} {where}: cannot reach the S3 endpoint ({exc})", operation=op)
@@ -278,7 +280,8 @@ class S3Store:
             self._call("HeadBucket", f"s3://{bucket}", Bucket=bucket)
         except StoreError as exc:
             if exc.code in ("404", "NoSuchBucket"):
-                raise DestinationError(f"bucket {bucket!r} does not exist; create it first") from exc
+                raise DestinationError(
+                    f"bucket {bucket!r} does not exist; create it first") from exc
             raise
 
     # -- multipart uploads -------------------------------------------------
@@ -423,7 +426,7 @@ class S3Store:
                 raise StoreError(f"{op} {where}: the listing does not advance past "
                                  f"{position!r}; refusing to loop", operation=op)
             previous = position
-            for (_, param), value in zip(markers, position):
+            for (_, param), value in zip(markers, position, strict=True):
                 if value:
                     kwargs[param] = value
                 else:
@@ -491,7 +494,8 @@ class S3Store:
             if errors:
                 first = errors[0]
                 raise StoreError(f"DeleteObjects: {len(errors)} key(s) not deleted, first "
-                                 f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message')}",
+                                 f"{first.get('Key')!r}: {first.get('Code')} "
+                                 f"{first.get('Message')}",
                                  operation="DeleteObjects", code=str(first.get("Code", "")))
             deleted += len(batch)
         return deleted

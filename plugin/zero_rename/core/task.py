@@ -33,6 +33,7 @@ from zero_rename.core.fence import shared_read
 from zero_rename.core.jobs import JobRecords
 from zero_rename.core.layout import Destination, check_task_id, data_file_name, partition_dir
 from zero_rename.core.model import JobRecord, TaskManifest, dump, load
+from zero_rename.core.options import JobOptions
 from zero_rename.core.planning import attempt_committed
 from zero_rename.core.stats import RequestStats
 from zero_rename.core.store import S3Store
@@ -85,7 +86,7 @@ class TaskAttempt:
                          if upload_threads else None)
 
     @property
-    def options(self):  # noqa: ANN201 - JobOptions
+    def options(self) -> JobOptions:
         return self.job.options
 
     def open(self, partition: dict[str, str | None] | None = None,

@@ -133,7 +133,7 @@ def pending_digests(store: S3Store, dest: Destination, job: JobRecord,
     if not by_prefix or len(dirs) > max(1, files // 1000):
         dirs = [""]
 
-    def scan(relative: str) -> array:
+    def scan(relative: str) -> array[int]:
         # An array, not a list: 8 bytes a digest, not a Python int's 40; and a
         # listing that does not remember what it yielded (a repeat is the same
         # digest twice, which a membership test does not mind).

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from dagster import Failure, MaterializeResult
+from dagster import AssetExecutionContext, Failure, MaterializeResult
 
 from zero_rename.core.runs import describe
 from zero_rename.dagster import lifecycle
@@ -24,9 +24,9 @@ from zero_rename.dagster.resources import ZeroRenameResource
 T = TypeVar("T")
 
 
-def commit_partition(context: Any, zero_rename: ZeroRenameResource, destination: str,
-                     options: Mapping[str, Any], write: Callable[[dict[str, str]], None]
-                     ) -> MaterializeResult:
+def commit_partition(context: AssetExecutionContext, zero_rename: ZeroRenameResource,
+                     destination: str, options: Mapping[str, Any],
+                     write: Callable[[dict[str, str]], None]) -> MaterializeResult:
     """Write and commit one job; ``write(options)`` writes the job's files through the
     ``zero-rename`` format with these writer options (``job_id``, the store's endpoint)."""
     committer = zero_rename.committer(destination)
@@ -63,7 +63,7 @@ def commit_partition(context: Any, zero_rename: ZeroRenameResource, destination:
         summary, seconds, success=f"{committer.dest.url}/_SUCCESS"))
 
 
-def _final_attempt(context: Any, exc: Exception) -> bool:
+def _final_attempt(context: AssetExecutionContext, exc: Exception) -> bool:
     """No retry of the asset will follow: a final error, or the policy's last attempt."""
     if isinstance(exc, Failure) and exc.allow_retries is False:
         return True

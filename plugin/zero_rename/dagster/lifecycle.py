@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dagster import Failure, MetadataValue
+from dagster import AssetExecutionContext, Failure, MetadataValue, OpExecutionContext
 
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord, JobSummary
@@ -23,6 +23,9 @@ from zero_rename.dagster.failures import protocol_errors
 from zero_rename.errors import AbortRefusedError
 
 log = logging.getLogger(__name__)
+
+# The ops' context or the asset's: both name the Dagster job and the run.
+RunContext = OpExecutionContext | AssetExecutionContext
 
 
 @dataclass(frozen=True)
@@ -33,17 +36,18 @@ class JobRef:
     job_id: str
 
 
-def run_key(context: Any) -> tuple[str, str]:
+def run_key(context: RunContext) -> tuple[str, str]:
     """(pipeline, run) naming the run's job: a re-execution keeps its root run's job."""
     run = context.run
     return context.job_name, run.root_run_id or run.run_id
 
 
-def origin(context: Any) -> dict[str, str]:
+def origin(context: RunContext) -> dict[str, str]:
     return {"dagster_job": context.job_name, "dagster_run_id": context.run.run_id}
 
 
-def setup(context: Any, committer: Committer, options: Mapping[str, Any] | None) -> JobRecord:
+def setup(context: RunContext, committer: Committer,
+          options: Mapping[str, Any] | None) -> JobRecord:
     pipeline, run_id = run_key(context)
     with protocol_errors():
         return setup_run_job(committer, pipeline, run_id, options, origin(context))

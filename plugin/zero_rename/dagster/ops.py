@@ -13,18 +13,20 @@ retries, or a re-execution of the run, finish it instead.
 
 # No postponed annotations here: Dagster reads op and config annotations when it
 # decorates them.
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from itertools import pairwise
 from typing import Any
 
 from dagster import (
     Backoff,
     Config,
+    DependencyDefinition,
     GraphDefinition,
     HookContext,
     In,
     JobDefinition,
+    OpDefinition,
     OpExecutionContext,
-    DependencyDefinition,
     Out,
     Output,
     PartitionsDefinition,
@@ -35,6 +37,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from zero_rename.core.model import JobSummary
 from zero_rename.core.runs import describe
 from zero_rename.dagster import lifecycle
 from zero_rename.dagster.failures import protocol_errors
@@ -49,20 +52,20 @@ STEP_RETRIES = RetryPolicy(max_retries=2, delay=2, backoff=Backoff.EXPONENTIAL)
 COMMIT_RETRIES = RetryPolicy(max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL)
 
 
-class SetupConfig(Config):  # type: ignore[misc]
+class SetupConfig(Config):
     destination: str = Field(description="s3://bucket/table of the job")
     options: dict[str, str] = Field(
         default_factory=dict, description="job options as text: partition_columns, conflict_mode, "
                                           "committer, threads...; the writer must use the same")
 
 
-class JobConfig(Config):  # type: ignore[misc]
+class JobConfig(Config):
     destination: str = Field(description="s3://bucket/table of the job")
     job_id: str = Field(description="the job's id (a UUID)")
     reason: str = Field(default="", description="why, recorded in the job record")
 
 
-def _report(context: OpExecutionContext, step: str, summary: Any) -> None:
+def _report(context: OpExecutionContext, step: str, summary: JobSummary) -> None:
     context.log.info(f"{step} of job {summary.job_id} at {summary.destination}: "
                      f"{summary.files} file(s), {summary.bytes} byte(s), {summary.rows} row(s), "
                      f"{summary.tasks} task(s), {summary.requests} S3 request(s)")
@@ -80,7 +83,7 @@ def setup_job(context: OpExecutionContext, config: SetupConfig,
 
 def stage_op(write: Callable[[OpExecutionContext, JobRef, dict[str, str]], None],
              name: str = "stage", required_resource_keys: frozenset[str] | set[str] = frozenset(),
-             **op_kwargs: Any) -> Any:
+             **op_kwargs: Any) -> OpDefinition:
     """The engine's stage as an op: ``write(context, job, options)`` writes the job's
     files through the ``zero-rename`` format with ``options`` (``job_id`` and the
     store's endpoint among them), and the format saves the stage manifest.
@@ -144,7 +147,8 @@ def abort_on_failure(context: HookContext) -> None:
     run = context.instance.get_run_by_id(context.run_id)
     if run is None:
         return
-    setup_config = run.run_config.get("ops", {}).get(SETUP_OP, {}).get("config", {})
+    run_config: Mapping[str, Any] = run.run_config  # JSON-like, as SETUP_OP was given it
+    setup_config = run_config.get("ops", {}).get(SETUP_OP, {}).get("config", {})
     destination = setup_config.get("destination")
     if not destination:
         context.log.warning("no destination in the run's config; nothing to abort")
@@ -157,7 +161,7 @@ def abort_on_failure(context: HookContext) -> None:
                f"{run.run_id}): {error}"[:1000])
 
 
-def commit_lifecycle_job(name: str, destination: str, stage: Any,
+def commit_lifecycle_job(name: str, destination: str, stage: OpDefinition,
                          options: dict[str, Any] | None = None,
                          partitions_def: PartitionsDefinition | None = None,
                          description: str | None = None) -> JobDefinition:
@@ -173,7 +177,7 @@ def commit_lifecycle_job(name: str, destination: str, stage: Any,
 
 def _chain(stage_name: str) -> dict[str, dict[str, Any]]:
     order = [SETUP_OP, stage_name, "validate", "resolve_conflicts", "commit", "cleanup_job"]
-    return {after: {"job": DependencyDefinition(before)} for before, after in zip(order, order[1:])}
+    return {after: {"job": DependencyDefinition(before)} for before, after in pairwise(order)}
 
 
 @op(retry_policy=STEP_RETRIES)

@@ -9,7 +9,7 @@ are used to build the client and never logged, returned or put in metadata.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -18,8 +18,11 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.profiles import AUTO
 from zero_rename.core.store import S3Store, StoreConfig, botocore_session, make_client
 
+if TYPE_CHECKING:
+    from dagster_aws.s3 import S3Resource
 
-class ZeroRenameResource(ConfigurableResource):  # type: ignore[misc]
+
+class ZeroRenameResource(ConfigurableResource):
     """The S3 store of zero-rename destinations, and committers over it."""
 
     endpoint_url: str | None = Field(
@@ -38,7 +41,7 @@ class ZeroRenameResource(ConfigurableResource):  # type: ignore[misc]
     aws_session_token: str | None = Field(default=None, description="else boto3's chain")
 
     @classmethod
-    def from_s3_resource(cls, s3: Any, **overrides: Any) -> ZeroRenameResource:
+    def from_s3_resource(cls, s3: S3Resource, **overrides: Any) -> ZeroRenameResource:
         """The store and credentials of a ``dagster_aws.s3.S3Resource``."""
         fields = ("endpoint_url", "region_name", "profile_name", "aws_access_key_id",
                   "aws_secret_access_key", "aws_session_token")

@@ -59,7 +59,7 @@ def stale_jobs_sensor(destinations: Sequence[str], older_than: timedelta = timed
         for dest, record in stale:
             yield RunRequest(run_key=record.job_id, run_config={"ops": {"abort_job": {"config": {
                 "destination": dest, "job_id": record.job_id,
-                "reason": f"in setup since {record.created:%Y-%m-%d %H:%M} UTC, longer than "
-                          f"{older_than} (sensor {name})"}}}})
+                "reason": f"in setup since {record.created:%Y-%m-%d %H:%M} UTC, "
+                          f"longer than {older_than} (sensor {name})"}}}})
 
     return _stale_jobs

@@ -10,14 +10,17 @@ Options are listed in :mod:`zero_rename.spark.options`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from zero_rename.spark.options import FORMAT
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["FORMAT", "register"]
 
 
-def register(spark: Any) -> None:
+def register(spark: SparkSession) -> None:
     """Register the ``zero-rename`` format with a SparkSession."""
     # Imported here: the option parser is usable without pyspark installed.
     from zero_rename.spark.datasource import ZeroRenameDataSource

@@ -45,7 +45,7 @@ class Sink(Protocol):
 
     rows: int | None
 
-    def write(self, data: bytes) -> int: ...
+    def write(self, data: bytes | bytearray | memoryview) -> int: ...
 
     def close(self) -> None: ...
 
@@ -103,7 +103,7 @@ class _OpenParquet:
     def room(self, rows: pa.RecordBatch) -> int:
         """How many of ``rows`` fit in the current row group (at least one)."""
         per_row = max(1, rows.nbytes // max(rows.num_rows, 1))
-        by_bytes = (self._row_group_bytes() - self.buffered_bytes) // per_row
+        by_bytes: int = (self._row_group_bytes() - self.buffered_bytes) // per_row
         by_rows = self.options.row_group_rows - self.buffered_rows
         return max(1, min(by_bytes, by_rows))
 

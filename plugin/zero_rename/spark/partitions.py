@@ -88,4 +88,4 @@ def split_by_partition(batch: pa.RecordBatch, columns: Sequence[str]
 
 
 def _values(columns: Sequence[str], texts: Sequence[str | None]) -> PartitionValues:
-    return {c: (t if t else None) for c, t in zip(columns, texts)}
+    return {c: (t if t else None) for c, t in zip(columns, texts, strict=True)}

@@ -18,6 +18,7 @@ import operator
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import date
+from types import FrameType
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -52,7 +53,7 @@ Values = Mapping[str, Any]
 
 def called_for_pushdown(depth: int = 12) -> bool:
     """Whether Spark's filter pushdown worker is the one asking for a reader."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     for _ in range(depth):
         if frame is None:
             return False
@@ -86,8 +87,10 @@ def evaluate(flt: Filter, values: Values) -> Any:
     if isinstance(flt, Not):
         inner = evaluate(flt.child, values)
         return inner if inner is None or inner is UNKNOWN else not inner
-    column = flt.attribute[0] if len(flt.attribute) == 1 else None
-    if column not in values:
+    # Every filter but Not (handled above) names its column by ``attribute``.
+    attribute: tuple[str, ...] = flt.attribute  # type: ignore[attr-defined]
+    column = attribute[0] if len(attribute) == 1 else None
+    if column is None or column not in values:
         return UNKNOWN  # a data column, or a nested field: for Spark to apply
     value = values[column]
     if value is UNKNOWN:

@@ -7,12 +7,15 @@ both orchestrators write the same rows for the same day.
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 REGIONS = ("eu-west", "eu-central", "us-east", "us-west", "ap-south")
 
 
-def daily_rows(spark: Any, day: datetime.date, rows: int) -> Any:
+def daily_rows(spark: SparkSession, day: datetime.date, rows: int) -> DataFrame:
     """The day's rows (``id``, ``region``, ``amount``, ``event_time``, ``dt``): the
     same for the same date and count, every run."""
     seed = day.toordinal()

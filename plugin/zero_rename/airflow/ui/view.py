@@ -139,7 +139,8 @@ def success_view(committer: Committer) -> SuccessView | None:
                        partitions=success.partitions)
 
 
-def destination_view(committer: Committer, limit: int, job_id: str | None = None) -> DestinationView:
+def destination_view(committer: Committer, limit: int,
+                     job_id: str | None = None) -> DestinationView:
     """The newest ``limit`` jobs (and ``job_id`` if older), newest first."""
     view = DestinationView(url=committer.dest.url)
     try:
