@@ -1,4 +1,4 @@
-"""The CLI's pure parts: durations, ownership decisions, rule merging, checks, output, parser."""
+"""The CLI's pure parts: durations, rule merging, checks, output, parser."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from botocore.exceptions import ClientError
 
-from zero_rename.cli import checks, lifecycle, pending, serve
+from zero_rename.cli import checks, lifecycle, serve
 from zero_rename.cli.durations import format_duration, format_span, parse_duration
 from zero_rename.cli.exits import ExitCode, NotFound, Refused, exit_code_for
 from zero_rename.cli.main import build_parser, main
@@ -51,37 +51,6 @@ def test_durations_format() -> None:
         ["0s", "1h30m", "1d", "1d12h", "-"]
     assert [format_duration(s) for s in (0.125, 42, 3700, None)] == \
         ["0.12s", "42.0s", "1h 1m", "-"]
-
-
-# -- whose upload is it ----------------------------------------------------
-def test_job_id_comes_from_the_file_name_only() -> None:
-    assert pending.job_id_of(f"t/dt=1/part-00000-{JOB}.c000.parquet") == JOB
-    assert pending.job_id_of(f"t/{JOB}/part-00000.parquet") is None
-    assert pending.job_id_of("t/dt=1/someone-elses-file.csv") is None
-
-
-def test_job_records_are_looked_for_at_dest_first_then_along_the_key() -> None:
-    dest = Destination("b", "warehouse/events")
-    found = [d.prefix for d in pending.candidate_destinations(
-        dest, "warehouse/events/dt=1/region=eu/part-x")]
-    assert found == ["warehouse/events", "warehouse", "warehouse/events/dt=1",
-                     "warehouse/events/dt=1/region=eu"]
-
-
-@pytest.mark.parametrize("state, action", [(None, pending.ABORT), ("aborted", pending.ABORT),
-                                           ("committed", pending.ABORT),
-                                           ("committing", pending.REFUSE),
-                                           ("setup", pending.REFUSE)])
-def test_job_scoped_abort_decisions(state: str | None, action: str) -> None:
-    assert pending.decide_for_job(pending.Owner(JOB, state)).action == action
-
-
-@pytest.mark.parametrize("job, state, action", [
-    (JOB, None, pending.ABORT), (JOB, "aborted", pending.ABORT),
-    (JOB, "committed", pending.ABORT), (JOB, "committing", pending.REFUSE),
-    (JOB, "setup", pending.ABORT_JOB), (None, None, pending.KEEP)])
-def test_sweep_decisions(job: str | None, state: str | None, action: str) -> None:
-    assert pending.decide_for_sweep(pending.Owner(job, state)).action == action
 
 
 # -- lifecycle rules -------------------------------------------------------
