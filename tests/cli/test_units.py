@@ -1,4 +1,4 @@
-"""The CLI's pure parts: durations, rule merging, checks, output, parser."""
+"""The CLI's pure parts: durations, rule merging, exit codes, output, parser."""
 
 from __future__ import annotations
 
@@ -12,14 +12,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from botocore.exceptions import ClientError
 
-from zero_rename.cli import checks, lifecycle, serve
+from zero_rename.cli import lifecycle, serve
 from zero_rename.cli.durations import format_duration, format_span, parse_duration
 from zero_rename.cli.exits import ExitCode, NotFound, Refused, exit_code_for
 from zero_rename.cli.main import build_parser, main
 from zero_rename.cli.output import Output
-from zero_rename.core.layout import Destination
-from zero_rename.core.model import CommittedFile, SuccessData
-from zero_rename.core.store import ObjectInfo
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
@@ -117,33 +114,6 @@ def test_bucket_names() -> None:
     for bad in ("s3://b/path", "Bad_Bucket", "ab"):
         with pytest.raises(ConfigError):
             lifecycle.bucket_name(bad)
-
-
-# -- output checks ---------------------------------------------------------
-def _success(*files: CommittedFile) -> SuccessData:
-    return SuccessData(committer="magic", jobId=JOB, timestamp=0, date="", files=files,
-                       partitions=("dt=1",))
-
-
-def test_compare_reports_each_kind_of_problem() -> None:
-    name = f"part-00000-{JOB}.c000.csv"
-    success = _success(CommittedFile(path=f"dt=1/a-{name}", bytes=3, etag='"e1"'),
-                       CommittedFile(path=f"dt=1/b-{name}", bytes=3, etag='"e2"'),
-                       CommittedFile(path=f"dt=1/c-{name}", bytes=3, etag='"e3"'),
-                       CommittedFile(path=f"dt=1/d-{name}", bytes=3, etag='"e4"'))
-    found = {f"dt=1/a-{name}": ObjectInfo("k", 3, '"e1"'),
-             f"dt=1/c-{name}": ObjectInfo("k", 4, '"e3"'),
-             f"dt=1/d-{name}": ObjectInfo("k", 3, '"other"'),
-             f"dt=1/z-{name}": ObjectInfo("k", 1, '"z"'),
-             "dt=1/part-from-another-job.csv": ObjectInfo("k", 1, '"y"')}
-    problems = checks.compare(success, success.files, found)
-    assert [(p.kind, p.path[5]) for p in problems] == [
-        (checks.MISSING, "b"), (checks.SIZE, "c"), (checks.ETAG, "d"), (checks.UNLISTED, "z")]
-
-
-def test_partitioned_jobs_are_checked_in_their_partitions() -> None:
-    assert checks.scan_dirs(_success()) == ["dt=1/"]
-    assert checks.scan_dirs(SuccessData(committer="x", jobId=JOB, timestamp=0, date="")) == [""]
 
 
 # -- exit codes ------------------------------------------------------------

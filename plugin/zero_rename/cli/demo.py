@@ -13,7 +13,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from zero_rename.cli import checks
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result, human_bytes
 from zero_rename.cli.serve import announce, serve_until, stop_signals
@@ -130,7 +129,7 @@ def report(out: Output, committer: Committer, job_id: str,
     success = committer.read_success()
     assert success is not None, "commit_job returned, so _SUCCESS exists"
     files = visible(committer)
-    problems = checks.check_output(committer.store, committer.dest, success, threads=8)
+    problems = committer.check_output(success, threads=8)
     out.say()
     out.heading(f"output in {committer.dest.url}/")
     out.table(["file", "size"], ((path, human_bytes(size)) for path, size in files),

@@ -55,15 +55,10 @@ def register(groups: Any, common: argparse.ArgumentParser) -> None:
 def run_list(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     records = committer.jobs()
-    if not records and not _anything_at(committer):
+    if not records and not committer.holds_anything():
         raise NotFound(f"nothing at {committer.dest.url}: no job and no file")
     data = [_job_row(r) for r in records]
     return Result(data, lambda out: _render_list(out, committer, data))
-
-
-def _anything_at(committer: Committer) -> bool:
-    store, dest = committer.store, committer.dest
-    return next(iter(store.list_objects(dest.bucket, dest.dir)), None) is not None
 
 
 def _job_row(record: JobRecord) -> dict[str, Any]:
@@ -104,18 +99,11 @@ def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     record = committer.job(args.job)
     uploads = committer.pending_uploads(args.job)
-    manifests = _published_manifests(committer, args.job)
+    manifests = committer.published_task_manifests(args.job)
     data = {**record.model_dump(mode="json"), "committer": record.options.mode_name,
             "duration_seconds": duration(record), "pending_uploads": len(uploads),
             "published_task_manifests": manifests}
     return Result(data, lambda out: _render_show(out, record, len(uploads), manifests))
-
-
-def _published_manifests(committer: Committer, job_id: str) -> int:
-    """Task commits so far (one listing); they are removed once the job is decided."""
-    layout = committer.dest.job(job_id)
-    return sum(1 for o in committer.store.list_objects(committer.dest.bucket, layout.tasks_dir)
-               if o.key.endswith(".json"))
 
 
 def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -> None:

@@ -15,6 +15,7 @@ from urllib.parse import quote
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord, JobSummary
 from zero_rename.core.pending import job_id_of
+from zero_rename.core.success import files_committed
 from zero_rename.errors import ZeroRenameError
 
 STEP_ORDER = ("setup", "stage", "validate", "resolve_conflicts", "commit", "abort")
@@ -127,7 +128,7 @@ def success_view(committer: Committer) -> SuccessView | None:
     metrics = success.metrics
     return SuccessView(job_id=success.job_id, committer=success.committer, date=success.date,
                        files=metrics.get("committer_files_committed",
-                                         success.file_count or len(success.files)),
+                                         files_committed(success)),
                        bytes=metrics.get("committer_bytes_committed", 0),
                        rows=metrics.get("committer_rows_committed", 0),
                        partitions=success.partitions)
