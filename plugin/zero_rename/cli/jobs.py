@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from zero_rename.cli.arguments import job_id_arg
+from zero_rename.cli.arguments import DEST_HELP, command, command_group
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound, Refused
@@ -16,39 +16,25 @@ from zero_rename.errors import JobNotFoundError
 
 
 def register(groups: Any, common: argparse.ArgumentParser) -> None:
-    parser = groups.add_parser("jobs", help="job records: list, show, abort")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    listing = commands.add_parser("list", parents=[common], help="every job of DEST",
-                                  description="List every job record of DEST, oldest first.")
-    listing.add_argument("dest", metavar="DEST", help="s3://bucket/path")
-    listing.set_defaults(handler=run_list)
-
-    show = commands.add_parser("show", parents=[common], help="one job in detail",
-                               description="Show one job: state, steps with timings, options, "
-                                           "counts, and its pending uploads.")
-    show.add_argument("dest", metavar="DEST", help="s3://bucket/path")
-    show.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
-    show.set_defaults(handler=run_show)
-
-    abort = commands.add_parser(
-        "abort", parents=[common], help="abort a job that has not committed",
-        description="Job abort: record the job as aborted (compare-and-swap, so it cannot "
-                    "race a commit), abort its pending uploads and remove its temporary "
-                    "objects. Refused once its commit passed the point of no return.")
-    abort.add_argument("dest", metavar="DEST", help="s3://bucket/path")
-    abort.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
-    abort.set_defaults(handler=run_abort)
-
-    finish = commands.add_parser(
-        "commit", parents=[common], help="finish a commit that passed its point of no return",
-        description="Retry the job commit of a job left 'committing' by a crash or timeout: "
-                    "it completes the remaining uploads (journaled, each checked), deletes "
-                    "replaced files, writes _SUCCESS and cleans up, exactly once. Refused for "
-                    "a job still in setup: committing it is its orchestrator's decision.")
-    finish.add_argument("dest", metavar="DEST", help="s3://bucket/path")
-    finish.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
-    finish.set_defaults(handler=run_commit)
+    commands = command_group(groups, "jobs", "job records: list, show, abort")
+    command(commands, "list", common, run_list, dest=DEST_HELP, help="every job of DEST",
+            description="List every job record of DEST, oldest first.")
+    command(commands, "show", common, run_show, dest=DEST_HELP, job=True,
+            help="one job in detail",
+            description="Show one job: state, steps with timings, options, counts, and its "
+                        "pending uploads.")
+    command(commands, "abort", common, run_abort, dest=DEST_HELP, job=True,
+            help="abort a job that has not committed",
+            description="Job abort: record the job as aborted (compare-and-swap, so it cannot "
+                        "race a commit), abort its pending uploads and remove its temporary "
+                        "objects. Refused once its commit passed the point of no return.")
+    command(commands, "commit", common, run_commit, dest=DEST_HELP, job=True,
+            help="finish a commit that passed its point of no return",
+            description="Retry the job commit of a job left 'committing' by a crash or "
+                        "timeout: it completes the remaining uploads (journaled, each "
+                        "checked), deletes replaced files, writes _SUCCESS and cleans up, "
+                        "exactly once. Refused for a job still in setup: committing it is its "
+                        "orchestrator's decision.")
 
 
 # -- list ------------------------------------------------------------------

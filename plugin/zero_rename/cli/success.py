@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from zero_rename.cli.arguments import positive_int
+from zero_rename.cli.arguments import DEST_HELP, command, command_group, positive_int
 from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.exits import ExitCode, NotFound
 from zero_rename.cli.output import Output, Result, human_bytes, shown
@@ -19,24 +19,21 @@ from zero_rename.core.success import files_committed
 
 
 def register(groups: Any, common: argparse.ArgumentParser) -> None:
-    parser = groups.add_parser("success", help="the _SUCCESS summary of a destination")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    show = commands.add_parser("show", parents=[common], help="what the last commit wrote",
-                               description="Show DEST/_SUCCESS: the job, committer, counts "
-                                           "and partitions of the last commit.")
-    show.add_argument("dest", metavar="DEST", help="s3://bucket/path")
+    commands = command_group(groups, "success", "the _SUCCESS summary of a destination")
+    show = command(commands, "show", common, run_show, dest=DEST_HELP,
+                   help="what the last commit wrote",
+                   description="Show DEST/_SUCCESS: the job, committer, counts and partitions "
+                               "of the last commit.")
     show.add_argument("--files", action="store_true", help="list every file too")
-    show.set_defaults(handler=run_show)
 
-    validate = groups.add_parser(
-        "validate", parents=[common], help="check the output against _SUCCESS",
+    validate = command(
+        groups, "validate", common, run_validate, dest=DEST_HELP,
+        help="check the output against _SUCCESS",
         description="Check that every file DEST/_SUCCESS lists is there with its size and "
                     "ETag, and that no visible file carrying the job id is missing from it. "
                     "Exit code 1 when a problem is found.")
-    validate.add_argument("dest", metavar="DEST", help="s3://bucket/path")
     validate.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                           help=f"partitions listed in parallel (default {DEFAULT_THREADS})")
-    validate.set_defaults(handler=run_validate)
 
 
 def read_success(committer: Committer) -> SuccessData:

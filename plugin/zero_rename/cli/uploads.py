@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from zero_rename.cli.arguments import duration_arg, job_id_arg, positive_int
+from zero_rename.cli.arguments import (
+    DEST_HELP,
+    command,
+    command_group,
+    duration_arg,
+    job_id_arg,
+    positive_int,
+)
 from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.durations import format_duration, format_span
 from zero_rename.cli.exits import ExitCode, NotFound, Refused
@@ -23,25 +30,22 @@ ABANDONED = "abandoned in setup; aborted from the command line (zero-rename uplo
 
 
 def register(groups: Any, common: argparse.ArgumentParser) -> None:
-    parser = groups.add_parser("uploads", help="list and abort pending (invisible) uploads")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    listing = commands.add_parser(
-        "list", parents=[common], help="pending uploads under DEST, with their job's state",
+    commands = command_group(groups, "uploads", "list and abort pending (invisible) uploads")
+    listing = command(
+        commands, "list", common, run_list, dest=DEST_HELP,
+        help="pending uploads under DEST, with their job's state",
         description="List pending multipart uploads under DEST, with the job each belongs "
                     "to and the state of that job.")
-    listing.add_argument("dest", metavar="DEST", help="s3://bucket/path")
     listing.add_argument("--job", type=job_id_arg, metavar="ID", help="only this job's")
     listing.add_argument("--older-than", type=duration_arg, metavar="AGE",
                          help="only uploads started at least AGE ago (90m, 24h, 7d)")
-    listing.set_defaults(handler=run_list)
 
-    abort = commands.add_parser(
-        "abort", parents=[common], help="abort one job's uploads, or sweep old ones",
+    abort = command(
+        commands, "abort", common, run_abort, dest=DEST_HELP,
+        help="abort one job's uploads, or sweep old ones",
         description="Abort pending uploads under DEST: those of one job (--job), or those "
                     "of any job started at least AGE ago (--all-older-than). Uploads of a "
                     "job that is committing are never aborted: they are its commit's.")
-    abort.add_argument("dest", metavar="DEST", help="s3://bucket/path")
     scope = abort.add_mutually_exclusive_group(required=True)
     scope.add_argument("--job", type=job_id_arg, metavar="ID",
                        help="abort this job's uploads (it must be committed or aborted)")
@@ -50,7 +54,6 @@ def register(groups: Any, common: argparse.ArgumentParser) -> None:
     abort.add_argument("--dry-run", action="store_true", help="show what would go, change nothing")
     abort.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                        help=f"parallel requests (default {DEFAULT_THREADS})")
-    abort.set_defaults(handler=run_abort)
 
 
 # -- list ------------------------------------------------------------------
