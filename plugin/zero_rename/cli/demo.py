@@ -18,7 +18,6 @@ from zero_rename.cli.output import Output, Result, human_bytes
 from zero_rename.cli.serve import announce, serve_until, stop_signals
 from zero_rename.cli.success import render_success
 from zero_rename.core.committer import Committer
-from zero_rename.core.layout import is_visible
 from zero_rename.core.model import JobRecord
 from zero_rename.core.store import StoreConfig
 from zero_rename.core.task import TaskAttempt
@@ -120,8 +119,7 @@ def write_attempt(committer: Committer, job: JobRecord, task_id: str,
 
 def visible(committer: Committer) -> list[tuple[str, int]]:
     dest = committer.dest
-    objects = committer.store.list_objects(dest.bucket, dest.dir)
-    return [(o.key[len(dest.dir):], o.size) for o in objects if is_visible(o.key[len(dest.dir):])]
+    return [(o.key[len(dest.dir):], o.size) for o in committer.visible_objects()]
 
 
 def report(out: Output, committer: Committer, job_id: str,

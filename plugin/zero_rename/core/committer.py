@@ -19,7 +19,13 @@ from typing import Any
 from zero_rename.core import abort as abort_mod
 from zero_rename.core import commit as commit_mod
 from zero_rename.core import manifests, planning
-from zero_rename.core.jobs import JobRecords, setup_job, step_finished, step_started
+from zero_rename.core.jobs import (
+    JobRecords,
+    setup_job,
+    step_finished,
+    step_started,
+    visible_objects,
+)
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import (
     CommittedFile,
@@ -34,7 +40,7 @@ from zero_rename.core.model import (
 from zero_rename.core.options import JobOptions, parse_options
 from zero_rename.core.output_check import Problem, check_output
 from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
-from zero_rename.core.store import S3Store, StoreConfig, UploadInfo
+from zero_rename.core.store import ObjectInfo, S3Store, StoreConfig, UploadInfo
 from zero_rename.core.success import PARTITIONS_LISTED, committed_files
 from zero_rename.core.validate import Expected
 from zero_rename.core.task import TaskAttempt
@@ -214,6 +220,10 @@ class Committer:
         """Task commits of the job so far (one listing); their manifests are removed
         once the job is decided."""
         return manifests.published_count(self.store, self.dest, job_id)
+
+    def visible_objects(self) -> list[ObjectInfo]:
+        """The objects table readers see under the destination (one listing)."""
+        return list(visible_objects(self.store, self.dest))
 
     def holds_anything(self) -> bool:
         """Whether any object is under the destination: a file, or the protocol's own."""

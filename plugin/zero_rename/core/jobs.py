@@ -9,7 +9,7 @@ decide a job: one commit and one abort race, exactly one wins.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from zero_rename.core.layout import Destination, is_visible, new_job_id
@@ -17,7 +17,7 @@ from zero_rename.core.model import JobRecord, StepTiming, dump, load, utcnow
 from zero_rename.core.options import JobOptions
 from zero_rename.core.probes import resolve_profile
 from zero_rename.core.profiles import AUTO
-from zero_rename.core.store import S3Store
+from zero_rename.core.store import ObjectInfo, S3Store
 from zero_rename.core.writes import backoff, create_once
 from zero_rename.errors import (
     ConditionalConflict,
@@ -164,11 +164,16 @@ def check_destination(store: S3Store, dest: Destination) -> None:
         raise DestinationError(f"destination {dest.url} is a file, not a directory")
 
 
+def visible_objects(store: S3Store, dest: Destination,
+                    relative_dir: str = "") -> Iterator[ObjectInfo]:
+    """Objects under ``dest/relative_dir`` that table readers would see, streamed."""
+    return (o for o in store.list_objects(dest.bucket, dest.dir + relative_dir)
+            if is_visible(o.key[len(dest.dir):]))
+
+
 def visible_files(store: S3Store, dest: Destination, relative_dir: str = "") -> list[str]:
     """Keys under ``dest/relative_dir`` that table readers would see."""
-    prefix = dest.dir + relative_dir
-    return [o.key for o in store.list_objects(dest.bucket, prefix)
-            if is_visible(o.key[len(dest.dir):])]
+    return [o.key for o in visible_objects(store, dest, relative_dir)]
 
 
 def setup_job(store: S3Store, dest: Destination, options: JobOptions,

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
-from zero_rename.core.layout import Destination, is_visible
+from zero_rename.core import jobs
+from zero_rename.core.layout import Destination
 from zero_rename.core.model import CommittedFile, SuccessData
 from zero_rename.core.store import ObjectInfo, S3Store
 from zero_rename.core.success import committed_files, files_committed
@@ -53,8 +54,7 @@ def visible_objects(store: S3Store, dest: Destination, dirs: Sequence[str], thre
                     advance: Callable[[int], None] = lambda n: None) -> dict[str, ObjectInfo]:
     """Visible objects under each directory, by path relative to the destination."""
     def scan(relative: str) -> list[ObjectInfo]:
-        return [o for o in store.list_objects(dest.bucket, dest.dir + relative)
-                if is_visible(o.key[len(dest.dir):])]
+        return list(jobs.visible_objects(store, dest, relative))
 
     found: dict[str, ObjectInfo] = {}
     with ThreadPoolExecutor(max(1, min(threads, len(dirs)))) as pool:

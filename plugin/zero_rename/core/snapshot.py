@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from zero_rename.core.jobs import JobRecords
-from zero_rename.core.layout import Destination, file_job_id, is_visible, partition_values
+from zero_rename.core.jobs import JobRecords, visible_objects
+from zero_rename.core.layout import Destination, file_job_id, partition_values
 from zero_rename.core.model import JobRecord
 from zero_rename.core.store import ObjectInfo, S3Store
 from zero_rename.errors import JobNotFoundError, ZeroRenameError
@@ -82,8 +82,7 @@ def table_snapshot(store: S3Store, dest: Destination, as_of_job: str | None = No
     jobs = JobRecords(store, dest)
     records = jobs.read_all()
     for round_number in range(1, SNAPSHOT_ROUNDS + 1):
-        listing = [o for o in store.list_objects(dest.bucket, dest.dir)
-                   if is_visible(o.key[len(dest.dir):])]
+        listing = list(visible_objects(store, dest))
         again = jobs.read_all(known=records)
         if _same_states(records, again):
             return _snapshot(dest, again, listing, as_of_job)
