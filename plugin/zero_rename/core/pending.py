@@ -17,8 +17,9 @@ the job's state is what keeps an abort from destroying a commit:
   past its point of no return refuses), which fences every attempt; see
   :mod:`zero_rename.core.abort`.
 
-The command line's ``uploads list|abort`` and the Commits page take owners and
-decisions from here; the sweep itself is :func:`zero_rename.core.abort.sweep_uploads`.
+The command line's ``uploads list|abort`` takes owners and decisions from here,
+the Commits page its count of pending uploads per job; the sweep itself is
+:func:`zero_rename.core.abort.sweep_uploads`.
 """
 
 from __future__ import annotations
