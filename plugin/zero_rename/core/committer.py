@@ -42,8 +42,8 @@ from zero_rename.core.output_check import Problem, check_output
 from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
 from zero_rename.core.store import ObjectInfo, S3Store, StoreConfig, UploadInfo
 from zero_rename.core.success import PARTITIONS_LISTED, committed_files
-from zero_rename.core.validate import Expected
 from zero_rename.core.task import TaskAttempt
+from zero_rename.core.validate import Expected
 from zero_rename.errors import (
     JobDecidedError,
     JobNotFoundError,
