@@ -7,6 +7,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
+from zero_rename.core.store import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
 pytestmark = pytest.mark.airflow
@@ -50,7 +51,10 @@ def test_hook_sizes_the_pool_and_keeps_the_connection_settings(conn: str, bucket
     client = hook.get_conn()
     config = client.meta.config
     assert config.max_pool_connections == 96
-    assert config.retries["mode"] == "standard"
+    # The core's retries: max_attempts counts every attempt, the first included.
+    assert config.retries == {"mode": "standard",
+                              "total_max_attempts": StoreConfig().max_attempts}
+    assert config.read_timeout == StoreConfig().read_timeout
     # The connection's endpoint, its own config_kwargs, and path style for a custom endpoint.
     assert client.meta.endpoint_url == hook.endpoint_url
     assert config.s3 == {"payload_signing_enabled": True, "addressing_style": "path"}

@@ -1,4 +1,4 @@
-"""The CLI's pure parts: durations, ownership decisions, rule merging, checks, output, parser."""
+"""The CLI's pure parts: durations, rule merging, exit codes, output, parser."""
 
 from __future__ import annotations
 
@@ -12,14 +12,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from botocore.exceptions import ClientError
 
-from zero_rename.cli import checks, lifecycle, pending, serve
+from zero_rename.cli import lifecycle, serve
 from zero_rename.cli.durations import format_duration, format_span, parse_duration
 from zero_rename.cli.exits import ExitCode, NotFound, Refused, exit_code_for
 from zero_rename.cli.main import build_parser, main
 from zero_rename.cli.output import Output
-from zero_rename.core.layout import Destination
-from zero_rename.core.model import CommittedFile, SuccessData
-from zero_rename.core.store import ObjectInfo
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
@@ -51,37 +48,6 @@ def test_durations_format() -> None:
         ["0s", "1h30m", "1d", "1d12h", "-"]
     assert [format_duration(s) for s in (0.125, 42, 3700, None)] == \
         ["0.12s", "42.0s", "1h 1m", "-"]
-
-
-# -- whose upload is it ----------------------------------------------------
-def test_job_id_comes_from_the_file_name_only() -> None:
-    assert pending.job_id_of(f"t/dt=1/part-00000-{JOB}.c000.parquet") == JOB
-    assert pending.job_id_of(f"t/{JOB}/part-00000.parquet") is None
-    assert pending.job_id_of("t/dt=1/someone-elses-file.csv") is None
-
-
-def test_job_records_are_looked_for_at_dest_first_then_along_the_key() -> None:
-    dest = Destination("b", "warehouse/events")
-    found = [d.prefix for d in pending.candidate_destinations(
-        dest, "warehouse/events/dt=1/region=eu/part-x")]
-    assert found == ["warehouse/events", "warehouse", "warehouse/events/dt=1",
-                     "warehouse/events/dt=1/region=eu"]
-
-
-@pytest.mark.parametrize("state, action", [(None, pending.ABORT), ("aborted", pending.ABORT),
-                                           ("committed", pending.ABORT),
-                                           ("committing", pending.REFUSE),
-                                           ("setup", pending.REFUSE)])
-def test_job_scoped_abort_decisions(state: str | None, action: str) -> None:
-    assert pending.decide_for_job(pending.Owner(JOB, state)).action == action
-
-
-@pytest.mark.parametrize("job, state, action", [
-    (JOB, None, pending.ABORT), (JOB, "aborted", pending.ABORT),
-    (JOB, "committed", pending.ABORT), (JOB, "committing", pending.REFUSE),
-    (JOB, "setup", pending.ABORT_JOB), (None, None, pending.KEEP)])
-def test_sweep_decisions(job: str | None, state: str | None, action: str) -> None:
-    assert pending.decide_for_sweep(pending.Owner(job, state)).action == action
 
 
 # -- lifecycle rules -------------------------------------------------------
@@ -148,33 +114,6 @@ def test_bucket_names() -> None:
     for bad in ("s3://b/path", "Bad_Bucket", "ab"):
         with pytest.raises(ConfigError):
             lifecycle.bucket_name(bad)
-
-
-# -- output checks ---------------------------------------------------------
-def _success(*files: CommittedFile) -> SuccessData:
-    return SuccessData(committer="magic", jobId=JOB, timestamp=0, date="", files=files,
-                       partitions=("dt=1",))
-
-
-def test_compare_reports_each_kind_of_problem() -> None:
-    name = f"part-00000-{JOB}.c000.csv"
-    success = _success(CommittedFile(path=f"dt=1/a-{name}", bytes=3, etag='"e1"'),
-                       CommittedFile(path=f"dt=1/b-{name}", bytes=3, etag='"e2"'),
-                       CommittedFile(path=f"dt=1/c-{name}", bytes=3, etag='"e3"'),
-                       CommittedFile(path=f"dt=1/d-{name}", bytes=3, etag='"e4"'))
-    found = {f"dt=1/a-{name}": ObjectInfo("k", 3, '"e1"'),
-             f"dt=1/c-{name}": ObjectInfo("k", 4, '"e3"'),
-             f"dt=1/d-{name}": ObjectInfo("k", 3, '"other"'),
-             f"dt=1/z-{name}": ObjectInfo("k", 1, '"z"'),
-             "dt=1/part-from-another-job.csv": ObjectInfo("k", 1, '"y"')}
-    problems = checks.compare(success, success.files, found)
-    assert [(p.kind, p.path[5]) for p in problems] == [
-        (checks.MISSING, "b"), (checks.SIZE, "c"), (checks.ETAG, "d"), (checks.UNLISTED, "z")]
-
-
-def test_partitioned_jobs_are_checked_in_their_partitions() -> None:
-    assert checks.scan_dirs(_success()) == ["dt=1/"]
-    assert checks.scan_dirs(SuccessData(committer="x", jobId=JOB, timestamp=0, date="")) == [""]
 
 
 # -- exit codes ------------------------------------------------------------

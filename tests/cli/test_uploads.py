@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import io
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,11 +16,7 @@ from tests.cli.conftest import (
     stray_upload,
 )
 from tests.helpers import pending, pending_in_bucket, write_task
-from zero_rename.cli import pending as pend
-from zero_rename.cli import uploads
-from zero_rename.cli.context import Context
 from zero_rename.cli.exits import ExitCode
-from zero_rename.cli.output import Output
 from zero_rename.core.committer import Committer
 
 pytestmark = pytest.mark.s3
@@ -183,18 +177,6 @@ def test_many_uploads_are_aborted_in_parallel(cli: Cli, committer: Committer, de
     ran = cli("uploads", "abort", dest, "--job", job_id, "--threads", "16", "--json")
     assert ran.code == 0 and ran.json()["aborted"] == 120
     assert pending_in_bucket(committer) == []
-
-
-def test_a_job_whose_commit_wins_the_race_against_the_sweep_is_refused(
-        committer: Committer, dest: str) -> None:
-    """The sweep saw the job in setup; by the time it aborts, the commit decided first."""
-    done = committed_job(committer)
-    ctx = Context.from_args(argparse.Namespace(), Output(stdout=io.StringIO()))
-    entry = {"job_id": done.job_id, "state": "setup", "destination": dest,
-             "action": pend.ABORT_JOB, "reason": "seen in setup"}
-    assert uploads._abort_abandoned_job(ctx, entry) == 0
-    assert entry["action"] == pend.REFUSE and "point of no return" in entry["reason"]
-    assert committer.job(done.job_id).state == "committed"
 
 
 def test_a_stray_at_the_same_key_as_a_committed_file_leaves_the_file_intact(

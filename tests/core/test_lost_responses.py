@@ -8,62 +8,27 @@ botocore re-sends and meets its own write, runs through the fault proxy.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.faults import clear, inject
 from tests.helpers import pending_in_bucket, visible, write_task
-from zero_rename.core.claims import Claims
+from tests.whole_job import JOB_WRITES, assert_committed_once, run_job
 from zero_rename.core.committer import Committer
 
 pytestmark = pytest.mark.s3
 
-FILES = {"2024-01-01": b"day 1", "2024-01-02": b"day 2"}
-
-# (operation, key fragment, nth matching call): each write of a whole job.
-WRITES = [
-    pytest.param("PutObject", "job.json", 1, id="job-record-create"),
-    pytest.param("PutObject", "tasks/", 1, id="task-manifest"),
-    pytest.param("PutObject", "job.json", 2, id="seal"),
-    pytest.param("PutObject", "claims.json", 1, id="claim"),
-    pytest.param("PutObject", "plan-", 1, id="plan"),
-    pytest.param("PutObject", "job.json", 3, id="decide"),
-    pytest.param("CompleteMultipartUpload", None, 1, id="complete"),
-    pytest.param("PutObject", "journal/", 1, id="journal"),
-    pytest.param("PutObject", "_SUCCESS", 1, id="success-marker"),
-    pytest.param("PutObject", "job.json", 4, id="committed"),
-    pytest.param("PutObject", "claims.json", 2, id="claim-release"),
-    pytest.param("DeleteObjects", None, 1, id="cleanup-delete"),
-]
-
-
-def run_job(c: Committer, mode: str = "replace") -> str:
-    job = c.setup_job({"partition_columns": "dt", "conflict_mode": mode, "threads": 4})
-    for i, (day, body) in enumerate(FILES.items()):
-        write_task(c, job, f"{i:05d}", {day: body})
-    c.commit_job(job.job_id)
-    return job.job_id
+WRITES = [*JOB_WRITES, pytest.param("DeleteObjects", None, 1, id="cleanup-delete")]
 
 
 @pytest.mark.parametrize("op,key,nth", WRITES)
 def test_one_lost_answer_anywhere_still_commits_once(committer: Committer, op: str,
                                                     key: str | None, nth: int) -> None:
     lost = inject(committer.store.client, op, when="after", nth=nth, key_contains=key)
-    job_id = run_job(committer)
+    job_id = run_job(committer, cleanup=False)
     assert lost.fired == 1
     clear(committer.store.client, lost)
     committer.cleanup_job(job_id)  # the cleanup step, whose own failures are best effort
-    files = visible(committer)
-    assert sorted(files.values()) == sorted(FILES.values())
-    assert all(job_id in name for name in files)
-    assert pending_in_bucket(committer) == []
-    success = json.loads(committer.store.get_object(committer.dest.bucket,
-                                                    committer.dest.success_key)[0])
-    assert success["jobId"] == job_id and len(success["files"]) == len(FILES)
-    record = committer.job(job_id)
-    assert record.state == "committed" and record.claimed == ("dt=2024-01-01/", "dt=2024-01-02/")
-    assert Claims(committer.store, committer.dest).read()[0].claims == ()
+    assert_committed_once(committer, job_id)
 
 
 @pytest.mark.parametrize("nth", [1, 2], ids=["decide-aborted", "abort-step-timing"])

@@ -8,13 +8,11 @@ own retries meet the protocol's read-backs as they would in production.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.helpers import pending_in_bucket, visible, write_task
 from tests.s3proxy import S3Proxy
-from zero_rename.core.claims import Claims
+from tests.whole_job import JOB_WRITES, assert_committed_once, run_job
 from zero_rename.core.committer import Committer
 from zero_rename.core.probes import examine
 from zero_rename.core.store import S3Store, StoreConfig
@@ -22,48 +20,14 @@ from zero_rename.errors import StoreCapabilityError, StoreError
 
 pytestmark = pytest.mark.s3
 
-FILES = {"2024-01-01": b"day 1", "2024-01-02": b"day 2"}
-
-# Every write of a whole job; "lose" lets the request act on S3, then drops the
-# connection: botocore sends it again and meets its own write.
+# Every write of a whole job, and the uploads' own; "lose" lets the request act
+# on S3, then drops the connection: botocore sends it again and meets its own write.
 LOST = [
-    pytest.param("PutObject", "job.json", 1, id="job-record-create"),
+    *JOB_WRITES,
     pytest.param("CreateMultipartUpload", None, 1, id="create-upload"),
     pytest.param("UploadPart", None, 1, id="upload-part"),
-    pytest.param("PutObject", "tasks/", 1, id="task-manifest"),
-    pytest.param("PutObject", "job.json", 2, id="seal"),
-    pytest.param("PutObject", "claims.json", 1, id="claim"),
-    pytest.param("PutObject", "plan-", 1, id="plan"),
-    pytest.param("PutObject", "job.json", 3, id="decide"),
-    pytest.param("CompleteMultipartUpload", None, 1, id="complete"),
-    pytest.param("PutObject", "journal/", 1, id="journal"),
-    pytest.param("PutObject", "_SUCCESS", 1, id="success-marker"),
-    pytest.param("PutObject", "job.json", 4, id="committed"),
-    pytest.param("PutObject", "claims.json", 2, id="claim-release"),
     pytest.param("AbortMultipartUpload", None, 1, id="stray-abort"),
 ]
-
-
-def run_job(c: Committer, mode: str = "replace", losing_attempt: bool = False) -> str:
-    job = c.setup_job({"partition_columns": "dt", "conflict_mode": mode, "threads": 4})
-    for i, (day, body) in enumerate(FILES.items()):
-        write_task(c, job, f"{i:05d}", {day: body})
-    if losing_attempt:  # an attempt that never commits: its upload is a stray to abort
-        write_task(c, job, "00000", {"2024-01-01": b"lost"}, attempt=1, commit=False)
-    c.commit_job(job.job_id)
-    c.cleanup_job(job.job_id)
-    return job.job_id
-
-
-def assert_committed_once(c: Committer, job_id: str) -> None:
-    files = visible(c)
-    assert sorted(files.values()) == sorted(FILES.values())
-    assert all(job_id in name for name in files)
-    assert pending_in_bucket(c) == []
-    success = json.loads(c.store.get_object(c.dest.bucket, c.dest.success_key)[0])
-    assert success["jobId"] == job_id and len(success["files"]) == len(FILES)
-    assert c.job(job_id).state == "committed"
-    assert Claims(c.store, c.dest).read()[0].claims == ()
 
 
 @pytest.mark.parametrize("op,key,nth", LOST)

@@ -18,27 +18,9 @@ from botocore.config import Config
 from zero_rename.core.committer import Committer
 from zero_rename.core.options import JobOptions
 from zero_rename.core.profiles import AUTO
-from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.core.store import S3Store, StoreConfig, client_config
 
 DEFAULT_POOL_SIZE: int = JobOptions.model_fields["threads"].default
-
-
-def commit_client_config(pool_size: int, s3: dict[str, Any] | None = None) -> Config:
-    """The botocore settings the core's own clients use, for a pool of ``pool_size``."""
-    defaults = StoreConfig()
-    return Config(
-        max_pool_connections=pool_size,
-        # Standard mode retries 5xx, throttling and timeouts; never 409 or 412,
-        # which the protocol reads as answers.
-        retries={"mode": "standard", "max_attempts": defaults.max_attempts},
-        connect_timeout=defaults.connect_timeout,
-        read_timeout=defaults.read_timeout,
-        # Conditional writes (If-Match, If-None-Match) need SigV4.
-        signature_version="s3v4",
-        request_checksum_calculation="when_required",
-        response_checksum_validation="when_required",
-        **({"s3": s3} if s3 else {}),
-    )
 
 
 class ZeroRenameHook(S3Hook):
@@ -65,14 +47,15 @@ class ZeroRenameHook(S3Hook):
     @property
     def config(self) -> Config:
         """The connection's botocore settings (``config_kwargs``), with the pool,
-        retries and timeouts the commit needs laid over them."""
+        retries and timeouts the commit needs laid over them: the core's own
+        (:func:`~zero_rename.core.store.client_config`), sized to ``pool_size``."""
         base = super().config
         s3 = dict(base.s3 or {})
         if self.endpoint_url:
             # Custom endpoints rarely resolve virtual-host bucket names; the
             # connection may still choose otherwise in config_kwargs.
             s3.setdefault("addressing_style", "path")
-        return base.merge(commit_client_config(self.pool_size, s3))
+        return base.merge(client_config(StoreConfig(max_pool_connections=self.pool_size), s3))
 
     def store(self) -> S3Store:
         """The core's store over this hook's boto3 client."""

@@ -26,6 +26,7 @@ from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.runs import xcom_summary
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobSummary
+from zero_rename.core.runs import stage_done
 
 SUMMARY_KEY = "summary"
 
@@ -85,13 +86,9 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
     # The parent returns nothing; this returns the stage summary, for XCom.
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         with protocol_errors():
-            record = self.committer.job(self.job_id)
-            staged = self.committer.stage_summary(self.job_id)
-        if record.state != "setup" or staged is not None:
-            self.log.info("job %s is %s%s; its stage is not submitted again", self.job_id,
-                          record.state, " and its stage manifest is saved" if staged else "")
-            return self._report(context, staged or JobSummary(
-                job_id=self.job_id, destination=self.destination, state="setup"))
+            done = stage_done(self.committer, self.job_id)
+        if done is not None:
+            return self._report(context, done)
         options = writer_options(self.options)
         if endpoint := ZeroRenameHook(aws_conn_id=self.aws_conn_id).endpoint_url:
             options.setdefault("endpoint", endpoint)

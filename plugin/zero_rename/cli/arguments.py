@@ -1,20 +1,27 @@
-"""argparse types: a bad value is a usage error (exit code 2) with a message that says why."""
+"""argparse types (a bad value is a usage error, exit code 2, with a message that says
+why) and the shape every command is declared in."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TypeAlias
 
+from zero_rename.cli.context import Context
 from zero_rename.cli.durations import duration_arg
+from zero_rename.cli.output import Result
 from zero_rename.core.layout import check_job_id
 from zero_rename.core.profiles import check_profile_name
 from zero_rename.errors import ConfigError
 
-__all__ = ["Subcommands", "duration_arg", "job_id_arg", "positive_int", "store_profile_arg"]
+__all__ = ["Subcommands", "command", "command_group", "duration_arg", "job_id_arg",
+           "positive_int", "store_profile_arg"]
 
-# What each command module's ``register(groups, common)`` is given: argparse's
-# subparsers action (generic to type checkers only, so named in a string).
+Handler = Callable[[Context, argparse.Namespace], Result]
+# Where commands are added: argparse's subparsers action (generic to type
+# checkers only, so named in a string).
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+DEST_HELP = "s3://bucket/path"
 
 
 def job_id_arg(text: str) -> str:
@@ -39,3 +46,24 @@ def store_profile_arg(text: str) -> str:
         return check_profile_name(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def command_group(groups: Subcommands, name: str, help: str) -> Subcommands:
+    """A command with subcommands (``zero-rename jobs list``): where they are added."""
+    parser = groups.add_parser(name, help=help)
+    return parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+
+def command(commands: Subcommands, name: str, common: argparse.ArgumentParser, handler: Handler, *,
+            help: str, description: str, dest: str | None = None,
+            job: bool = False) -> argparse.ArgumentParser:
+    """A command taking the common options, run by ``handler``; with ``dest`` (its
+    help) a DEST argument, with ``job`` a JOB id after it."""
+    parser = commands.add_parser(
+        name, parents=[common], help=help, description=description)
+    if dest is not None:
+        parser.add_argument("dest", metavar="DEST", help=dest)
+    if job:
+        parser.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
+    parser.set_defaults(handler=handler)
+    return parser

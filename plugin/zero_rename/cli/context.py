@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass, field
 
 from zero_rename.cli.exits import NotFound, missing_bucket
@@ -11,7 +10,7 @@ from zero_rename.cli.output import Output
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import Destination
 from zero_rename.core.profiles import AUTO, named_profile
-from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.core.store import S3Store, StoreConfig, environment_endpoint
 from zero_rename.errors import DestinationError
 
 # Worker threads for many small requests (aborts, listings). S3 takes far
@@ -22,11 +21,6 @@ DEFAULT_THREADS = 32
 def connect(config: StoreConfig) -> S3Store:
     """One boto3 client for the command (building one loads botocore's models: ~0.5 s)."""
     return S3Store.connect(config)
-
-
-def default_endpoint() -> str | None:
-    """The endpoint boto3 itself would use: the S3-specific variable wins."""
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
 @dataclass
@@ -40,7 +34,7 @@ class Context:
     def from_args(cls, args: argparse.Namespace, out: Output) -> Context:
         # Credentials are never options: boto3's chain (environment, profile,
         # instance role) supplies them, so they appear in no argv or log.
-        endpoint = getattr(args, "endpoint_url", None) or default_endpoint()
+        endpoint = getattr(args, "endpoint_url", None) or environment_endpoint()
         config = StoreConfig(endpoint_url=endpoint, region=getattr(args, "region", None),
                              max_pool_connections=DEFAULT_THREADS * 2,
                              profile=getattr(args, "store_profile", None) or AUTO)
@@ -54,9 +48,10 @@ class Context:
         """The command's store; with a named ``--store-profile`` it lists pending
         uploads as that store family needs (MinIO: without a prefix)."""
         if self._store is None:
-            self._store = connect(self.config)
+            store = connect(self.config)
             if self.config.profile != AUTO:
-                self._store.profile = named_profile(self.config.profile)
+                store = store.with_profile(named_profile(self.config.profile))
+            self._store = store
         return self._store
 
     def destination(self, url: str) -> Destination:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from zero_rename.cli.arguments import Subcommands
+from zero_rename.cli.arguments import Subcommands, command
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import ExitCode
 from zero_rename.cli.output import Output, Result
@@ -27,17 +27,15 @@ _STYLE = {"ok": "green", "fallback": "yellow", "unsafe": "bold red", "info": ""}
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
-    doctor = groups.add_parser(
-        "doctor", parents=[common], help="check that an S3 store can run the protocol",
-        description="Probe the S3 store behind DEST for every behaviour the commit protocol "
-                    "depends on (conditional writes, listing pending uploads by prefix, "
-                    "answers to repeated and aborted completes, paging), under a scratch "
-                    "prefix in DEST/_zero_rename/ that it removes afterwards. Prints what "
-                    "works and what the committer does; exit code 1 when the store cannot "
-                    "run the protocol safely.")
-    doctor.add_argument("dest", metavar="DEST", help="s3://bucket/path (probes write only "
-                                                     "under DEST/_zero_rename/)")
-    doctor.set_defaults(handler=run_doctor)
+    command(groups, "doctor", common, run_doctor,
+            dest="s3://bucket/path (probes write only under DEST/_zero_rename/)",
+            help="check that an S3 store can run the protocol",
+            description="Probe the S3 store behind DEST for every behaviour the commit "
+                        "protocol depends on (conditional writes, listing pending uploads by "
+                        "prefix, answers to repeated and aborted completes, paging), under a "
+                        "scratch prefix in DEST/_zero_rename/ that it removes afterwards. "
+                        "Prints what works and what the committer does; exit code 1 when the "
+                        "store cannot run the protocol safely.")
 
 
 def run_doctor(ctx: Context, args: argparse.Namespace) -> Result:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from zero_rename.cli.arguments import Subcommands, job_id_arg
+from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_group
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound, Refused
@@ -16,54 +16,35 @@ from zero_rename.errors import JobNotFoundError
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
-    parser = groups.add_parser("jobs", help="job records: list, show, abort")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    listing = commands.add_parser("list", parents=[common], help="every job of DEST",
-                                  description="List every job record of DEST, oldest first.")
-    listing.add_argument("dest", metavar="DEST", help="s3://bucket/path")
-    listing.set_defaults(handler=run_list)
-
-    show = commands.add_parser("show", parents=[common], help="one job in detail",
-                               description="Show one job: state, steps with timings, options, "
-                                           "counts, and its pending uploads.")
-    show.add_argument("dest", metavar="DEST", help="s3://bucket/path")
-    show.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
-    show.set_defaults(handler=run_show)
-
-    abort = commands.add_parser(
-        "abort", parents=[common], help="abort a job that has not committed",
-        description="Job abort: record the job as aborted (compare-and-swap, so it cannot "
-                    "race a commit), abort its pending uploads and remove its temporary "
-                    "objects. Refused once its commit passed the point of no return.")
-    abort.add_argument("dest", metavar="DEST", help="s3://bucket/path")
-    abort.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
-    abort.set_defaults(handler=run_abort)
-
-    finish = commands.add_parser(
-        "commit", parents=[common], help="finish a commit that passed its point of no return",
-        description="Retry the job commit of a job left 'committing' by a crash or timeout: "
-                    "it completes the remaining uploads (journaled, each checked), deletes "
-                    "replaced files, writes _SUCCESS and cleans up, exactly once. Refused for "
-                    "a job still in setup: committing it is its orchestrator's decision.")
-    finish.add_argument("dest", metavar="DEST", help="s3://bucket/path")
-    finish.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
-    finish.set_defaults(handler=run_commit)
+    commands = command_group(groups, "jobs", "job records: list, show, abort")
+    command(commands, "list", common, run_list, dest=DEST_HELP, help="every job of DEST",
+            description="List every job record of DEST, oldest first.")
+    command(commands, "show", common, run_show, dest=DEST_HELP, job=True,
+            help="one job in detail",
+            description="Show one job: state, steps with timings, options, counts, and its "
+                        "pending uploads.")
+    command(commands, "abort", common, run_abort, dest=DEST_HELP, job=True,
+            help="abort a job that has not committed",
+            description="Job abort: record the job as aborted (compare-and-swap, so it cannot "
+                        "race a commit), abort its pending uploads and remove its temporary "
+                        "objects. Refused once its commit passed the point of no return.")
+    command(commands, "commit", common, run_commit, dest=DEST_HELP, job=True,
+            help="finish a commit that passed its point of no return",
+            description="Retry the job commit of a job left 'committing' by a crash or "
+                        "timeout: it completes the remaining uploads (journaled, each "
+                        "checked), deletes replaced files, writes _SUCCESS and cleans up, "
+                        "exactly once. Refused for a job still in setup: committing it is its "
+                        "orchestrator's decision.")
 
 
 # -- list ------------------------------------------------------------------
 def run_list(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     records = committer.jobs()
-    if not records and not _anything_at(committer):
+    if not records and not committer.holds_anything():
         raise NotFound(f"nothing at {committer.dest.url}: no job and no file")
     data = [_job_row(r) for r in records]
     return Result(data, lambda out: _render_list(out, committer, data))
-
-
-def _anything_at(committer: Committer) -> bool:
-    store, dest = committer.store, committer.dest
-    return next(iter(store.list_objects(dest.bucket, dest.dir)), None) is not None
 
 
 def _job_row(record: JobRecord) -> dict[str, Any]:
@@ -104,18 +85,11 @@ def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     record = committer.job(args.job)
     uploads = committer.pending_uploads(args.job)
-    manifests = _published_manifests(committer, args.job)
+    manifests = committer.published_task_manifests(args.job)
     data = {**record.model_dump(mode="json"), "committer": record.options.mode_name,
             "duration_seconds": duration(record), "pending_uploads": len(uploads),
             "published_task_manifests": manifests}
     return Result(data, lambda out: _render_show(out, record, len(uploads), manifests))
-
-
-def _published_manifests(committer: Committer, job_id: str) -> int:
-    """Task commits so far (one listing); they are removed once the job is decided."""
-    layout = committer.dest.job(job_id)
-    return sum(1 for o in committer.store.list_objects(committer.dest.bucket, layout.tasks_dir)
-               if o.key.endswith(".json"))
 
 
 def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from zero_rename.cli.arguments import Subcommands, positive_int
+from zero_rename.cli.arguments import Subcommands, command, command_group, positive_int
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result
 from zero_rename.core.store import translate
@@ -45,11 +45,9 @@ Rule = dict[str, Any]
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
-    parser = groups.add_parser("lifecycle", help="bucket rule aborting abandoned uploads")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    set_ = commands.add_parser(
-        "set", parents=[common], help="add or update the rule",
+    commands = command_group(groups, "lifecycle", "bucket rule aborting abandoned uploads")
+    set_ = command(
+        commands, "set", common, run_set, help="add or update the rule",
         description="Add (or update in place) a lifecycle rule that aborts multipart "
                     "uploads still pending DAYS days after they started. The bucket's other "
                     "rules are kept.")
@@ -60,13 +58,11 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
                       help="only keys under this prefix; a trailing '/' is added")
     set_.add_argument("--rule-id", default=RULE_ID, metavar="ID",
                       help=f"the rule's id (default {RULE_ID})")
-    set_.set_defaults(handler=run_set)
 
-    show = commands.add_parser("show", parents=[common], help="the bucket's lifecycle rules",
-                               description="Show the bucket's lifecycle rules and which of "
-                                           "them abort incomplete multipart uploads.")
+    show = command(commands, "show", common, run_show, help="the bucket's lifecycle rules",
+                   description="Show the bucket's lifecycle rules and which of them abort "
+                               "incomplete multipart uploads.")
     show.add_argument("bucket", metavar="BUCKET", help="bucket name (or s3://bucket)")
-    show.set_defaults(handler=run_show)
 
 
 # -- pure rule handling ----------------------------------------------------

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from zero_rename.cli.arguments import Subcommands
+from zero_rename.cli.arguments import Subcommands, command, command_group
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result
 from zero_rename.embedded_s3 import EmbeddedS3
@@ -29,10 +29,9 @@ HEALTH_FAILURES = 3
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
-    parser = groups.add_parser("s3", help="the embedded S3 server")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    serve = commands.add_parser(
-        "serve", parents=[common], help="run SeaweedFS on loopback until Ctrl-C",
+    commands = command_group(groups, "s3", "the embedded S3 server")
+    serve = command(
+        commands, "serve", common, run_serve, help="run SeaweedFS on loopback until Ctrl-C",
         description="Run an S3 server (SeaweedFS) on 127.0.0.1 in the foreground, print how "
                     "to use it, and stop it cleanly on Ctrl-C or SIGTERM. With --json, one "
                     "line of JSON describes the server once it is ready.")
@@ -41,7 +40,6 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
                             "removed at stop)")
     serve.add_argument("--bucket", action="append", default=[], metavar="NAME",
                        help="create this bucket at start (repeatable)")
-    serve.set_defaults(handler=run_serve)
 
 
 def run_serve(ctx: Context, args: argparse.Namespace) -> Result:

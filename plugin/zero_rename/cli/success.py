@@ -5,37 +5,34 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from zero_rename.cli import checks
-from zero_rename.cli.arguments import Subcommands, positive_int
+from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_group, positive_int
 from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.exits import ExitCode, NotFound
 from zero_rename.cli.output import Output, Result, human_bytes, shown
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import CommittedFile, SuccessData
+from zero_rename.core.output_check import Problem, scan_dirs
 from zero_rename.core.stats import total_requests
-from zero_rename.core.success import committed_files
+from zero_rename.core.success import files_committed
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
-    parser = groups.add_parser("success", help="the _SUCCESS summary of a destination")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    show = commands.add_parser("show", parents=[common], help="what the last commit wrote",
-                               description="Show DEST/_SUCCESS: the job, committer, counts "
-                                           "and partitions of the last commit.")
-    show.add_argument("dest", metavar="DEST", help="s3://bucket/path")
+    commands = command_group(groups, "success", "the _SUCCESS summary of a destination")
+    show = command(commands, "show", common, run_show, dest=DEST_HELP,
+                   help="what the last commit wrote",
+                   description="Show DEST/_SUCCESS: the job, committer, counts and partitions "
+                               "of the last commit.")
     show.add_argument("--files", action="store_true", help="list every file too")
-    show.set_defaults(handler=run_show)
 
-    validate = groups.add_parser(
-        "validate", parents=[common], help="check the output against _SUCCESS",
+    validate = command(
+        groups, "validate", common, run_validate, dest=DEST_HELP,
+        help="check the output against _SUCCESS",
         description="Check that every file DEST/_SUCCESS lists is there with its size and "
                     "ETag, and that no visible file carrying the job id is missing from it. "
                     "Exit code 1 when a problem is found.")
-    validate.add_argument("dest", metavar="DEST", help="s3://bucket/path")
     validate.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                           help=f"partitions listed in parallel (default {DEFAULT_THREADS})")
-    validate.set_defaults(handler=run_validate)
 
 
 def read_success(committer: Committer) -> SuccessData:
@@ -52,7 +49,7 @@ def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     data = success.model_dump(mode="json", by_alias=True)
     every: list[CommittedFile] | None = None
     if args.files:  # the whole list, from the file list's shards
-        every = list(committed_files(committer.store, committer.dest, success))
+        every = list(committer.committed_files(success))
         data["files"] = [f.model_dump(mode="json") for f in every]
     return Result(data, lambda out: render_success(out, committer.dest, success, every))
 
@@ -65,7 +62,7 @@ def render_success(out: Output, dest: Destination, s: SuccessData,
         ("job id", s.job_id), ("committer", s.committer), ("success", s.success),
         ("date", s.date), ("host", s.hostname), ("destination", s.destination),
         ("tasks", m.get("committer_tasks_committed")),
-        ("files", m.get("committer_files_committed", checks.files_of(s))),
+        ("files", m.get("committer_files_committed", files_committed(s))),
         ("bytes", human_bytes(m.get("committer_bytes_committed",
                                     sum(f.bytes for f in s.files)))),
         ("rows", m.get("committer_rows_committed")),
@@ -86,23 +83,22 @@ def render_success(out: Output, dest: Destination, s: SuccessData,
 def run_validate(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     success = read_success(committer)
-    dirs = checks.scan_dirs(success)
+    dirs = scan_dirs(success)
     with ctx.out.progress("listing partitions", len(dirs)) as advance:
-        problems = checks.check_output(committer.store, committer.dest, success, args.threads,
-                                       advance)
+        problems = committer.check_output(success, args.threads, advance)
     data = {"destination": committer.dest.url, "job_id": success.job_id,
-            "files_checked": checks.files_of(success), "valid": not problems,
+            "files_checked": files_committed(success), "valid": not problems,
             "problems": [p.to_json() for p in problems]}
     return Result(data, lambda out: _render_validate(out, committer.dest, success, problems),
                   ExitCode.FAILED if problems else ExitCode.OK)
 
 
 def _render_validate(out: Output, dest: Destination, success: SuccessData,
-                     problems: list[checks.Problem]) -> None:
+                     problems: list[Problem]) -> None:
     if not problems:
-        out.say(f"ok: {dest.url} holds the {checks.files_of(success)} file(s) _SUCCESS lists for "
+        out.say(f"ok: {dest.url} holds the {files_committed(success)} file(s) _SUCCESS lists for "
                 f"job {success.job_id}, sizes and ETags as recorded", style="green")
         return
     out.table(["problem", "path", "detail"], ([p.kind, p.path, p.detail] for p in problems))
     out.say(f"{len(problems)} problem(s) in {dest.url} (job {success.job_id}, "
-            f"{checks.files_of(success)} file(s) listed)", style="red")
+            f"{files_committed(success)} file(s) listed)", style="red")

@@ -3,43 +3,50 @@
 from __future__ import annotations
 
 import argparse
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from zero_rename.cli import pending as pend
-from zero_rename.cli.arguments import Subcommands, duration_arg, job_id_arg, positive_int
+from zero_rename.cli.arguments import (
+    DEST_HELP,
+    Subcommands,
+    command,
+    command_group,
+    duration_arg,
+    job_id_arg,
+    positive_int,
+)
 from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.durations import format_duration, format_span
 from zero_rename.cli.exits import ExitCode, NotFound, Refused
 from zero_rename.cli.output import Output, Result, iso, shown
-from zero_rename.cli.pending import Decision, Owners, Pending
-from zero_rename.core.committer import Committer
+from zero_rename.core import pending as pend
+from zero_rename.core.abort import abort_each
 from zero_rename.core.layout import Destination
-from zero_rename.errors import AbortRefusedError
+from zero_rename.core.pending import Decision, JobSweep, Owners, Pending
+
+# Recorded in the job record of a job the sweep aborts.
+ABANDONED = "abandoned in setup; aborted from the command line (zero-rename uploads abort)"
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
-    parser = groups.add_parser("uploads", help="list and abort pending (invisible) uploads")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    listing = commands.add_parser(
-        "list", parents=[common], help="pending uploads under DEST, with their job's state",
+    commands = command_group(groups, "uploads", "list and abort pending (invisible) uploads")
+    listing = command(
+        commands, "list", common, run_list, dest=DEST_HELP,
+        help="pending uploads under DEST, with their job's state",
         description="List pending multipart uploads under DEST, with the job each belongs "
                     "to and the state of that job.")
-    listing.add_argument("dest", metavar="DEST", help="s3://bucket/path")
     listing.add_argument("--job", type=job_id_arg, metavar="ID", help="only this job's")
     listing.add_argument("--older-than", type=duration_arg, metavar="AGE",
                          help="only uploads started at least AGE ago (90m, 24h, 7d)")
-    listing.set_defaults(handler=run_list)
 
-    abort = commands.add_parser(
-        "abort", parents=[common], help="abort one job's uploads, or sweep old ones",
+    abort = command(
+        commands, "abort", common, run_abort, dest=DEST_HELP,
+        help="abort one job's uploads, or sweep old ones",
         description="Abort pending uploads under DEST: those of one job (--job), or those "
                     "of any job started at least AGE ago (--all-older-than). Uploads of a "
                     "job that is committing are never aborted: they are its commit's.")
-    abort.add_argument("dest", metavar="DEST", help="s3://bucket/path")
     scope = abort.add_mutually_exclusive_group(required=True)
     scope.add_argument("--job", type=job_id_arg, metavar="ID",
                        help="abort this job's uploads (it must be committed or aborted)")
@@ -48,7 +55,6 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     abort.add_argument("--dry-run", action="store_true", help="show what would go, change nothing")
     abort.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                        help=f"parallel requests (default {DEFAULT_THREADS})")
-    abort.set_defaults(handler=run_abort)
 
 
 # -- list ------------------------------------------------------------------
@@ -101,8 +107,7 @@ def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool,
         data["keys"] = [p.key for p in found]
         return Result(data, lambda out: _render_job_dry_run(out, dest, found, decision))
     with ctx.out.progress(f"aborting uploads of job {job_id[:8]}", len(found)) as advance:
-        aborted, gone = pend.abort_job_uploads(store, dest, owners, job_id, found, threads,
-                                               advance)
+        aborted, gone = pend.abort_job_uploads(store, dest, job_id, found, threads, advance)
     data.update(aborted=aborted, already_gone=gone)
     return Result(data, lambda out: out.say(
         f"aborted {aborted} pending upload(s) of job {job_id} under {dest.url}"
@@ -121,62 +126,45 @@ def _sweep(ctx: Context, dest: Destination, older_than: timedelta, dry_run: bool
     store, owners = ctx.store(), Owners(ctx.store(), dest)
     now = datetime.now(UTC)
     old = pend.pending_uploads(store, dest, owners, None, older_than, now)
-    plan: dict[str, list[Pending]] = defaultdict(list)
-    decisions: dict[str | None, Decision] = {}
-    for p in old:
-        decision = decisions.setdefault(p.owner.job_id, pend.decide_for_sweep(p.owner))
-        plan[decision.action].append(p)
-    jobs = _sweep_jobs(old, decisions)
+    jobs = pend.plan_sweep(old)
     aborted = gone = 0
     if not dry_run:
-        aborted, gone = _carry_out(ctx, dest, plan, jobs, threads)
+        jobs, aborted, gone = _carry_out(ctx, dest, jobs, threads)
     # Actions as carried out: a job in setup whose commit won the race was refused.
-    final = {j["job_id"]: j["action"] for j in jobs}
-    kept = [p for p in old if final[p.owner.job_id] in (pend.KEEP, pend.REFUSE)]
-    refused = [j for j in jobs if j["action"] == pend.REFUSE]
+    kept_jobs = {j.owner.job_id for j in jobs if j.decision.action in (pend.KEEP, pend.REFUSE)}
+    kept = [p for p in old if p.owner.job_id in kept_jobs]
+    refused = [j for j in jobs if j.decision.action == pend.REFUSE]
     data = {"destination": dest.url, "older_than_seconds": _seconds(older_than),
             "dry_run": dry_run, "uploads": len(old), "aborted": aborted, "already_gone": gone,
-            "jobs": jobs, "kept": [_upload_json(dest, p, now) for p in kept]}
+            "jobs": [_job_entry(j) for j in jobs],
+            "kept": [_upload_json(dest, p, now) for p in kept]}
     return Result(data, lambda out: _render_sweep(out, dest, data),
                   ExitCode.REFUSED if refused else ExitCode.OK)
 
 
-def _sweep_jobs(old: Sequence[Pending],
-                decisions: dict[str | None, Decision]) -> list[dict[str, Any]]:
-    """One entry per job (None: uploads zero-rename did not write)."""
-    counts = Counter(p.owner.job_id for p in old)
-    owners = {p.owner.job_id: p.owner for p in old}
-    return [_job_entry(owners[job_id], n, decisions[job_id]) for job_id, n in counts.items()]
-
-
-def _job_entry(owner: pend.Owner, uploads: int, decision: Decision) -> dict[str, Any]:
+def _job_entry(job: JobSweep) -> dict[str, Any]:
+    """One entry per job (job id None: uploads zero-rename did not write)."""
+    owner = job.owner
     return {"job_id": owner.job_id, "state": owner.state,
             "destination": owner.destination.url if owner.destination else None,
-            "uploads": uploads, "action": decision.action, "reason": decision.reason}
+            "uploads": len(job.uploads), "action": job.decision.action,
+            "reason": job.decision.reason}
 
 
-def _carry_out(ctx: Context, dest: Destination, plan: dict[str, list[Pending]],
-               jobs: list[dict[str, Any]], threads: int) -> tuple[int, int]:
+def _carry_out(ctx: Context, dest: Destination, jobs: Sequence[JobSweep],
+               threads: int) -> tuple[list[JobSweep], int, int]:
+    """Abort the old uploads the sweep decided to, then the jobs left in setup."""
     store = ctx.store()
-    uploads = plan[pend.ABORT]
+    uploads = [p.upload for j in jobs if j.decision.action == pend.ABORT for p in j.uploads]
     with ctx.out.progress("aborting old uploads", len(uploads)) as advance:
-        aborted, gone = pend.abort_pending(store, dest.bucket, uploads, threads, advance)
+        aborted, gone = abort_each(store, dest.bucket, uploads, threads, advance)
+    done = []
     for job in jobs:
-        if job["action"] == pend.ABORT_JOB:
-            aborted += _abort_abandoned_job(ctx, job)
-    return aborted, gone
-
-
-def _abort_abandoned_job(ctx: Context, job: dict[str, Any]) -> int:
-    """Abort a job left in setup through the protocol; a commit that won the race keeps it."""
-    committer = Committer(Destination.parse(job["destination"]), store=ctx.store())
-    try:
-        summary = committer.abort_job(job["job_id"], reason="abandoned in setup; aborted "
-                                      "from the command line (zero-rename uploads abort)")
-    except AbortRefusedError as exc:
-        job.update(action=pend.REFUSE, reason=str(exc))
-        return 0
-    return summary.aborted_uploads
+        if job.decision.action == pend.ABORT_JOB:
+            job, count = pend.abort_abandoned_job(store, job, ABANDONED)
+            aborted += count
+        done.append(job)
+    return done, aborted, gone
 
 
 def _render_sweep(out: Output, dest: Destination, data: dict[str, Any]) -> None:

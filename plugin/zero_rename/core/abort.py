@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from zero_rename.core.claims import Claims
 from zero_rename.core.jobs import JobRecords, step_finished, step_started
@@ -35,8 +35,13 @@ from zero_rename.errors import (
 log = logging.getLogger(__name__)
 
 # S3: "it might be necessary to abort a given multipart upload multiple
-# times" while part uploads are in flight; list and abort until none is left.
+# times" while part uploads are in flight, and a zombie task attempt may still
+# create uploads: list and abort again, a bounded number of times.
 SWEEP_ROUNDS = 3
+
+
+def _ignore(count: int) -> None:
+    """Progress nobody watches."""
 
 
 def job_uploads(store: S3Store, dest: Destination, job_id: str,
@@ -47,18 +52,47 @@ def job_uploads(store: S3Store, dest: Destination, job_id: str,
             if is_job_data_key(dest, job_id, u.key, columns)]
 
 
+def abort_each(store: S3Store, bucket: str, uploads: Sequence[UploadInfo], threads: int,
+               advance: Callable[[int], None] = _ignore) -> tuple[int, int]:
+    """Abort each upload, in parallel; returns (aborted, already gone)."""
+    if not uploads:
+        return 0, 0
+    aborted = gone = 0
+    with ThreadPoolExecutor(max(1, min(threads, len(uploads)))) as pool:
+        futures = [pool.submit(store.abort_upload, bucket, u.key, u.upload_id) for u in uploads]
+        for future in as_completed(futures):
+            if future.result():
+                aborted += 1
+            else:
+                gone += 1
+            advance(1)
+    return aborted, gone
+
+
+def sweep_uploads(store: S3Store, bucket: str, listing: Callable[[], Iterable[UploadInfo]],
+                  threads: int, first: Sequence[UploadInfo] | None = None,
+                  advance: Callable[[int], None] = _ignore) -> tuple[int, int]:
+    """Abort what ``listing`` finds, listing again after each pass until it finds
+    nothing, for at most SWEEP_ROUNDS passes; ``first``: the first pass's
+    uploads, if already listed. Returns (aborted, already gone)."""
+    aborted = gone = 0
+    batch = list(listing() if first is None else first)
+    for round_number in range(SWEEP_ROUNDS):
+        if not batch:
+            break
+        done, missing = abort_each(store, bucket, batch, threads, advance)
+        aborted, gone = aborted + done, gone + missing
+        if round_number + 1 < SWEEP_ROUNDS:
+            time.sleep(0.1)
+            batch = list(listing())
+    return aborted, gone
+
+
 def abort_uploads(store: S3Store, dest: Destination, job_id: str, threads: int = 16,
                   columns: tuple[str, ...] | None = None) -> int:
     """Abort every pending upload of the job; returns how many were aborted."""
-    aborted = 0
-    for _ in range(SWEEP_ROUNDS):
-        uploads = job_uploads(store, dest, job_id, columns)
-        if not uploads:
-            break
-        with ThreadPoolExecutor(max(1, min(threads, len(uploads)))) as pool:
-            aborted += sum(pool.map(
-                lambda u: store.abort_upload(dest.bucket, u.key, u.upload_id), uploads))
-        time.sleep(0.1)
+    aborted, _ = sweep_uploads(store, dest.bucket,
+                               lambda: job_uploads(store, dest, job_id, columns), threads)
     if aborted:
         log.info("aborted %d pending upload(s) of job %s", aborted, job_id)
     return aborted

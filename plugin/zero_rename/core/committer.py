@@ -12,16 +12,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from zero_rename.core import abort as abort_mod
 from zero_rename.core import commit as commit_mod
 from zero_rename.core import manifests, planning
-from zero_rename.core.jobs import JobRecords, setup_job, step_finished, step_started
+from zero_rename.core.jobs import (
+    JobRecords,
+    setup_job,
+    step_finished,
+    step_started,
+    visible_objects,
+)
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import (
+    CommittedFile,
     JobRecord,
     JobSummary,
     StepTiming,
@@ -31,9 +38,10 @@ from zero_rename.core.model import (
     utcnow,
 )
 from zero_rename.core.options import JobOptions, parse_options
+from zero_rename.core.output_check import Problem, check_output
 from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
-from zero_rename.core.store import S3Store, StoreConfig, UploadInfo
-from zero_rename.core.success import PARTITIONS_LISTED
+from zero_rename.core.store import ObjectInfo, S3Store, StoreConfig, UploadInfo
+from zero_rename.core.success import PARTITIONS_LISTED, committed_files
 from zero_rename.core.task import TaskAttempt
 from zero_rename.core.validate import Expected
 from zero_rename.errors import (
@@ -210,8 +218,33 @@ class Committer:
             return self.store.with_profile(named_profile(self.profile))
         return self.store
 
+    def published_task_manifests(self, job_id: str) -> int:
+        """Task commits of the job so far (one listing); their manifests are removed
+        once the job is decided."""
+        return manifests.published_count(self.store, self.dest, job_id)
+
+    def visible_objects(self) -> list[ObjectInfo]:
+        """The objects table readers see under the destination (one listing)."""
+        return list(visible_objects(self.store, self.dest))
+
+    def holds_anything(self) -> bool:
+        """Whether any object is under the destination: a file, or the protocol's own."""
+        return next(iter(self.store.list_objects(self.dest.bucket, self.dest.dir)),
+                    None) is not None
+
     def read_success(self) -> SuccessData | None:
         found = self.store.get_object(self.dest.bucket, self.dest.success_key)
         if found is None:
             return None
         return load(SuccessData, found[0], f"s3://{self.dest.bucket}/{self.dest.success_key}")
+
+    def committed_files(self, success: SuccessData) -> Iterator[CommittedFile]:
+        """Every file ``success`` (this destination's ``_SUCCESS``) stands for, streamed."""
+        return committed_files(self.store, self.dest, success)
+
+    def check_output(self, success: SuccessData, threads: int = 16,
+                     advance: Callable[[int], None] = lambda n: None) -> list[Problem]:
+        """The destination's files against ``success``: every file it lists there with
+        its size and ETag, none carrying its job id missing from it; ``advance``
+        counts the directories listed (:func:`~zero_rename.core.output_check.scan_dirs`)."""
+        return check_output(self.store, self.dest, success, threads, advance)

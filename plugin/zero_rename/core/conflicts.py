@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterator, Sequence
 
-from zero_rename.core.layout import Destination, is_visible
+from zero_rename.core.jobs import visible_objects
+from zero_rename.core.layout import Destination
 from zero_rename.core.manifests import bounded_map
 from zero_rename.core.model import JobRecord, ReplacedObject
 from zero_rename.core.store import S3Store
@@ -42,8 +43,8 @@ def existing_files(store: S3Store, dest: Destination, job: JobRecord,
     """Visible files in ``dirs`` that this job did not write, streamed: one huge
     directory page by page, many small ones listed in parallel."""
     def scan(relative: str) -> Iterator[ReplacedObject]:
-        for o in store.list_objects(dest.bucket, dest.dir + relative):
-            if is_visible(o.key[len(dest.dir):]) and job.job_id not in o.key:
+        for o in visible_objects(store, dest, relative):
+            if job.job_id not in o.key:
                 yield ReplacedObject(key=o.key, etag=o.etag, size=o.size)
 
     if len(dirs) == 1:

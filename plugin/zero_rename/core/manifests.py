@@ -19,7 +19,7 @@ from zero_rename.core import shards
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import StageManifest, TaskManifest, dump, load
 from zero_rename.core.shards import read_shard, shard_key, write_shard
-from zero_rename.core.store import S3Store
+from zero_rename.core.store import ObjectInfo, S3Store
 from zero_rename.core.writes import create_once
 from zero_rename.errors import ManifestError
 
@@ -166,8 +166,7 @@ def _published_source(store: S3Store, dest: Destination, job_id: str,
                       threads: int) -> ManifestSource:
     """Manifests published by first-attempt-wins task commits; the listing (keys and
     ETags, no bodies) is the identity."""
-    listed = sorted((o.key, o.etag) for o in store.list_objects(
-        dest.bucket, dest.job(job_id).tasks_dir) if o.key.endswith(".json"))
+    listed = sorted((o.key, o.etag) for o in _published(store, dest, job_id))
     identity = "published:" + hashlib.sha256(
         "\n".join(f"{k} {e}" for k, e in listed).encode("utf-8")).hexdigest()[:32]
 
@@ -179,6 +178,17 @@ def _published_source(store: S3Store, dest: Destination, job_id: str,
 
     return ManifestSource(identity, len(listed),
                           lambda: bounded_map(read, [k for k, _ in listed], threads))
+
+
+def _published(store: S3Store, dest: Destination, job_id: str) -> Iterator[ObjectInfo]:
+    return (o for o in store.list_objects(dest.bucket, dest.job(job_id).tasks_dir)
+            if o.key.endswith(".json"))
+
+
+def published_count(store: S3Store, dest: Destination, job_id: str) -> int:
+    """Task manifests published so far (one listing); they are removed once the job
+    is decided."""
+    return sum(1 for _ in _published(store, dest, job_id))
 
 
 def bounded_map(fn: Callable[[T], R], items: Sequence[T], threads: int) -> Iterator[R]:

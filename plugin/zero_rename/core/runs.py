@@ -131,3 +131,17 @@ def decided_summary(record: JobRecord, destination: str) -> JobSummary | None:
         return None
     return record.summary or JobSummary(job_id=record.job_id, destination=destination,
                                         state=record.state)
+
+
+def stage_done(committer: Committer, job_id: str) -> JobSummary | None:
+    """What a stage step reports instead of running the engine's write again: the
+    job's stage manifest is saved (a retry after the write), or the job is past
+    setup (a cleared or re-executed run whose job went on). None: the write runs."""
+    record = committer.job(job_id)
+    staged = committer.stage_summary(job_id, record.state)
+    if record.state == "setup" and staged is None:
+        return None
+    log.info("job %s is %s%s; its stage is not run again", job_id, record.state,
+             " and its stage manifest is saved" if staged else "")
+    return staged or JobSummary(job_id=job_id, destination=committer.dest.url,
+                                state=record.state)

@@ -26,12 +26,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from zero_rename.core.layout import Destination, file_job_id, is_visible, partition_values
-from zero_rename.core.model import JobRecord, load
+from zero_rename.core.jobs import JobRecords, visible_objects
+from zero_rename.core.layout import Destination, file_job_id, partition_values
+from zero_rename.core.model import JobRecord
 from zero_rename.core.store import ObjectInfo, S3Store
 from zero_rename.errors import JobNotFoundError, ZeroRenameError
 
@@ -39,10 +39,7 @@ __all__ = ["SnapshotFile", "TableSnapshot", "committed_at", "file_job_id", "tabl
 
 log = logging.getLogger(__name__)
 
-# Records still able to change: a snapshot waits for them to agree twice.
-_OPEN_STATES = ("setup", "sealed", "committing")
 SNAPSHOT_ROUNDS = 8
-RECORD_THREADS = 16
 
 
 @dataclass(frozen=True)
@@ -82,11 +79,11 @@ class TableSnapshot:
 def table_snapshot(store: S3Store, dest: Destination, as_of_job: str | None = None
                    ) -> TableSnapshot:
     """The committed state of ``dest`` now, or right after job ``as_of_job`` committed."""
-    records = _read_records(store, dest)
+    jobs = JobRecords(store, dest)
+    records = jobs.read_all()
     for round_number in range(1, SNAPSHOT_ROUNDS + 1):
-        listing = [o for o in store.list_objects(dest.bucket, dest.dir)
-                   if is_visible(o.key[len(dest.dir):])]
-        again = _read_records(store, dest, records)
+        listing = list(visible_objects(store, dest))
+        again = jobs.read_all(known=records)
         if _same_states(records, again):
             return _snapshot(dest, again, listing, as_of_job)
         log.info("snapshot of %s: a job changed state while the destination was listed; "
@@ -96,33 +93,6 @@ def table_snapshot(store: S3Store, dest: Destination, as_of_job: str | None = No
     raise ZeroRenameError(
         f"could not take a consistent snapshot of {dest.url}: jobs kept changing state "
         f"during {SNAPSHOT_ROUNDS} listings; try again")
-
-
-def _read_records(store: S3Store, dest: Destination,
-                  known: Mapping[str, JobRecord] | None = None) -> dict[str, JobRecord]:
-    """Every job record; with ``known``, decided ones are not read again (they no
-    longer change state)."""
-    keys = [o.key for o in store.list_objects(dest.bucket, dest.jobs_dir)
-            if o.key.endswith("/job.json")]
-    found: dict[str, JobRecord] = {}
-    wanted = []
-    for key in keys:
-        job_id = key[len(dest.jobs_dir):].split("/", 1)[0]
-        old = (known or {}).get(job_id)
-        if old is not None and old.state not in _OPEN_STATES:
-            found[job_id] = old
-        else:
-            wanted.append(key)
-
-    def read(key: str) -> JobRecord | None:
-        body = store.get_object(dest.bucket, key)
-        return None if body is None else load(JobRecord, body[0], f"s3://{dest.bucket}/{key}")
-
-    with ThreadPoolExecutor(RECORD_THREADS) as pool:
-        for record in pool.map(read, wanted):
-            if record is not None:
-                found[record.job_id] = record
-    return found
 
 
 def _same_states(before: Mapping[str, JobRecord], after: Mapping[str, JobRecord]) -> bool:

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -139,30 +139,44 @@ def _check_endpoint(url: object) -> None:
                           "credential chain")
 
 
+def client_config(config: StoreConfig, s3: Mapping[str, Any] | None = None) -> Config:
+    """The botocore settings of a client for commit work: its pool, retries and
+    timeouts from ``config``. ``s3``: the client's S3 settings (the addressing
+    style ``config`` implies by default; none for an empty mapping).
+
+    The one place these are chosen: the core's own clients and the Airflow
+    hook's (:mod:`zero_rename.airflow.hooks`) both take them from here.
+    """
+    if s3 is None:
+        path_style = (config.path_style if config.path_style is not None
+                      else bool(config.endpoint_url))
+        s3 = {"addressing_style": "path" if path_style else "auto"}
+    return Config(
+        max_pool_connections=config.max_pool_connections,
+        # Standard mode retries 5xx, throttling (SlowDown) and timeouts with
+        # exponential backoff and jitter; it never retries 409 or 412, which
+        # the protocol reads as answers.
+        retries={"mode": "standard", "total_max_attempts": config.max_attempts},
+        connect_timeout=config.connect_timeout,
+        read_timeout=config.read_timeout,
+        # Conditional writes (If-Match, If-None-Match) need SigV4.
+        signature_version="s3v4",
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+        **({"s3": dict(s3)} if s3 else {}),
+    )
+
+
 def make_client(config: StoreConfig, session: Any = None) -> Any:
     """A boto3 S3 client sized and retried for commit work.
 
     ``session`` is a botocore session to build it from (a new one by default),
     for a caller that needs the session's credentials or settings as well.
     """
-    path_style = config.path_style if config.path_style is not None else bool(config.endpoint_url)
-    botocore_config = Config(
-        max_pool_connections=config.max_pool_connections,
-        # Standard mode retries 5xx, throttling (SlowDown) and timeouts with
-        # exponential backoff and jitter; it never retries 409 or 412.
-        retries={"mode": "standard", "total_max_attempts": config.max_attempts},
-        connect_timeout=config.connect_timeout,
-        read_timeout=config.read_timeout,
-        s3={"addressing_style": "path" if path_style else "auto"},
-        # Conditional writes need SigV4.
-        signature_version="s3v4",
-        request_checksum_calculation="when_required",
-        response_checksum_validation="when_required",
-    )
     session = boto3.session.Session(botocore_session=session or botocore_session())
     return session.client("s3", endpoint_url=config.endpoint_url,
                           region_name=config.region or session.region_name or "us-east-1",
-                          config=botocore_config)
+                          config=client_config(config))
 
 
 _LOADER_LOCK = threading.Lock()

@@ -97,3 +97,8 @@ def committed_files(store: S3Store, dest: Destination,
         return
     for relative in success.file_list:
         yield from read_shard(store, dest.bucket, dest.dir + relative, CommittedFile)
+
+
+def files_committed(success: SuccessData) -> int:
+    """How many files the job committed (older ``_SUCCESS`` files list them all)."""
+    return success.file_count if success.file_count is not None else len(success.files)

@@ -18,7 +18,7 @@ from dagster import AssetExecutionContext, Failure, MetadataValue, OpExecutionCo
 
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord, JobSummary
-from zero_rename.core.runs import current_run_job, decided_summary, setup_run_job
+from zero_rename.core.runs import current_run_job, decided_summary, setup_run_job, stage_done
 from zero_rename.dagster.failures import protocol_errors
 from zero_rename.errors import AbortRefusedError
 
@@ -57,13 +57,9 @@ def stage(committer: Committer, job_id: str, write: Callable[[], None]) -> JobSu
     """Run the engine's write, unless the job's stage is already saved or the job is
     past it (an op retry after the write, a re-execution of a committed run)."""
     with protocol_errors():
-        record = committer.job(job_id)
-        staged = committer.stage_summary(job_id)
-    if record.state != "setup" or staged is not None:
-        log.info("job %s is %s%s; its stage is not written again", job_id, record.state,
-                 " and its stage manifest is saved" if staged else "")
-        return staged or JobSummary(job_id=job_id, destination=committer.dest.url,
-                                    state=record.state)
+        done = stage_done(committer, job_id)
+    if done is not None:
+        return done
     write()
     with protocol_errors():
         staged = committer.stage_summary(job_id)

@@ -7,7 +7,6 @@ credential or the endpoint.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,11 +14,10 @@ from urllib.parse import quote
 
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord, JobSummary
+from zero_rename.core.pending import job_id_of
+from zero_rename.core.success import files_committed
 from zero_rename.errors import ZeroRenameError
 
-# Every data file name carries its job id (a UUID); pending uploads are
-# attributed to jobs by it.
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STEP_ORDER = ("setup", "stage", "validate", "resolve_conflicts", "commit", "abort")
 
 
@@ -118,12 +116,9 @@ def origin_link(record: JobRecord) -> dict[str, str]:
 
 
 def pending_by_job(committer: Committer) -> Counter[str]:
-    found: Counter[str] = Counter()
-    for upload in committer.pending_uploads():
-        match = _UUID.search(upload.key.rsplit("/", 1)[-1])
-        if match:
-            found[match.group(0)] += 1
-    return found
+    """Pending uploads per job, by the job id every data file name carries."""
+    return Counter(job_id for u in committer.pending_uploads()
+                   if (job_id := job_id_of(u.key)) is not None)
 
 
 def success_view(committer: Committer) -> SuccessView | None:
@@ -133,7 +128,7 @@ def success_view(committer: Committer) -> SuccessView | None:
     metrics = success.metrics
     return SuccessView(job_id=success.job_id, committer=success.committer, date=success.date,
                        files=metrics.get("committer_files_committed",
-                                         success.file_count or len(success.files)),
+                                         files_committed(success)),
                        bytes=metrics.get("committer_bytes_committed", 0),
                        rows=metrics.get("committer_rows_committed", 0),
                        partitions=success.partitions)

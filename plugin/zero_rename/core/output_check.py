@@ -6,6 +6,9 @@ directories are listed rather than each file HEADed: a listing returns size
 and ETag for up to 1,000 keys a request, and the second check needs it
 anyway. A partitioned job's files are looked for in its partitions (listed
 in parallel), an unpartitioned job's anywhere under the destination.
+
+``zero-rename validate`` and the demos run it through
+:meth:`zero_rename.core.committer.Committer.check_output`.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
-from zero_rename.core.layout import Destination, is_visible
+from zero_rename.core import jobs
+from zero_rename.core.layout import Destination
 from zero_rename.core.model import CommittedFile, SuccessData
 from zero_rename.core.store import ObjectInfo, S3Store
-from zero_rename.core.success import committed_files
+from zero_rename.core.success import committed_files, files_committed
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +54,7 @@ def visible_objects(store: S3Store, dest: Destination, dirs: Sequence[str], thre
                     advance: Callable[[int], None] = lambda n: None) -> dict[str, ObjectInfo]:
     """Visible objects under each directory, by path relative to the destination."""
     def scan(relative: str) -> list[ObjectInfo]:
-        return [o for o in store.list_objects(dest.bucket, dest.dir + relative)
-                if is_visible(o.key[len(dest.dir):])]
+        return list(jobs.visible_objects(store, dest, relative))
 
     found: dict[str, ObjectInfo] = {}
     with ThreadPoolExecutor(max(1, min(threads, len(dirs)))) as pool:
@@ -90,11 +93,7 @@ def check_output(store: S3Store, dest: Destination, success: SuccessData, thread
                  advance: Callable[[int], None] = lambda n: None) -> list[Problem]:
     found = visible_objects(store, dest, scan_dirs(success), threads, advance)
     problems = compare(success, committed_files(store, dest, success), found)
-    log.info("checked %d file(s) of job %s at %s: %d problem(s)", files_of(success),
+    log.info("checked %d file(s) of job %s at %s: %d problem(s)", files_committed(success),
              success.job_id, dest.url, len(problems))
     return problems
 
-
-def files_of(success: SuccessData) -> int:
-    """How many files the job committed (older ``_SUCCESS`` files list them all)."""
-    return success.file_count if success.file_count is not None else len(success.files)

@@ -16,30 +16,29 @@ the job's state is what keeps an abort from destroying a commit:
   job itself is aborted first (compare-and-swap on its record, which a commit
   past its point of no return refuses), which fences every attempt; see
   :mod:`zero_rename.core.abort`.
+
+The command line's ``uploads list|abort`` takes owners and decisions from here,
+the Commits page its count of pending uploads per job; the sweep itself is
+:func:`zero_rename.core.abort.sweep_uploads`.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import time
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from zero_rename.core.abort import abort_job, sweep_uploads
 from zero_rename.core.jobs import JobRecords
 from zero_rename.core.layout import HIDDEN_DIR, Destination
 from zero_rename.core.store import S3Store, UploadInfo
-from zero_rename.errors import JobNotFoundError
+from zero_rename.errors import AbortRefusedError, JobNotFoundError
 
 log = logging.getLogger(__name__)
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-# S3: "it might be necessary to abort a given multipart upload multiple
-# times" while parts are in flight, and a zombie attempt may still create
-# uploads: list again after each pass, a bounded number of times.
-ABORT_ROUNDS = 3
 
 ABORT = "abort"
 ABORT_JOB = "abort-job"
@@ -178,39 +177,53 @@ def _abort_reason(state: str | None) -> str:
     return "no job record: orphaned upload"
 
 
-def abort_pending(store: S3Store, bucket: str, uploads: Sequence[Pending], threads: int,
-                  advance: Callable[[int], None] = lambda n: None) -> tuple[int, int]:
-    """Abort each upload; returns (aborted, already gone)."""
-    if not uploads:
-        return 0, 0
-    aborted = gone = 0
-    with ThreadPoolExecutor(max(1, min(threads, len(uploads)))) as pool:
-        futures = [pool.submit(store.abort_upload, bucket, p.key, p.upload.upload_id)
-                   for p in uploads]
-        for future in as_completed(futures):
-            if future.result():
-                aborted += 1
-            else:
-                gone += 1
-            advance(1)
-    return aborted, gone
+def named_uploads(store: S3Store, dest: Destination, job_id: str) -> list[UploadInfo]:
+    """Pending uploads under DEST whose file name carries the job id."""
+    return [u for u in store.list_uploads(dest.bucket, dest.dir) if job_id_of(u.key) == job_id]
 
 
-def abort_job_uploads(store: S3Store, dest: Destination, owners: Owners, job_id: str,
-                      first: Sequence[Pending], threads: int,
-                      advance: Callable[[int], None] = lambda n: None) -> tuple[int, int]:
-    """Abort the job's uploads under DEST, listing again until none is left."""
-    aborted = gone = 0
-    batch: Iterable[Pending] = first
-    for round_number in range(ABORT_ROUNDS):
-        batch = list(batch)
-        if not batch:
-            break
-        done, missing = abort_pending(store, dest.bucket, batch, threads, advance)
-        aborted, gone = aborted + done, gone + missing
-        if round_number + 1 < ABORT_ROUNDS:
-            time.sleep(0.1)
-            batch = pending_uploads(store, dest, owners, job_id)
+def abort_job_uploads(store: S3Store, dest: Destination, job_id: str, first: Sequence[Pending],
+                      threads: int, advance: Callable[[int], None] = lambda n: None
+                      ) -> tuple[int, int]:
+    """Abort the job's uploads under DEST (``first``: as listed), listing again until
+    none is left; returns (aborted, already gone)."""
+    aborted, gone = sweep_uploads(store, dest.bucket, lambda: named_uploads(store, dest, job_id),
+                                  threads, [p.upload for p in first], advance)
     log.info("aborted %d upload(s) of job %s under %s (%d already gone)", aborted, job_id,
              dest.url, gone)
     return aborted, gone
+
+
+@dataclass(frozen=True)
+class JobSweep:
+    """One job's old uploads in a sweep (``uploads abort --all-older-than``), and
+    what is done with them."""
+
+    owner: Owner
+    uploads: tuple[Pending, ...]
+    decision: Decision
+
+
+def plan_sweep(old: Sequence[Pending]) -> list[JobSweep]:
+    """The old uploads by job, in order of first appearance, each job decided once
+    (job id None: uploads zero-rename did not write)."""
+    by_job: dict[str | None, list[Pending]] = {}
+    for p in old:
+        by_job.setdefault(p.owner.job_id, []).append(p)
+    return [JobSweep(group[0].owner, tuple(group), decide_for_sweep(group[0].owner))
+            for group in by_job.values()]
+
+
+def abort_abandoned_job(store: S3Store, job: JobSweep, reason: str) -> tuple[JobSweep, int]:
+    """Abort a job left in setup or sealed as a job: its record is swapped to
+    ``aborted`` first, so no task attempt can commit afterwards. A commit that won
+    the race since the sweep saw the job keeps it: the decision becomes REFUSE.
+    Returns the job as carried out and how many of its uploads were aborted."""
+    owner = job.owner
+    if owner.job_id is None or owner.destination is None:
+        raise ValueError(f"a job is aborted only where its record was found: {owner}")
+    try:
+        summary = abort_job(store.scoped(), owner.destination, owner.job_id, reason)
+    except AbortRefusedError as exc:
+        return replace(job, decision=Decision(REFUSE, str(exc))), 0
+    return job, summary.aborted_uploads

@@ -1,0 +1,40 @@
+"""What an orchestrator's stage step finds before it runs the engine's write again."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import write_task
+from zero_rename.core.committer import Committer
+from zero_rename.core.runs import stage_done
+
+pytestmark = pytest.mark.s3
+
+
+def test_the_stage_runs_until_its_manifest_is_saved_then_never_again(
+        committer: Committer) -> None:
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    assert stage_done(committer, job.job_id) is None
+    manifest = write_task(committer, job, "00000", {"2024-01-01": b"a", "2024-01-02": b"b"},
+                          publish=False, rows=5)
+    assert manifest is not None
+    assert stage_done(committer, job.job_id) is None  # a task commit is not a stage
+    committer.save_stage_manifest(job.job_id, [manifest], engine="test")
+    done = stage_done(committer, job.job_id)
+    assert done is not None
+    assert (done.state, done.tasks, done.files, done.rows) == ("setup", 1, 2, 10)
+
+
+@pytest.mark.parametrize("decide", ["commit", "abort"])
+def test_a_job_past_setup_is_not_staged_again(committer: Committer, decide: str) -> None:
+    """A cleared or re-executed run whose job went on: committed, or aborted."""
+    job = committer.setup_job({"conflict_mode": "append"})
+    write_task(committer, job, "00000", [b"x"])
+    if decide == "commit":
+        committer.commit_job(job.job_id)
+    else:
+        committer.abort_job(job.job_id)
+    done = stage_done(committer, job.job_id)
+    assert done is not None and done.job_id == job.job_id
+    assert done.state == ("committed" if decide == "commit" else "aborted")
+    assert done.destination == committer.dest.url
