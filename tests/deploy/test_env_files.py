@@ -22,8 +22,9 @@ from tests.deploy.support import COMPOSE_FILE, DEPLOY, compose_config, stack_mod
 
 PORTS = {
     "s3": {"s3.port": 9000, "master.port": 9333},
-    "spark": {"master": 7078, "master_ui": 18081, "worker_ui": 18082},
-    "airflow": {"api": 8088, "scheduler_health": 18974},
+    "spark": {"STACK_SPARK_PORT": 7078, "STACK_SPARK_UI_PORT": 18081,
+              "STACK_WORKER_UI_PORT": 18082},
+    "airflow": {"STACK_AIRFLOW_PORT": 8088, "STACK_SCHEDULER_HEALTH_PORT": 18974},
 }
 # What a caller's shell holds besides what the stack needs.
 SHELL = {"PATH": "/usr/bin:/bin", "HOME": "/home/dev", "PYTHONPATH": "/somewhere/else"}
