@@ -126,6 +126,9 @@ def test_empty_values_mean_not_given() -> None:
     assert config.files == FileOptions()
     assert (config.if_exists, config.job_id, config.spool_dir) == (None, None, None)
     assert (config.store.region, config.store.profile) == (None, "auto")
+    assert parse_writer_options({"path": "s3://bucket/t", "part_size": None,
+                                 "upload_threads": None}) == parse_writer_options(
+        {"path": "s3://bucket/t"})
     with pytest.raises(ConfigError, match="option 'part_size' must be a size"):
         parse_writer_options({"path": "s3://bucket/t", "part_size": ""})
 

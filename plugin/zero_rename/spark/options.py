@@ -126,16 +126,17 @@ class _Options(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # Options whose empty value means "not given", as it always has.
+    # Options whose empty value means "not given", as it always has. None never
+    # comes from Spark; from Python it means "not given" for every option.
     BLANK_IS_UNSET: ClassVar[frozenset[str]] = frozenset()
 
     @model_validator(mode="before")
     @classmethod
-    def _drop_blanks(cls, data: Any) -> Any:
+    def _drop_unset(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        return {k: v for k, v in data.items()
-                if not (k in cls.BLANK_IS_UNSET and not str(v).strip())}
+        return {k: v for k, v in data.items() if v is not None
+                and not (k in cls.BLANK_IS_UNSET and not str(v).strip())}
 
 
 class StoreOptions(_Options):
