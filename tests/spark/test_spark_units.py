@@ -14,7 +14,6 @@ from zero_rename.spark.options import (
     DEFAULT_UPLOAD_THREADS,
     FileOptions,
     conflict_mode_for,
-    parse_size,
     parse_writer_options,
 )
 from zero_rename.spark.parquet import PartitionedParquetWriter
@@ -99,7 +98,57 @@ def test_job_id_makes_the_write_orchestrated() -> None:
                                             ("8MiB", 8 << 20), ("8 MB", 8 << 20),
                                             ("2g", 2 << 30), ("512k", 512 << 10)])
 def test_sizes_read_as_spark_reads_them(text: str, size: int) -> None:
-    assert parse_size("part_size", text) == size
+    from zero_rename.spark.reader import parse_reader_options
+
+    written = parse_writer_options({"path": "s3://bucket/t", "max_file_size": text})
+    assert written.files.max_file_size == size
+    read = parse_reader_options({"path": "s3://bucket/t", "max_partition_bytes": text})
+    assert read.max_partition_bytes == size
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("true", True), ("YES", True), (" on ", True), ("1", True),
+    ("false", False), ("No", False), ("off", False), ("0", False)])
+def test_flags_read_every_spelling(text: str, value: bool) -> None:
+    from zero_rename.spark.reader import parse_reader_options
+
+    written = parse_writer_options({"path": "s3://bucket/t", "verify_uploads": text,
+                                    "path_style": text})
+    assert written.job.verify_uploads is value and written.store.path_style is value
+    assert parse_reader_options({"path": "s3://bucket/t", "path_style": text}
+                                ).store.path_style is value
+
+
+def test_empty_values_mean_not_given() -> None:
+    config = parse_writer_options({
+        "path": "s3://bucket/t", "max_file_size": "", "max_rows_per_file": "", "if_exists": " ",
+        "spool_dir": "", "job_id": "", "region": "", "store_profile": "", "endpoint": ""})
+    assert config.files == FileOptions()
+    assert (config.if_exists, config.job_id, config.spool_dir) == (None, None, None)
+    assert (config.store.region, config.store.profile) == (None, "auto")
+    assert parse_writer_options({"path": "s3://bucket/t", "part_size": None,
+                                 "upload_threads": None}) == parse_writer_options(
+        {"path": "s3://bucket/t"})
+    with pytest.raises(ConfigError, match="option 'part_size' must be a size"):
+        parse_writer_options({"path": "s3://bucket/t", "part_size": ""})
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({}, "reads a destination"),
+    ({"path": "s3://bucket/t", "path_style": "maybe"},
+     r"option 'path_style' must be true or false \(got 'maybe'\)"),
+    ({"path": "s3://bucket/t", "max_partition_bytes": "big"},
+     "option 'max_partition_bytes' must be a size such as"),
+    ({"path": "s3://bucket/t", "as_of": "x"}, r"unknown option\(s\) \['as_of'\]"),
+    ({"path": "s3://bucket/t", "as_of_job": "x"}, "job id 'x' is not a UUID"),
+    ({"path": "s3://bucket/t", "secret_key": "abc"}, "credentials are never accepted"),
+])
+def test_malformed_reader_options_are_named(options: dict[str, str], message: str) -> None:
+    from zero_rename.spark.reader import parse_reader_options
+
+    with pytest.raises(ConfigError, match=message) as failure:
+        parse_reader_options(options)
+    assert "abc" not in str(failure.value)
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -118,9 +167,15 @@ def test_sizes_read_as_spark_reads_them(text: str, size: int) -> None:
     ({"path": "s3://bucket/t", "max_rows_per_file": "-3"}, "option 'max_rows_per_file'"),
     ({"path": "s3://bucket/t", "job_id": "not-a-uuid"}, "job id 'not-a-uuid' is not a UUID"),
     ({"path": "s3://bucket/t", "endpoint": "ftp://x"}, "option 'endpoint' must be an http"),
-    ({"path": "s3://bucket/t", "part_size": "lots"}, "option 'part_size' must be a size"),
+    ({"path": "s3://bucket/t", "part_size": "lots"},
+     r"option 'part_size' must be a size such as 134217728, 128m or 128MiB \(got 'lots'\)"),
+    ({"path": "s3://bucket/t", "max_open_files": "0"},
+     r"option 'max_open_files' must be a positive integer \(got '0'\)"),
+    ({"path": "s3://bucket/t", "upload_threads": "1", "row_group_size": "x", "threads": "0"},
+     "option 'row_group_size' must be a positive integer"),
     ({"path": "s3://bucket/t", "partiton_by": "dt"}, r"unknown option\(s\) \['partiton_by'\]"),
-    ({"path": "s3://bucket/t", "if_exists": "skip"}, "option if_exists='skip'"),
+    ({"path": "s3://bucket/t", "if_exists": "skip"},
+     r"option 'if_exists' must be one of \['error', 'errorifexists', 'ignore'\] \(got 'skip'\)"),
     ({"path": "s3://bucket/t", "if_exists": "ignore",
       "job_id": "1c35e82e-0afa-487d-b720-08fd69009377"}, "sets up its own job"),
 ])

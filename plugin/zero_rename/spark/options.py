@@ -12,15 +12,23 @@ Save modes: Spark itself refuses ``error``/``errorifexists`` (its default) and
 and ``overwrite`` arrive here as ``overwrite=False/True``. The option
 ``if_exists`` (``error`` or ``ignore``, with ``mode("append")``) gives the two
 refused modes' semantics.
+
+Every value goes through a pydantic type of this module (:data:`Size`,
+:data:`Flag`, :data:`Count`...), in :class:`WriterOptions` here and in the
+reader's options, so both accept the same spellings and a bad value is named
+with its option in a :class:`ConfigError`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar, TypeVar
 from urllib.parse import urlparse
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from zero_rename.core.layout import Destination, check_job_id
 from zero_rename.core.options import JobOptions, parse_options
@@ -55,19 +63,142 @@ _SECRET_WORDS = ("secret", "password", "token", "credential", "access_key", "acc
 
 _JOB_KEYS = ("committer", "conflict_mode", "part_size", "threads", "verify_uploads",
              "on_conflict", "wait_timeout")
-_STORE_KEYS = ("endpoint", "region", "path_style", "store_profile")
-_FILE_KEYS = ("compression", "max_file_size", "max_rows_per_file", "max_open_files",
-              "row_group_size")
 # What Spark's refused save modes error/errorifexists and ignore would do.
 IF_EXISTS = {"error": "error", "errorifexists": "error", "ignore": "ignore"}
-KNOWN_OPTIONS = frozenset(("path", "partition_by", "job_id", "spool_dir", "upload_threads",
-                           "if_exists")
-                          + _JOB_KEYS + _STORE_KEYS + _FILE_KEYS)
 
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^(\d+)\s*([kmgt]?)(?:i?b)?$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
+_FLAGS = {"true": True, "1": True, "yes": True, "on": True,
+          "false": False, "0": False, "no": False, "off": False}
+
+T = TypeVar("T")
+
+
+# --- the types of option values ------------------------------------------------
+
+def _option_type(parse: Callable[[str], T | None], requirement: str) -> BeforeValidator:
+    """A pydantic validator from a parser of the option's text (stripped): a value
+    it cannot read (None or ValueError) fails with ``requirement``."""
+    def validate(value: Any) -> T:
+        try:
+            parsed = parse(str(value).strip())
+        except ValueError:
+            parsed = None
+        if parsed is None:
+            raise PydanticCustomError("zero_rename_option", requirement)
+        return parsed
+
+    return BeforeValidator(validate)
+
+
+def _size(text: str) -> int | None:
+    """``134217728``, ``128m``, ``128MiB``, ``8 MB``, ``1g``: binary units, as Spark reads sizes."""
+    match = _SIZE_RE.match(text)
+    return int(match[1]) * _SIZE_UNITS[match[2].lower()] if match else None
+
+
+def _at_least(minimum: int, parse: Callable[[str], int | None]) -> Callable[[str], int | None]:
+    def parse_bounded(text: str) -> int | None:
+        number = parse(text)
+        return number if number is not None and number >= minimum else None
+
+    return parse_bounded
+
+
+def _codec(text: str) -> str | None:
+    codec = _CODEC_ALIASES.get(text.lower(), text.lower())
+    return codec if codec in CODEC_EXTENSIONS else None
+
+
+_SIZES = "a size such as 134217728, 128m or 128MiB"
+Size = Annotated[int, _option_type(_size, f"must be {_SIZES}")]
+PositiveSize = Annotated[int, _option_type(_at_least(1, _size), f"must be a positive {_SIZES[2:]}")]
+Flag = Annotated[bool, _option_type(lambda text: _FLAGS.get(text.lower()), "must be true or false")]
+Count = Annotated[int, _option_type(_at_least(0, int), "must be an integer >= 0")]
+PositiveInt = Annotated[int, _option_type(_at_least(1, int), "must be a positive integer")]
+Codec = Annotated[str, _option_type(_codec, f"must be one of {sorted(CODEC_EXTENSIONS)}")]
+IfExists = Annotated[str, _option_type(lambda text: IF_EXISTS.get(text.lower()),
+                                       f"must be one of {sorted(IF_EXISTS)}")]
+
+
+class _Options(BaseModel):
+    """Options as Spark hands them over (strings, keys lower-cased), typed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Options whose empty value means "not given", as it always has. None never
+    # comes from Spark; from Python it means "not given" for every option.
+    BLANK_IS_UNSET: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_unset(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        return {k: v for k, v in data.items() if v is not None
+                and not (k in cls.BLANK_IS_UNSET and not str(v).strip())}
+
+
+class StoreOptions(_Options):
+    """The destination and how to reach its store: the writer's and the reader's."""
+
+    BLANK_IS_UNSET = frozenset({"endpoint", "region", "store_profile"})
+
+    path: str = ""
+    endpoint: str | None = None
+    region: str | None = None
+    path_style: Flag | None = None
+    store_profile: str = "auto"
+
+    def store_config(self) -> StoreConfig:
+        return StoreConfig(endpoint_url=resolve_endpoint(self.endpoint), region=self.region,
+                           path_style=self.path_style, profile=self.store_profile)
+
+
+class WriterOptions(StoreOptions):
+    """Every option of ``df.write.format("zero-rename")``."""
+
+    BLANK_IS_UNSET = StoreOptions.BLANK_IS_UNSET | {
+        "job_id", "spool_dir", "if_exists", "max_file_size", "max_rows_per_file"}
+
+    partition_by: str | None = None
+    job_id: str | None = None
+    spool_dir: str | None = None
+    # 0: every request from the thread that writes (the core's default).
+    upload_threads: Count = DEFAULT_UPLOAD_THREADS
+    if_exists: IfExists | None = None
+    # Job options; the core's JobOptions checks the values left as given.
+    committer: str | None = None
+    conflict_mode: str | None = None
+    part_size: Size | None = None
+    threads: str | int | None = None
+    verify_uploads: Flag | None = None
+    on_conflict: str | None = None
+    wait_timeout: str | int | None = None
+    # The Parquet files.
+    compression: Codec = "snappy"
+    max_file_size: PositiveSize | None = None  # None: no limit (as Spark)
+    max_rows_per_file: PositiveInt | None = None  # None: no limit (maxRecordsPerFile=0)
+    max_open_files: PositiveInt = DEFAULT_MAX_OPEN_FILES
+    row_group_size: PositiveInt = DEFAULT_ROW_GROUP_ROWS
+
+
+KNOWN_OPTIONS = frozenset(WriterOptions.model_fields)
+M = TypeVar("M", bound=_Options)
+
+
+def validated(model: type[M], options: Mapping[str, Any]) -> M:
+    """``options`` as ``model``; a bad value is named with its option.
+
+    Raises:
+        ConfigError: naming each malformed option and its value.
+    """
+    try:
+        return model.model_validate(dict(options))
+    except ValidationError as exc:
+        raise ConfigError("; ".join(
+            f"option {'.'.join(str(p) for p in err['loc'])!r} {err['msg']} "
+            f"(got {str(err.get('input'))[:40]!r})" for err in exc.errors())) from None
 
 
 @dataclass(frozen=True)
@@ -112,45 +243,6 @@ class WriteConfig:
         return self.job_id is not None
 
 
-def parse_size(key: str, value: str) -> int:
-    """``134217728``, ``128m``, ``128MiB``, ``1g``: binary units, as Spark reads sizes."""
-    match = _SIZE_RE.match(str(value))
-    if not match:
-        raise ConfigError(f"option {key!r} must be a size such as 134217728, 128m or 128MiB "
-                          f"(got {str(value)[:40]!r})")
-    return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
-
-
-def parse_bool(key: str, value: str) -> bool:
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"option {key!r} must be true or false (got {str(value)[:40]!r})")
-
-
-def parse_count(key: str, value: str) -> int:
-    """An integer >= 0."""
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise ConfigError(f"option {key!r} must be an integer >= 0 (got {str(value)[:40]!r})")
-    return number
-
-
-def parse_positive_int(key: str, value: str) -> int:
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ConfigError(f"option {key!r} must be a positive integer (got {str(value)[:40]!r})")
-    return number
-
-
 def check_secret_keys(options: Mapping[str, str]) -> None:
     """Refuse option keys that would carry credentials, naming the keys only."""
     secret = sorted(k for k in options if any(w in k.replace("-", "_") for w in _SECRET_WORDS))
@@ -192,7 +284,7 @@ def _no_limit(value: str) -> bool:
     try:
         return int(str(value).strip()) <= 0
     except ValueError:
-        return False  # refused, naming the option, by the file options' parser
+        return False  # refused, naming the option, by WriterOptions
 
 
 def conflict_mode_for(overwrite: bool, given: str | None) -> str:
@@ -230,40 +322,14 @@ def resolve_endpoint(value: str | None) -> str | None:
     return endpoint
 
 
-def parse_file_options(opts: Mapping[str, str]) -> FileOptions:
-    codec = str(opts.get("compression", "snappy")).strip().lower()
-    codec = _CODEC_ALIASES.get(codec, codec)
-    if codec not in CODEC_EXTENSIONS:
-        raise ConfigError(f"option 'compression' must be one of {sorted(CODEC_EXTENSIONS)} "
-                          f"(got {opts['compression'][:40]!r})")
-    max_size = None
-    if opts.get("max_file_size"):
-        max_size = parse_size("max_file_size", opts["max_file_size"])
-        if max_size < 1:
-            raise ConfigError("option 'max_file_size' must be positive")
-    rows = opts.get("max_rows_per_file")
-    return FileOptions(
-        compression=codec,
-        max_file_size=max_size,
-        max_rows_per_file=parse_positive_int("max_rows_per_file", rows) if rows else None,
-        max_open_files=parse_positive_int("max_open_files", opts["max_open_files"])
-        if "max_open_files" in opts else DEFAULT_MAX_OPEN_FILES,
-        row_group_rows=parse_positive_int("row_group_size", opts["row_group_size"])
-        if "row_group_size" in opts else DEFAULT_ROW_GROUP_ROWS,
-    )
-
-
-def _job_options(opts: Mapping[str, str], overwrite: bool) -> tuple[JobOptions, frozenset[str]]:
-    raw: dict[str, Any] = {k: opts[k] for k in _JOB_KEYS if k in opts}
-    if "part_size" in raw:
-        raw["part_size"] = parse_size("part_size", raw["part_size"])
-    if "verify_uploads" in raw:
-        raw["verify_uploads"] = parse_bool("verify_uploads", raw["verify_uploads"])
+def _job_options(opts: WriterOptions, overwrite: bool) -> tuple[JobOptions, frozenset[str]]:
+    given = opts.model_fields_set
+    raw: dict[str, Any] = {k: getattr(opts, k) for k in _JOB_KEYS if k in given}
     explicit = set(raw)
-    if "partition_by" in opts:
-        raw["partition_columns"] = opts["partition_by"]
+    if "partition_by" in given:
+        raw["partition_columns"] = opts.partition_by
         explicit.add("partition_columns")
-    if parse_if_exists(opts, overwrite) == "error" and "conflict_mode" not in raw:
+    if opts.if_exists == "error" and "conflict_mode" not in raw:
         # A second writer that found the destination empty too loses at job commit.
         raw["conflict_mode"] = "fail"
     raw["conflict_mode"] = conflict_mode_for(overwrite, raw.get("conflict_mode"))
@@ -272,45 +338,32 @@ def _job_options(opts: Mapping[str, str], overwrite: bool) -> tuple[JobOptions, 
     return parse_options(raw), frozenset(explicit)
 
 
+def _file_options(opts: WriterOptions) -> FileOptions:
+    return FileOptions(compression=opts.compression, max_file_size=opts.max_file_size,
+                       max_rows_per_file=opts.max_rows_per_file,
+                       max_open_files=opts.max_open_files, row_group_rows=opts.row_group_size)
+
+
 def parse_writer_options(options: Mapping[str, str], overwrite: bool = False) -> WriteConfig:
     """Parse the options of ``df.write.format("zero-rename")``.
 
     Raises:
         ConfigError: naming each unknown, malformed or refused option.
     """
-    opts = check_keys(options)
-    path = opts.get("path")
-    if not path:
+    opts = validated(WriterOptions, check_keys(options))
+    if not opts.path:
         raise ConfigError(f"format {FORMAT!r} needs a destination: .save('s3://bucket/table')")
-    job, explicit = _job_options(opts, overwrite)
-    store = StoreConfig(
-        endpoint_url=resolve_endpoint(opts.get("endpoint")),
-        region=opts.get("region") or None,
-        path_style=parse_bool("path_style", opts["path_style"]) if "path_style" in opts else None,
-        profile=opts.get("store_profile") or "auto",
-    )
-    job_id = check_job_id(opts["job_id"]) if opts.get("job_id") else None
-    if_exists = parse_if_exists(opts, overwrite)
-    if if_exists and job_id:
-        raise ConfigError("option if_exists is for a write that sets up its own job; an "
-                          "orchestrated job (job_id) was set up already")
-    return WriteConfig(destination=Destination.parse(path), store=store, job=job,
-                       files=parse_file_options(opts), job_id=job_id,
-                       spool_dir=opts.get("spool_dir") or None,
-                       upload_threads=parse_count("upload_threads", opts["upload_threads"])
-                       if "upload_threads" in opts else DEFAULT_UPLOAD_THREADS,
-                       explicit=explicit, if_exists=if_exists)
-
-
-def parse_if_exists(opts: Mapping[str, str], overwrite: bool) -> str | None:
-    """``if_exists``: Spark's save modes error/errorifexists and ignore, which
-    Spark refuses for Python data sources, as an option of ``mode("append")``."""
-    given = (opts.get("if_exists") or "").strip().lower()
-    if not given:
-        return None
-    if given not in IF_EXISTS:
-        raise ConfigError(f"option if_exists={given!r}: expected one of {sorted(IF_EXISTS)}")
-    if overwrite:
+    job_id = check_job_id(opts.job_id) if opts.job_id else None
+    # if_exists stands for Spark's save modes error/errorifexists and ignore,
+    # which Spark refuses for Python data sources, as an option of mode("append").
+    if opts.if_exists and overwrite:
         raise ConfigError("option if_exists goes with mode('append'): mode('overwrite') "
                           "replaces what exists")
-    return IF_EXISTS[given]
+    if opts.if_exists and job_id:
+        raise ConfigError("option if_exists is for a write that sets up its own job; an "
+                          "orchestrated job (job_id) was set up already")
+    job, explicit = _job_options(opts, overwrite)
+    return WriteConfig(destination=Destination.parse(opts.path), store=opts.store_config(),
+                       job=job, files=_file_options(opts), job_id=job_id,
+                       spool_dir=opts.spool_dir, upload_threads=opts.upload_threads,
+                       explicit=explicit, if_exists=opts.if_exists)

@@ -49,13 +49,7 @@ from zero_rename.core.snapshot import SnapshotFile, TableSnapshot, table_snapsho
 from zero_rename.core.store import S3Store, StoreConfig
 from zero_rename.errors import ConfigError, ZeroRenameError
 from zero_rename.read import filesystem
-from zero_rename.spark.options import (
-    FORMAT,
-    check_secret_keys,
-    parse_bool,
-    parse_size,
-    resolve_endpoint,
-)
+from zero_rename.spark.options import FORMAT, Size, StoreOptions, check_secret_keys, validated
 from zero_rename.spark.pruning import called_for_pushdown, may_match, typed_value
 
 log = logging.getLogger(__name__)
@@ -65,8 +59,6 @@ SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
 PARTITION_SCHEMA_KEY = "zero_rename.partition.schema"
 # Spark's spark.sql.files.maxPartitionBytes: small files are read together up to this.
 DEFAULT_MAX_PARTITION_BYTES = 128 << 20
-READ_OPTIONS = frozenset(("path", "endpoint", "region", "path_style", "store_profile",
-                          "as_of_job", "max_partition_bytes"))
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _INT32 = 2**31
 
@@ -79,6 +71,18 @@ class ReadConfig:
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
 
 
+class ReaderOptions(StoreOptions):
+    """Every option of ``spark.read.format("zero-rename")``."""
+
+    BLANK_IS_UNSET = StoreOptions.BLANK_IS_UNSET | {"as_of_job"}
+
+    as_of_job: str | None = None
+    max_partition_bytes: Size = DEFAULT_MAX_PARTITION_BYTES
+
+
+READ_OPTIONS = frozenset(ReaderOptions.model_fields)
+
+
 def parse_reader_options(options: Mapping[str, str]) -> ReadConfig:
     opts = {str(k).lower(): v for k, v in options.items()}
     check_secret_keys(opts)
@@ -86,20 +90,12 @@ def parse_reader_options(options: Mapping[str, str]) -> ReadConfig:
     if unknown:
         raise ConfigError(f"unknown option(s) {unknown} for reading format {FORMAT!r}; valid "
                           f"options are {sorted(READ_OPTIONS - {'path'})}")
-    path = opts.get("path")
-    if not path:
+    parsed = validated(ReaderOptions, opts)
+    if not parsed.path:
         raise ConfigError(f"format {FORMAT!r} reads a destination: .load('s3://bucket/table')")
-    store = StoreConfig(
-        endpoint_url=resolve_endpoint(opts.get("endpoint")),
-        region=opts.get("region") or None,
-        path_style=parse_bool("path_style", opts["path_style"]) if "path_style" in opts else None,
-        profile=opts.get("store_profile") or "auto",
-    )
-    size = (parse_size("max_partition_bytes", opts["max_partition_bytes"])
-            if "max_partition_bytes" in opts else DEFAULT_MAX_PARTITION_BYTES)
-    return ReadConfig(Destination.parse(path), store,
-                      check_job_id(opts["as_of_job"]) if opts.get("as_of_job") else None,
-                      max(1, size))
+    return ReadConfig(Destination.parse(parsed.path), parsed.store_config(),
+                      check_job_id(parsed.as_of_job) if parsed.as_of_job else None,
+                      max(1, parsed.max_partition_bytes))
 
 
 def take_snapshot(config: ReadConfig) -> TableSnapshot:
