@@ -52,7 +52,7 @@ from xml.sax.saxutils import escape
 import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from zero_rename.core.http import direct_unsupported
+from zero_rename.core.http import child_text, direct_unsupported, local_name
 from zero_rename.core.signing import SignedPool
 from zero_rename.core.stats import RequestStats
 from zero_rename.core.store import StoreConfig, make_client, translate
@@ -326,14 +326,14 @@ def _request_body(parts: Parts) -> bytes:
 def _judge(status: int, data: bytes) -> tuple[Outcome, float | None]:
     """The outcome of an answer, and the backoff scale if it should be retried."""
     root = _parse(data)
-    if status == 200 and root is not None and _local(root.tag) != "Error":
-        return Outcome(_child_text(root, "ETag"), None), None
+    if status == 200 and root is not None and local_name(root.tag) != "Error":
+        return Outcome(child_text(root, "ETag"), None), None
     if status == 200:
         # S3 may answer 200 and then fail while it assembles the object: an
         # Error document, or a body cut short. botocore makes both a 500.
         status = 500
-    code = _child_text(root, "Code") if root is not None else ""
-    message = _child_text(root, "Message") if root is not None else ""
+    code = child_text(root, "Code") if root is not None else ""
+    message = child_text(root, "Message") if root is not None else ""
     failure = CompleteFailure(code or str(status), status,
                               message or data[:200].decode("utf-8", "replace"))
     if code in _THROTTLING_CODES or status in _THROTTLING_STATUS:
@@ -350,17 +350,6 @@ def _parse(data: bytes) -> ET.Element | None:
         return ET.fromstring(data)
     except ET.ParseError:
         return None
-
-
-def _local(tag: str) -> str:
-    return tag.rpartition("}")[2]
-
-
-def _child_text(root: ET.Element, name: str) -> str:
-    for child in root:
-        if _local(child.tag) == name:
-            return child.text or ""
-    return ""
 
 
 REQUEST_PATHS = ("light", "botocore")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import urllib.request
+import xml.etree.ElementTree as ET
 from typing import Any
 
 import botocore.session
@@ -35,3 +36,16 @@ def tls_options(scheme: str) -> dict[str, Any]:
     # The bundle botocore verifies against: AWS_CA_BUNDLE, else its certifi copy.
     return {"cert_reqs": "CERT_REQUIRED",
             "ca_certs": os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True)}
+
+
+def local_name(tag: str) -> str:
+    """An S3 answer's element name without its namespace."""
+    return tag.rpartition("}")[2]
+
+
+def child_text(element: ET.Element, name: str) -> str:
+    """The text of ``element``'s first child called ``name`` (any namespace), or ""."""
+    for child in element:
+        if local_name(child.tag) == name:
+            return child.text or ""
+    return ""

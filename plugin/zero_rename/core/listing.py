@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 import urllib3
 
-from zero_rename.core.http import direct_unsupported, tls_options
+from zero_rename.core.http import child_text, direct_unsupported, local_name, tls_options
 from zero_rename.core.stats import RequestStats
 from zero_rename.errors import StoreError
 
@@ -169,8 +169,8 @@ def _refuse(response: Any, url: str) -> None:
     code = message = ""
     try:
         root = ET.fromstring(body)
-        code = _text(root, "Code")
-        message = _text(root, "Message")
+        code = child_text(root, "Code")
+        message = child_text(root, "Message")
     except ET.ParseError:
         message = body[:200].decode("utf-8", "replace")
     text = f"{response.status} {code} {message}".strip()
@@ -206,20 +206,20 @@ def _parse(chunks: Iterator[bytes], answer: _Answer) -> Iterator[Listed]:
             if upload is not None:
                 yield upload
     parser.close()
-    if root is None or _local(root.tag) != "ListMultipartUploadsResult":
+    if root is None or local_name(root.tag) != "ListMultipartUploadsResult":
         raise _Transient(f"the answer is not a ListMultipartUploadsResult "
-                         f"({_local(root.tag) if root is not None else 'empty'})")
+                         f"({local_name(root.tag) if root is not None else 'empty'})")
 
 
 def _top_level(element: ET.Element, answer: _Answer) -> Listed | None:
-    name = _local(element.tag)
+    name = local_name(element.tag)
     text = element.text or ""
     if name == "Upload":
-        key = _text(element, "Key")
+        key = child_text(element, "Key")
         if answer.url_encoded:
             key = unquote(key)
-        initiated = _text(element, "Initiated")
-        return (key, _text(element, "UploadId"),
+        initiated = child_text(element, "Initiated")
+        return (key, child_text(element, "UploadId"),
                 datetime.fromisoformat(initiated) if initiated else None)
     if name == "IsTruncated":
         answer.truncated = text.strip().lower() == "true"
@@ -230,14 +230,3 @@ def _top_level(element: ET.Element, answer: _Answer) -> Listed | None:
     elif name == "EncodingType":
         answer.url_encoded = text.strip().lower() == "url"
     return None
-
-
-def _local(tag: str) -> str:
-    return tag.rpartition("}")[2]
-
-
-def _text(element: ET.Element, name: str) -> str:
-    for child in element:
-        if _local(child.tag) == name:
-            return child.text or ""
-    return ""
