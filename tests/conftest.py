@@ -41,7 +41,12 @@ DEFAULT_BACKEND = "seaweedfs"
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--s3-backends", default=",".join(BACKENDS),
                      help="comma-separated S3 implementations tests/core runs on "
-                          f"(default: {','.join(BACKENDS)})")
+                          f"(default: {','.join(BACKENDS)}); its tests marked "
+                          "every_backend run on each, the others on the first")
+    parser.addoption("--s3-every-test-on-every-backend", action="store_true",
+                     dest="s3_full_matrix",
+                     help="run every test of tests/core on each of --s3-backends, "
+                          "not only those marked every_backend")
 
 
 def pytest_configure(config: pytest.Config) -> None:
