@@ -1,5 +1,5 @@
-"""Shared fixtures: real S3 servers, each started once per session when a test
-first needs it, and a fresh bucket per test.
+"""Shared fixtures: real S3 servers and one local Spark session, each started once
+per session when a test first needs it, and a fresh bucket per test.
 
 ``s3_backend`` is the server a test runs on. tests/core parametrises it over
 every implementation in ``tests.servers.BACKENDS`` (see tests/core/conftest.py),
@@ -10,10 +10,13 @@ Airflow) that need more of it than the S3 API.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -23,7 +26,11 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.store import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
-_MARKERS = {"unit", "s3", "spark", "airflow", "browser"}
+_MARKERS = {"unit", "s3", "spark", "airflow", "dagster", "browser"}
+
+# Two task threads and three attempts per task, so that a failed task attempt
+# is retried as on a cluster.
+SPARK_MASTER = "local[2,3]"
 
 # backend id (a test id in tests/core) -> the session fixture that starts it
 _SERVER_FIXTURES = {"seaweedfs": "s3_server", "moto": "moto_s3"}
@@ -34,7 +41,12 @@ DEFAULT_BACKEND = "seaweedfs"
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--s3-backends", default=",".join(BACKENDS),
                      help="comma-separated S3 implementations tests/core runs on "
-                          f"(default: {','.join(BACKENDS)})")
+                          f"(default: {','.join(BACKENDS)}); its tests marked "
+                          "every_backend run on each, the others on the first")
+    parser.addoption("--s3-every-test-on-every-backend", action="store_true",
+                     dest="s3_full_matrix",
+                     help="run every test of tests/core on each of --s3-backends, "
+                          "not only those marked every_backend")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -120,6 +132,48 @@ def moto_s3() -> Iterator[MotoS3]:
     JVM started later), which SeaweedFS refuses."""
     with MotoS3() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def spark(s3_server: EmbeddedS3) -> Iterator[Any]:
+    """The one local SparkSession of the run (a JVM start takes seconds): the Spark
+    tests', and the one the Dagster definitions' PySparkResource finds, as
+    ``getOrCreate`` returns the running session.
+
+    Speculation is on for the whole session: Spark never runs a speculative copy
+    on the host that already runs the task, so on one machine it changes nothing
+    but lets a test check that a straggler under speculation is not written twice.
+    """
+    # Executors are Python workers forked by the JVM: they need this interpreter
+    # (pyarrow, zero_rename) and the S3 credentials the s3_server fixture put in
+    # os.environ before the JVM starts.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from zero_rename.spark import register
+
+    session = (SparkSession.builder.master(SPARK_MASTER)
+               .appName("zero-rename-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.default.parallelism", "4")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+               .config("spark.speculation", "true")
+               .config("spark.speculation.interval", "100ms")
+               .config("spark.speculation.quantile", "0.5")
+               .config("spark.speculation.multiplier", "1.5")
+               .config("spark.speculation.minTaskRuntime", "200ms")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+    # py4j logs from its finalizers at interpreter exit, after pytest has
+    # closed the streams it captured: quiet it once Spark is stopped.
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
 
 
 @pytest.fixture(scope="session")

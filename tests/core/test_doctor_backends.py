@@ -20,6 +20,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.every_backend
 def test_doctor_on_each_server(s3_backend: S3Server, committer: Committer,
                                request: pytest.FixtureRequest,
                                capsys: pytest.CaptureFixture[str]) -> None:

@@ -88,6 +88,7 @@ COMMIT_CRASHES = [
 
 
 @pytest.mark.parametrize("op,when,nth,key,state", COMMIT_CRASHES)
+@pytest.mark.every_backend
 def test_job_commit_crash_then_retry_commits_once(committer: Committer, dest: str,
                                                   store_config: StoreConfig, op: str, when: str,
                                                   nth: int, key: str | None, state: str) -> None:

@@ -83,6 +83,7 @@ def test_completes_every_upload(s3_backend: S3Server, store_config: StoreConfig,
 @pytest.mark.moto_xfail(reason="answers 500, not NoSuchUpload, for an upload that is not "
                                "pending", raises=AssertionError)
 @pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.every_backend
 def test_no_such_upload_fails_that_item_only(s3_backend: S3Server, store_config: StoreConfig,
                                              bucket: str, processes: int) -> None:
     items = prepare(s3_backend, bucket, 10)
@@ -101,6 +102,7 @@ def test_no_such_upload_fails_that_item_only(s3_backend: S3Server, store_config:
 
 @pytest.mark.parametrize("processes,exc", [(1, ValueError), (2, ValueError),
                                            (2, KeyboardInterrupt)])
+@pytest.mark.every_backend
 def test_an_error_in_the_callers_items_stops_the_workers(
         s3_backend: S3Server, store_config: StoreConfig, bucket: str, processes: int,
         exc: type[BaseException]) -> None:

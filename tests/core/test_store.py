@@ -17,6 +17,7 @@ def store(store_config: StoreConfig) -> S3Store:
     return S3Store.connect(store_config)
 
 
+@pytest.mark.every_backend
 def test_multipart_lifecycle(store: S3Store, bucket: str) -> None:
     uid = store.create_upload(bucket, "d/f")
     e1 = store.upload_part(bucket, "d/f", uid, 1, b"a" * (5 * MIB))
@@ -96,6 +97,7 @@ def test_with_a_proxy_configured_the_pages_are_followed_instead(
     assert store.stats.requests("ListMultipartUploads") - before >= 3
 
 
+@pytest.mark.every_backend
 def test_conditional_create_and_replace(store: S3Store, bucket: str) -> None:
     etag = store.put_object(bucket, "rec", b"1", if_none_match=True)
     with pytest.raises(PreconditionFailed):

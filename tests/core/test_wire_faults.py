@@ -31,6 +31,7 @@ LOST = [
 
 
 @pytest.mark.parametrize("op,key,nth", LOST)
+@pytest.mark.every_backend
 def test_a_lost_response_anywhere_commits_once_in_one_pass(proxy: S3Proxy, proxied: Committer,
                                                           op: str, key: str | None,
                                                           nth: int) -> None:
@@ -143,6 +144,7 @@ def test_truncated_listing_without_marker_is_an_error(proxy: S3Proxy, proxied: C
         list(proxied.store.list_uploads(proxied.dest.bucket, proxied.dest.dir, page_size=1))
 
 
+@pytest.mark.every_backend
 def test_examine_reports_each_store_family(proxy: S3Proxy, proxied: Committer) -> None:
     profile, checks = examine(proxied.store, proxied.dest)
     assert profile.problems() == [] and profile.uploads_by_prefix

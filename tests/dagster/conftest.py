@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import runpy
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,20 +27,13 @@ def load_defs(destination: str) -> Any:
         os.environ.pop("ZERO_RENAME_DAGSTER_DESTINATION", None)
 
 
-@pytest.fixture(scope="module")
-def dagster_spark(s3_server: EmbeddedS3) -> Iterator[None]:
-    """The local Spark session the definitions' PySparkResource starts, stopped after
-    each module, so that the Spark tests later start theirs with their own master
-    (task retries) and settings instead of finding this one."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    yield
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+@pytest.fixture
+def dagster_spark(spark: Any) -> Any:
+    """The suite's local Spark session (tests/conftest.py), which the definitions'
+    PySparkResource finds running: ``getOrCreate`` returns it, applying only the
+    runtime settings (its time zone, UTC, as the suite's), so no test starts a JVM
+    of its own."""
+    return spark
 
 
 @pytest.fixture

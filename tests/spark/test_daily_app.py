@@ -1,12 +1,23 @@
-"""The daily application the Airflow DAG submits, run as ``spark-submit --master local[2]``."""
+"""The daily application the Airflow DAG submits.
+
+One run goes through ``spark-submit --master local[2]``, its own JVM and Python
+workers, with the S3 endpoint given only as a writer option: the way the DAG's
+stage runs it. The others call the same ``main`` in this process, on the
+suite's Spark session (a JVM start saved each), where only the session's start
+and stop differ.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,6 +32,36 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "dags" / "apps" / "daily_partitioned_write.py"
+
+
+class LentSession:
+    """The suite's session lent to the application, whose ``stop()`` at the end
+    of a run must leave it running for the tests after."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    def stop(self) -> None:
+        pass
+
+
+def load_app() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("daily_partitioned_write_app", APP)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def app(spark: Any, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The application as a module, running on the suite's session."""
+    module = load_app()
+    monkeypatch.setattr(module, "start_spark", lambda day: LentSession(spark))
+    return module
 
 
 def submit(*args: str, timeout: float = 300,
@@ -44,24 +85,30 @@ def summary_of(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
     return json.loads(line)
 
 
-def test_bad_arguments_exit_2_before_spark_starts(s3_server: object) -> None:
-    result = subprocess.run(
-        [sys.executable, str(APP), "--destination", "s3://bucket-x/t", "--date", "2024-01-01",
-         "--option", "max_rows_per_file=lots"], capture_output=True, text=True, timeout=60,
-        check=False)
-    assert result.returncode == 2
-    assert "max_rows_per_file" in result.stderr
-    result = subprocess.run([sys.executable, str(APP), "--destination", "s3://bucket-x/t",
-                             "--date", "2024-13-01"], capture_output=True, text=True,
-                            timeout=60, check=False)
-    assert result.returncode == 2 and "not a date" in result.stderr
+def test_bad_arguments_exit_2_before_spark_starts(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    app = load_app()
+
+    def no_spark(day: object) -> None:
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(app, "start_spark", no_spark)
+    assert app.main(["--destination", "s3://bucket-x/t", "--date", "2024-01-01",
+                     "--option", "max_rows_per_file=lots"]) == 2
+    assert "max_rows_per_file" in caplog.text
+    with pytest.raises(SystemExit) as refused:
+        app.main(["--destination", "s3://bucket-x/t", "--date", "2024-13-01"])
+    assert refused.value.code == 2
+    assert "not a date" in capsys.readouterr().err
 
 
 def test_daily_app_plain_then_orchestrated_rerun_replaces_the_day(
-        dest: str, committer: Committer, tmp_path: Path) -> None:
-    first = submit("--destination", dest, "--date", "2024-01-01", "--rows", "500")
-    assert first.returncode == 0, first.stdout[-3000:]
-    assert summary_of(first)["rows"] == 500
+        app: ModuleType, dest: str, committer: Committer, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert app.main(["--destination", dest, "--date", "2024-01-01", "--rows", "500"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert json.loads(printed[-1])["rows"] == 500
     old = data_files(committer)
     assert old and all(f.startswith("dt=2024-01-01/") for f in old)
     table = arrow_table(committer, pa.schema([("dt", pa.date32())]))
@@ -91,13 +138,15 @@ def test_daily_app_plain_then_orchestrated_rerun_replaces_the_day(
     assert pending_in_bucket(committer) == []
 
 
-def test_daily_app_failure_exits_non_zero_and_leaves_nothing(dest: str,
-                                                             committer: Committer) -> None:
+def test_daily_app_failure_exits_non_zero_and_leaves_nothing(
+        app: ModuleType, dest: str, committer: Committer,
+        caplog: pytest.LogCaptureFixture) -> None:
     # A job id that was never set up: the writer refuses on the driver.
-    result = submit("--destination", dest, "--date", "2024-01-01", "--rows", "10",
-                    "--job-id", "0e0c6a52-41a9-4c8e-8f0e-55a3c1f1b6a1")
-    assert result.returncode == 1
+    with caplog.at_level(logging.INFO, logger="daily_partitioned_write"):
+        code = app.main(["--destination", dest, "--date", "2024-01-01", "--rows", "10",
+                         "--job-id", "0e0c6a52-41a9-4c8e-8f0e-55a3c1f1b6a1"])
+    assert code == 1
     reason = ("failed: zero_rename.errors.JobNotFoundError: "
               "no job 0e0c6a52-41a9-4c8e-8f0e-55a3c1f1b6a1")
-    assert reason in result.stdout
+    assert reason in caplog.text
     assert data_files(committer) == [] and pending_in_bucket(committer) == []
