@@ -69,8 +69,9 @@ def task_sizes(files: int, files_per_task: int) -> list[int]:
     return [files_per_task] * full + ([rest] if rest else [])
 
 
-def write_tasks(committer: Committer, job: JobRecord, files: int,
-                cfg: BenchConfig) -> list[TaskManifest]:
+def write_tasks(
+    committer: Committer, job: JobRecord, files: int, cfg: BenchConfig
+) -> list[TaskManifest]:
     """Write ``files`` small files in task attempts, ``cfg.threads`` tasks at a time,
     each committed with a published manifest, as a job's tasks would."""
 
@@ -90,8 +91,9 @@ def job_options(cfg: BenchConfig, verify: bool = True) -> dict[str, Any]:
     return {"committer": "magic", "threads": cfg.threads, "verify_uploads": verify}
 
 
-def prepared_job(cfg: BenchConfig, tag: str, files: int, verify: bool = True
-                 ) -> tuple[Committer, JobRecord, list[TaskManifest], int]:
+def prepared_job(
+    cfg: BenchConfig, tag: str, files: int, verify: bool = True
+) -> tuple[Committer, JobRecord, list[TaskManifest], int]:
     """A job whose task attempts wrote ``files`` files, and the requests they sent
     (job setup included)."""
     committer = Committer(f"s3://{cfg.bucket}/{tag}", cfg.store_config())
@@ -101,8 +103,7 @@ def prepared_job(cfg: BenchConfig, tag: str, files: int, verify: bool = True
     return committer, job, manifests, counter.total
 
 
-def put_objects(client: Any, bucket: str, keys: Sequence[str], body: bytes,
-                threads: int) -> None:
+def put_objects(client: Any, bucket: str, keys: Sequence[str], body: bytes, threads: int) -> None:
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(lambda key: client.put_object(Bucket=bucket, Key=key, Body=body), keys))
 
@@ -127,8 +128,7 @@ def commit_in_child(cfg: BenchConfig, dest: str, job_id: str) -> ChildCommit:
         summary = committer.commit_job(job_id)
         seconds = time.perf_counter() - start
         peak = peak_rss()  # before the counter's steps are put together
-    return ChildCommit(seconds, dict(counter.counts), tuple(counter.steps()), summary.files,
-                       peak)
+    return ChildCommit(seconds, dict(counter.counts), tuple(counter.steps()), summary.files, peak)
 
 
 def committer_commit(cfg: BenchConfig, files: int, tag: str, verify: bool = True) -> Run:
@@ -142,9 +142,17 @@ def committer_commit(cfg: BenchConfig, files: int, tag: str, verify: bool = True
     name = "committer" if verify else "committer-noverify"
     # A file counts as committed when it is visible and the commit reported it.
     committed = min(visible_files(client, cfg.bucket, committer.dest.dir), result.files)
-    return Run(name, files, result.seconds, result.requests, result.steps, committed,
-               leftover=len(committer.pending_uploads(job.job_id)), write_requests=writes,
-               peak_rss=result.peak_rss)
+    return Run(
+        name,
+        files,
+        result.seconds,
+        result.requests,
+        result.steps,
+        committed,
+        leftover=len(committer.pending_uploads(job.job_id)),
+        write_requests=writes,
+        peak_rss=result.peak_rss,
+    )
 
 
 def committer_at_scale(cfg: BenchConfig, files: int, tag: str) -> Run:
@@ -153,15 +161,23 @@ def committer_at_scale(cfg: BenchConfig, files: int, tag: str) -> Run:
     commit, and task attempts would take hours to write a million)."""
     # The whole protocol's count is left out: the preparation sends no fence reads.
     committer, job, _ = scale_prep.prepared_scale_job(
-        cfg.store_config(), f"s3://{cfg.bucket}/{tag}", files, cfg.files_per_task,
-        job_options(cfg))
+        cfg.store_config(), f"s3://{cfg.bucket}/{tag}", files, cfg.files_per_task, job_options(cfg)
+    )
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
         result = child.submit(commit_in_child, cfg, committer.dest.url, job.job_id).result()
-    committed = min(visible_files(committer.store.client, cfg.bucket, committer.dest.dir),
-                    result.files)
-    return Run("committer-scale", files, result.seconds, result.requests, result.steps,
-               committed, leftover=len(committer.pending_uploads(job.job_id)),
-               peak_rss=result.peak_rss)
+    committed = min(
+        visible_files(committer.store.client, cfg.bucket, committer.dest.dir), result.files
+    )
+    return Run(
+        "committer-scale",
+        files,
+        result.seconds,
+        result.requests,
+        result.steps,
+        committed,
+        leftover=len(committer.pending_uploads(job.job_id)),
+        peak_rss=result.peak_rss,
+    )
 
 
 def committer_commit_noverify(cfg: BenchConfig, files: int, tag: str) -> Run:
@@ -176,18 +192,28 @@ def complete_floor(cfg: BenchConfig, files: int, tag: str) -> Run:
 
     def complete(upload: PendingUpload) -> None:
         client.complete_multipart_upload(
-            Bucket=cfg.bucket, Key=upload.key, UploadId=upload.upload_id,
-            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e}
-                                       for n, e in upload.part_list()]})
+            Bucket=cfg.bucket,
+            Key=upload.key,
+            UploadId=upload.upload_id,
+            MultipartUpload={
+                "Parts": [{"PartNumber": n, "ETag": e} for n, e in upload.part_list()]
+            },
+        )
 
     with RequestCounter(client) as counter:
         start = time.perf_counter()
         with ThreadPoolExecutor(cfg.threads) as pool:
             list(pool.map(complete, uploads))
         seconds = time.perf_counter() - start
-    return Run("floor", files, seconds, dict(counter.counts), tuple(counter.steps()),
-               committed=visible_files(client, cfg.bucket, committer.dest.dir),
-               leftover=len(committer.pending_uploads(job.job_id)))
+    return Run(
+        "floor",
+        files,
+        seconds,
+        dict(counter.counts),
+        tuple(counter.steps()),
+        committed=visible_files(client, cfg.bucket, committer.dest.dir),
+        leftover=len(committer.pending_uploads(job.job_id)),
+    )
 
 
 def copy_then_delete(cfg: BenchConfig, files: int, tag: str, bulk: bool = False) -> Run:
@@ -200,22 +226,27 @@ def copy_then_delete(cfg: BenchConfig, files: int, tag: str, bulk: bool = False)
     put_objects(client, cfg.bucket, [temporary + n for n in names], cfg.body, cfg.threads)
 
     def delete_batch(keys: Sequence[str]) -> None:
-        client.delete_objects(Bucket=cfg.bucket, Delete={
-            "Objects": [{"Key": k} for k in keys], "Quiet": True})
+        client.delete_objects(
+            Bucket=cfg.bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+        )
 
     with RequestCounter(client) as counter:
         start = time.perf_counter()
-        sources = rename_prefix(client, cfg.bucket, temporary, final, cfg.threads,
-                                delete=not bulk)
+        sources = rename_prefix(client, cfg.bucket, temporary, final, cfg.threads, delete=not bulk)
         if bulk:
-            batches = [sources[i : i + DELETE_BATCH]
-                       for i in range(0, len(sources), DELETE_BATCH)]
+            batches = [sources[i : i + DELETE_BATCH] for i in range(0, len(sources), DELETE_BATCH)]
             with ThreadPoolExecutor(cfg.threads) as pool:
                 list(pool.map(delete_batch, batches))
         seconds = time.perf_counter() - start
-    return Run("copy-bulk" if bulk else "copy-delete", files, seconds, dict(counter.counts),
-               tuple(counter.steps()), committed=visible_files(client, cfg.bucket, final),
-               leftover=object_count(client, cfg.bucket, temporary))
+    return Run(
+        "copy-bulk" if bulk else "copy-delete",
+        files,
+        seconds,
+        dict(counter.counts),
+        tuple(counter.steps()),
+        committed=visible_files(client, cfg.bucket, final),
+        leftover=object_count(client, cfg.bucket, temporary),
+    )
 
 
 def copy_then_bulk_delete(cfg: BenchConfig, files: int, tag: str) -> Run:
@@ -235,10 +266,15 @@ METHODS: dict[str, Method] = {
 Progress = Callable[[str], None]
 
 
-def run_benchmark(cfg: BenchConfig, file_counts: Sequence[int], repeats: Sequence[int],
-                  methods: Sequence[str] = DEFAULT_METHODS,
-                  progress: Progress | None = None,
-                  scale_counts: Sequence[int] = (), scale_file_size: int = 0) -> list[Run]:
+def run_benchmark(
+    cfg: BenchConfig,
+    file_counts: Sequence[int],
+    repeats: Sequence[int],
+    methods: Sequence[str] = DEFAULT_METHODS,
+    progress: Progress | None = None,
+    scale_counts: Sequence[int] = (),
+    scale_file_size: int = 0,
+) -> list[Run]:
     """Every method for every file count, ``repeats[i]`` times for ``file_counts[i]``;
     then the committer alone, once for each of ``scale_counts``, with files of
     ``scale_file_size`` bytes: its time, requests and memory at scale.
@@ -253,17 +289,18 @@ def run_benchmark(cfg: BenchConfig, file_counts: Sequence[int], repeats: Sequenc
         tag = f"scale-{files}-{uuid.uuid4().hex[:8]}"
         start = time.monotonic()
         if scale_file_size:
-            run = committer_commit(dataclasses.replace(cfg, file_size=scale_file_size),
-                                   files, tag)
+            run = committer_commit(dataclasses.replace(cfg, file_size=scale_file_size), files, tag)
             run = dataclasses.replace(run, method="committer-scale")
         else:
             run = committer_at_scale(cfg, files, tag)
         runs.append(run)
         if progress:
-            progress(f"{files:>7} files  committer (scale, {scale_file_size}-byte files): "
-                     f"{run.seconds:7.2f} s, {run.total_requests} requests, "
-                     f"{run.peak_rss / 2**20:.0f} MiB, {run.committed} committed "
-                     f"({time.monotonic() - start:.0f} s with preparation)")
+            progress(
+                f"{files:>7} files  committer (scale, {scale_file_size}-byte files): "
+                f"{run.seconds:7.2f} s, {run.total_requests} requests, "
+                f"{run.peak_rss / 2**20:.0f} MiB, {run.committed} committed "
+                f"({time.monotonic() - start:.0f} s with preparation)"
+            )
             for step in sorted(run.steps, key=lambda s: -s.seconds)[:5]:
                 progress(f"    {step.op}: {step.requests} requests, {step.seconds:.1f} s")
     for files, repeat in zip(file_counts, repeats, strict=True):
@@ -273,9 +310,11 @@ def run_benchmark(cfg: BenchConfig, file_counts: Sequence[int], repeats: Sequenc
                 run = METHODS[name](cfg, files, tag)
                 runs.append(run)
                 if progress:
-                    progress(f"{files:>6} files  {name:<19} round {round_ + 1}/{repeat}: "
-                             f"{run.seconds:7.2f} s, {run.total_requests} requests, "
-                             f"{run.committed} committed")
+                    progress(
+                        f"{files:>6} files  {name:<19} round {round_ + 1}/{repeat}: "
+                        f"{run.seconds:7.2f} s, {run.total_requests} requests, "
+                        f"{run.committed} committed"
+                    )
     return runs
 
 
@@ -284,43 +323,80 @@ def _counts(text: str) -> list[int]:
     values = [int(v) for v in text.split(",") if v.strip()]
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(
-            f"expected positive integers separated by commas, got {text!r}")
+            f"expected positive integers separated by commas, got {text!r}"
+        )
     return values
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.commit_bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--files", type=_counts, default=list(DEFAULT_FILES),
-                        help="file counts, comma-separated (default: 1000,10000)")
-    parser.add_argument("--repeat", type=_counts, default=None,
-                        help="runs per file count, one number for all or one per count; "
-                             "the median is reported (default: 3,1 for the default counts, "
-                             "else 1)")
-    parser.add_argument("--threads", type=int, default=64,
-                        help="threads and connection pool size of every method (default: 64)")
-    parser.add_argument("--files-per-task", type=int, default=10,
-                        help="files each task attempt writes (default: 10)")
-    parser.add_argument("--file-size", type=int, default=1024,
-                        help="bytes per file (default: 1024)")
-    parser.add_argument("--methods", type=lambda t: [m for m in t.split(",") if m],
-                        default=list(DEFAULT_METHODS),
-                        help=f"comma-separated, from {','.join(METHODS)}; ratios need floor "
-                             f"(default: {','.join(DEFAULT_METHODS)})")
-    parser.add_argument("--scale", type=_counts, default=[],
-                        help="file counts, comma-separated, at which the committer runs "
-                             "alone, once, for its time, requests and peak memory at scale "
-                             "(default: none)")
-    parser.add_argument("--scale-file-size", type=int, default=0,
-                        help="bytes per file of the --scale runs (default: 0)")
-    parser.add_argument("--output", default="docs/benchmarks.md",
-                        help="Markdown file whose '## Job commit' section is replaced; "
-                             "'-' to write none (default: docs/benchmarks.md)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.commit_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--files",
+        type=_counts,
+        default=list(DEFAULT_FILES),
+        help="file counts, comma-separated (default: 1000,10000)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=_counts,
+        default=None,
+        help="runs per file count, one number for all or one per count; "
+        "the median is reported (default: 3,1 for the default counts, "
+        "else 1)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=64,
+        help="threads and connection pool size of every method (default: 64)",
+    )
+    parser.add_argument(
+        "--files-per-task",
+        type=int,
+        default=10,
+        help="files each task attempt writes (default: 10)",
+    )
+    parser.add_argument(
+        "--file-size", type=int, default=1024, help="bytes per file (default: 1024)"
+    )
+    parser.add_argument(
+        "--methods",
+        type=lambda t: [m for m in t.split(",") if m],
+        default=list(DEFAULT_METHODS),
+        help=f"comma-separated, from {','.join(METHODS)}; ratios need floor "
+        f"(default: {','.join(DEFAULT_METHODS)})",
+    )
+    parser.add_argument(
+        "--scale",
+        type=_counts,
+        default=[],
+        help="file counts, comma-separated, at which the committer runs "
+        "alone, once, for its time, requests and peak memory at scale "
+        "(default: none)",
+    )
+    parser.add_argument(
+        "--scale-file-size",
+        type=int,
+        default=0,
+        help="bytes per file of the --scale runs (default: 0)",
+    )
+    parser.add_argument(
+        "--output",
+        default="docs/benchmarks.md",
+        help="Markdown file whose '## Job commit' section is replaced; "
+        "'-' to write none (default: docs/benchmarks.md)",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.methods) - set(METHODS))
     if unknown or not args.methods:
-        parser.error(f"--methods must name only {', '.join(METHODS)}"
-                     + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+        parser.error(
+            f"--methods must name only {', '.join(METHODS)}"
+            + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+        )
     if args.repeat is None:
         args.repeat = list(DEFAULT_REPEATS) if args.files == list(DEFAULT_FILES) else [1]
     if len(args.repeat) == 1:
@@ -334,8 +410,16 @@ def command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this run (``make bench`` for the defaults)."""
     parts = ["python -m bench.commit_bench"]
     defaults = parse_args([])
-    for flag in ("files", "repeat", "threads", "files_per_task", "file_size", "methods",
-                 "scale", "scale_file_size"):
+    for flag in (
+        "files",
+        "repeat",
+        "threads",
+        "files_per_task",
+        "file_size",
+        "methods",
+        "scale",
+        "scale_file_size",
+    ):
         value = getattr(args, flag)
         if value != getattr(defaults, flag):
             text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
@@ -358,17 +442,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.update(server.environment())
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
         server.create_bucket(bucket)
-        cfg = BenchConfig(server.endpoint_url, bucket, args.threads, args.files_per_task,
-                          args.file_size)
-        runs = run_benchmark(cfg, args.files, args.repeat, args.methods, progress,
-                             args.scale, args.scale_file_size)
+        cfg = BenchConfig(
+            server.endpoint_url, bucket, args.threads, args.files_per_task, args.file_size
+        )
+        runs = run_benchmark(
+            cfg, args.files, args.repeat, args.methods, progress, args.scale, args.scale_file_size
+        )
     rows = summarize(runs)
     print(commit_report.stdout_table(rows))
     progress(f"whole run: {time.monotonic() - started:.0f} s")
     if args.output != "-":
         load = (load_before, os.getloadavg()[0])
-        section = commit_report.section(rows, cfg, args, command_line(args), load,
-                                        time.monotonic() - started)
+        section = commit_report.section(
+            rows, cfg, args, command_line(args), load, time.monotonic() - started
+        )
         write_section(args.output, commit_report.HEADER, section)
         progress(f"wrote the '{commit_report.HEADER}' section of {args.output}")
     return 0

@@ -36,24 +36,32 @@ def _rss(row: Row) -> str:
 
 
 def stdout_table(rows: Sequence[Row]) -> str:
-    header = (f"{'files':>7}  {'method':<19} {'runs':>4} {'seconds':>8} {'x floor':>8} "
-              f"{'req/file':>9} {'protocol':>9} {'MiB':>5} {'committed':>9} {'left':>5}")
+    header = (
+        f"{'files':>7}  {'method':<19} {'runs':>4} {'seconds':>8} {'x floor':>8} "
+        f"{'req/file':>9} {'protocol':>9} {'MiB':>5} {'committed':>9} {'left':>5}"
+    )
     lines = [header, "-" * len(header)]
     for r in _ordered(rows):
-        lines.append(f"{r.files:>7}  {r.method:<19} {r.runs:>4} {r.seconds:>8.2f} "
-                     f"{_ratio(r):>8} {r.requests_per_file:>9.3f} {_protocol(r):>9} "
-                     f"{_rss(r):>5} {r.committed:>9} {r.leftover:>5}")
+        lines.append(
+            f"{r.files:>7}  {r.method:<19} {r.runs:>4} {r.seconds:>8.2f} "
+            f"{_ratio(r):>8} {r.requests_per_file:>9.3f} {_protocol(r):>9} "
+            f"{_rss(r):>5} {r.committed:>9} {r.leftover:>5}"
+        )
     return "\n".join(lines)
 
 
 def results_table(rows: Sequence[Row]) -> str:
-    lines = ["| files | method | runs | seconds (median) | vs floor | commit's S3 requests "
-             "per file | whole protocol's | peak RSS (MiB) | files committed |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| files | method | runs | seconds (median) | vs floor | commit's S3 requests "
+        "per file | whole protocol's | peak RSS (MiB) | files committed |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in _ordered(rows):
-        lines.append(f"| {r.files:,} | {LABELS.get(r.method, r.method)} | {r.runs} | "
-                     f"{r.seconds:.2f} | {_ratio(r)} | {r.requests_per_file:.3f} | "
-                     f"{_protocol(r)} | {_rss(r)} | {r.committed:,} |")
+        lines.append(
+            f"| {r.files:,} | {LABELS.get(r.method, r.method)} | {r.runs} | "
+            f"{r.seconds:.2f} | {_ratio(r)} | {r.requests_per_file:.3f} | "
+            f"{_protocol(r)} | {_rss(r)} | {r.committed:,} |"
+        )
     return "\n".join(lines)
 
 
@@ -87,8 +95,11 @@ def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
     floor = _find(rows, files, "floor")
     verify = _find(rows, files, "committer")
     noverify = _find(rows, files, "committer-noverify")
-    copies = [r for r in (_find(rows, files, "copy-delete"), _find(rows, files, "copy-bulk"))
-              if r is not None and r.ratio is not None]
+    copies = [
+        r
+        for r in (_find(rows, files, "copy-delete"), _find(rows, files, "copy-bulk"))
+        if r is not None and r.ratio is not None
+    ]
     assert floor is not None
     out = [
         f"At {files:,} files the floor completes {files / floor.seconds:,.0f} uploads a "
@@ -96,10 +107,10 @@ def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
         "method here is the CPU the Python client (botocore, under one interpreter lock) and "
         "the server spend on each request, on the same two cores. So on this machine seconds "
         "follow S3 requests per file closely, and the ratios to the floor are mostly ratios "
-        "of request counts."]
+        "of request counts."
+    ]
     if verify and noverify and verify.ratio and noverify.ratio:
-        listings = sum(step.seconds for step in verify.steps
-                       if step.op == "ListMultipartUploads")
+        listings = sum(step.seconds for step in verify.steps if step.op == "ListMultipartUploads")
         completes = _seconds(_main_step(verify, "CompleteMultipartUpload"))
         manifests = _main_step(verify, "GetObject")
         rest = verify.seconds - listings - completes - _seconds(manifests)
@@ -113,7 +124,8 @@ def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
             f"{manifests.requests if manifests else 0:,} task manifests and {rest:.1f} s to "
             "everything else: the plan, the job record, the journal, `_SUCCESS` and cleanup. "
             "Parts are not listed: CompleteMultipartUpload itself refuses parts that are "
-            "missing or differ from the ones the task recorded.")
+            "missing or differ from the ones the task recorded."
+        )
         if verify.protocol_requests_per_file:
             out.append(
                 f"Over the whole protocol (job setup, the task attempts and the job commit) "
@@ -121,48 +133,64 @@ def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
                 f"file at {cfg.files_per_task} files per task: CreateMultipartUpload, "
                 "UploadPart and CompleteMultipartUpload per file; the task manifest, the "
                 "job-record read that fences a task commit and the manifest read at job "
-                "commit per task; a fixed few per job.")
-        measured = sorted((r for r in rows
-                           if r.method in ("committer", "committer-scale") and r.peak_rss),
-                          key=lambda r: (r.files, r.method))
+                "commit per task; a fixed few per job."
+            )
+        measured = sorted(
+            (r for r in rows if r.method in ("committer", "committer-scale") and r.peak_rss),
+            key=lambda r: (r.files, r.method),
+        )
         if len(measured) > 1:
             rss = ", ".join(f"{_rss(r)} MiB at {r.files:,}" for r in measured)
             out.append(
                 f"The committing process's peak memory: {rss} files. Manifests, plan, "
                 "journal and file list are streamed in shards of 10,000 entries and the set "
                 "of pending uploads is kept as 8-byte digests, so memory does not follow the "
-                "file count.")
+                "file count."
+            )
     if copies:
         described = " and ".join(
             f"{r.ratio:.2f}x the floor ({r.requests_per_file:.2f} requests a file, "
-            f"{LABELS[r.method].split(': ', 1)[1]})" for r in copies)
+            f"{LABELS[r.method].split(': ', 1)[1]})"
+            for r in copies
+        )
         out.append(
             f"The rename-based commit takes {described}. With {cfg.file_size:,}-byte files a "
             "server-side copy costs about what a complete does, so here a rename-based commit "
             "costs what its requests cost. Its real cost is in bytes: S3 copies data at a "
             "rate per object (the zero-rename paper measured about 6-10 MB/s), so copying a "
             "128 MB file takes seconds, while CompleteMultipartUpload moves no data whatever "
-            "the file size.")
+            "the file size."
+        )
     out.append(
         "Results on real S3 differ: a request there takes tens of milliseconds rather than "
         "well under one, so time is set by concurrency and the connection pool rather than "
         "by client CPU (the paper found the pool size the bottleneck of job commit), requests "
         "per file still set the cost, and copies of large files favour the committer even "
-        "more than these small files show.")
+        "more than these small files show."
+    )
     return "\n\n".join(out)
 
 
-def section(rows: Sequence[Row], cfg: BenchConfig, args: argparse.Namespace,
-            command: str, load: tuple[float, float] | None = None,
-            elapsed: float | None = None) -> str:
+def section(
+    rows: Sequence[Row],
+    cfg: BenchConfig,
+    args: argparse.Namespace,
+    command: str,
+    load: tuple[float, float] | None = None,
+    elapsed: float | None = None,
+) -> str:
     """The whole ``## Job commit`` section, header included."""
     largest = max(r.files for r in rows if r.method != "committer-scale")
     committer = _find(rows, largest, "committer") or _find(rows, largest, "committer-noverify")
-    runs = ", ".join(f"{n:,} files: median of {k}" if k > 1 else f"{n:,} files: one run"
-                     for n, k in zip(args.files, args.repeat, strict=True))
+    runs = ", ".join(
+        f"{n:,} files: median of {k}" if k > 1 else f"{n:,} files: one run"
+        for n, k in zip(args.files, args.repeat, strict=True)
+    )
     if getattr(args, "scale", None):
-        runs += (f"; the committer alone at {', '.join(f'{n:,}' for n in args.scale)} files "
-                 f"of {args.scale_file_size:,} bytes, one run each")
+        runs += (
+            f"; the committer alone at {', '.join(f'{n:,}' for n in args.scale)} files "
+            f"of {args.scale_file_size:,} bytes, one run each"
+        )
     parts = [
         HEADER,
         "",
@@ -190,8 +218,9 @@ def section(rows: Sequence[Row], cfg: BenchConfig, args: argparse.Namespace,
         f"loopback, Python {platform.python_version()}, boto3 {boto3.__version__}. "
         f"Runs: {runs}." + (" " + load_note(load) if load else ""),
         "",
-        "Reproduce with `make bench`, or:" if elapsed is None else
-        f"Reproduce with `make bench`, or the command below; this run took "
+        "Reproduce with `make bench`, or:"
+        if elapsed is None
+        else f"Reproduce with `make bench`, or the command below; this run took "
         f"{_duration(elapsed)}, {_timed(rows) / elapsed:.0%} of it in the timed commits "
         "and most of the rest writing the files they commit:",
         "",
@@ -245,10 +274,11 @@ def _rename_bullet(rows: Sequence[Row]) -> list[str]:
     if any(r.method == "copy-delete" for r in rows):
         ways.append("with one DeleteObject per file (renaming file by file)")
     if any(r.method == "copy-bulk" for r in rows):
-        ways.append("with one DeleteObjects per 1,000 keys after the copies (renaming a "
-                    "directory)")
+        ways.append("with one DeleteObjects per 1,000 keys after the copies (renaming a directory)")
     if not ways:
         return []
-    return ["- **rename**: what a rename-based commit costs on S3, which has no rename: the "
-            "files written as plain objects under a `_temporary/` prefix, then listed, copied "
-            f"to their final keys (CopyObject) and deleted, {', or '.join(ways)}."]
+    return [
+        "- **rename**: what a rename-based commit costs on S3, which has no rename: the "
+        "files written as plain objects under a `_temporary/` prefix, then listed, copied "
+        f"to their final keys (CopyObject) and deleted, {', or '.join(ways)}."
+    ]

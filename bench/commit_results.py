@@ -90,11 +90,20 @@ def summarize(runs: Sequence[Run]) -> list[Row]:
     for (files, method), group in groups.items():
         typical = min(group, key=lambda r: abs(r.seconds - medians[files, method]))
         floor = medians.get((files, "floor"))
-        rows.append(Row(method, files, len(group), medians[files, method],
-                        statistics.median(r.requests_per_file for r in group),
-                        medians[files, method] / floor if floor else None,
-                        min(r.committed for r in group), max(r.leftover for r in group),
-                        typical.requests, typical.steps,
-                        typical.protocol_requests_per_file,
-                        max(r.peak_rss for r in group)))
+        rows.append(
+            Row(
+                method,
+                files,
+                len(group),
+                medians[files, method],
+                statistics.median(r.requests_per_file for r in group),
+                medians[files, method] / floor if floor else None,
+                min(r.committed for r in group),
+                max(r.leftover for r in group),
+                typical.requests,
+                typical.steps,
+                typical.protocol_requests_per_file,
+                max(r.peak_rss for r in group),
+            )
+        )
     return rows

@@ -74,8 +74,12 @@ class RequestCounter:
         add_request_hook(self._client, self._light_sent)
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self._events.unregister("before-send.s3", self._sent)
         remove_request_hook(self._client, self._light_sent)
         self._end = time.perf_counter() - self._start
@@ -118,8 +122,12 @@ def _fold(runs: list[tuple[str, float, int]], end: float) -> list[Step]:
     while i < len(runs):
         op, start, count = runs[i]
         folded: dict[str, int] = {}
-        while (i + 2 < len(runs) and runs[i + 1][2] <= _FOLDED
-               and runs[i + 2][0] == op and count > _FOLDED):
+        while (
+            i + 2 < len(runs)
+            and runs[i + 1][2] <= _FOLDED
+            and runs[i + 2][0] == op
+            and count > _FOLDED
+        ):
             between = runs[i + 1][0]
             folded[between] = folded.get(between, 0) + runs[i + 1][2]
             count += runs[i + 2][2]
@@ -127,6 +135,13 @@ def _fold(runs: list[tuple[str, float, int]], end: float) -> list[Step]:
         merged.append((op, start, count, folded))
         i += 1
     starts = [start for _, start, _, _ in merged] + [end]
-    return [Step(op, count + sum(folded.values()), starts[k], starts[k + 1] - starts[k],
-                 tuple(sorted(folded.items())))
-            for k, (op, _, count, folded) in enumerate(merged)]
+    return [
+        Step(
+            op,
+            count + sum(folded.values()),
+            starts[k],
+            starts[k + 1] - starts[k],
+            tuple(sorted(folded.items())),
+        )
+        for k, (op, _, count, folded) in enumerate(merged)
+    ]

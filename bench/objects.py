@@ -19,24 +19,29 @@ def objects_under(client: Any, bucket: str, prefix: str) -> Iterator[dict[str, A
 
 def visible_files(client: Any, bucket: str, prefix: str) -> int:
     """Files a table reader sees under ``prefix`` (hidden and ``_`` names excluded)."""
-    return sum(1 for obj in objects_under(client, bucket, prefix)
-               if is_visible(obj["Key"][len(prefix):]))
+    return sum(
+        1 for obj in objects_under(client, bucket, prefix) if is_visible(obj["Key"][len(prefix) :])
+    )
 
 
 def object_count(client: Any, bucket: str, prefix: str) -> int:
     return sum(1 for _ in objects_under(client, bucket, prefix))
 
 
-def rename_prefix(client: Any, bucket: str, source: str, target: str, threads: int,
-                  delete: bool = True) -> list[str]:
+def rename_prefix(
+    client: Any, bucket: str, source: str, target: str, threads: int, delete: bool = True
+) -> list[str]:
     """What a rename-based commit does on S3, which has no rename: list ``source``,
     copy each object to the same name under ``target`` (CopyObject) and, with
     ``delete``, delete it (one DeleteObject a file). Returns the source keys."""
     keys = [obj["Key"] for obj in objects_under(client, bucket, source)]
 
     def rename(key: str) -> None:
-        client.copy_object(Bucket=bucket, Key=target + key[len(source):],
-                           CopySource={"Bucket": bucket, "Key": key})
+        client.copy_object(
+            Bucket=bucket,
+            Key=target + key[len(source) :],
+            CopySource={"Bucket": bucket, "Key": key},
+        )
         if delete:
             client.delete_object(Bucket=bucket, Key=key)
 

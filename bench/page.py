@@ -25,8 +25,7 @@ def replace_section(text: str, header: str, body: str) -> str:
     if header not in lines:
         return text.rstrip("\n") + "\n\n" + body.rstrip() + "\n"
     start = lines.index(header)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
-               len(lines))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     tail = lines[end:]
     new = lines[:start] + body.rstrip().splitlines() + ([""] + tail if tail else [])
     return "\n".join(new) + "\n"
@@ -45,8 +44,9 @@ def seaweedfs_version() -> str:
     from zero_rename.embedded_s3 import find_weed
 
     try:
-        out = subprocess.run([find_weed(), "version"], capture_output=True, text=True,
-                             timeout=30).stdout
+        out = subprocess.run(
+            [find_weed(), "version"], capture_output=True, text=True, timeout=30
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return "(version unknown)"
     # "version 8000GB 4.48 pypi linux amd64": the release is the dotted word.
@@ -57,8 +57,12 @@ def load_note(load: tuple[float, float]) -> str:
     """The load average at the start and end of a run, and a warning when the
     machine was busy with other work: times then say less than request counts."""
     cores = os.cpu_count() or 1
-    shared = (" The machine was shared with other work during the run, so times are slower "
-              "and noisier than an idle machine's; request counts are not affected."
-              if load[0] > cores / 2 else "")
-    return (f"Load average (1 minute) {load[0]:.1f} at the start and {load[1]:.1f} at the "
-            f"end.{shared}")
+    shared = (
+        " The machine was shared with other work during the run, so times are slower "
+        "and noisier than an idle machine's; request counts are not affected."
+        if load[0] > cores / 2
+        else ""
+    )
+    return (
+        f"Load average (1 minute) {load[0]:.1f} at the start and {load[1]:.1f} at the end.{shared}"
+    )

@@ -22,7 +22,8 @@ def peak_rss() -> int:
         pass
     # Elsewhere ru_maxrss, which macOS gives in bytes and the others in KiB.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (
-        1 if sys.platform == "darwin" else 1024)
+        1 if sys.platform == "darwin" else 1024
+    )
 
 
 def cpu_seconds() -> float:
@@ -41,6 +42,9 @@ def process_cpu_seconds(pid: int) -> float:
 def process_started() -> float:
     """Wall-clock time this process started (a Python worker's fork), from /proc."""
     ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-    boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                if line.startswith("btime "))
+    boot = next(
+        float(line.split()[1])
+        for line in Path("/proc/stat").read_text().splitlines()
+        if line.startswith("btime ")
+    )
     return boot + ticks / os.sysconf("SC_CLK_TCK")

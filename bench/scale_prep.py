@@ -47,8 +47,14 @@ class SignedRequests:
         self.pool = SignedPool(config, target.origin, target.region)
         self.sent = 0
 
-    def send(self, method: str, key: str, query: str = "", body: bytes = b"",
-             headers: dict[str, str] | None = None) -> urllib3.BaseHTTPResponse:
+    def send(
+        self,
+        method: str,
+        key: str,
+        query: str = "",
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+    ) -> urllib3.BaseHTTPResponse:
         path = f"{self.base_path}/{quote(key, safe='/~')}" + (f"?{query}" if query else "")
         for attempt in range(1, _ATTEMPTS + 1):
             self.sent += 1
@@ -61,14 +67,16 @@ class SignedRequests:
                 if response.status < 300:
                     return response
                 if response.status < 500 or attempt == _ATTEMPTS:
-                    raise RuntimeError(f"{method} {key}: HTTP {response.status}: "
-                                       f"{response.data[:300]!r}")
-            time.sleep(random.random() * 0.1 * 2 ** attempt)
+                    raise RuntimeError(
+                        f"{method} {key}: HTTP {response.status}: {response.data[:300]!r}"
+                    )
+            time.sleep(random.random() * 0.1 * 2**attempt)
         raise AssertionError("unreachable")
 
 
-def write_task(requests: SignedRequests, dest: Destination, job: JobRecord, task_id: str,
-               count: int) -> None:
+def write_task(
+    requests: SignedRequests, dest: Destination, job: JobRecord, task_id: str, count: int
+) -> None:
     """One task's ``count`` empty files as pending uploads, then its manifest."""
     uploads = []
     for seq in range(count):
@@ -76,36 +84,65 @@ def write_task(requests: SignedRequests, dest: Destination, job: JobRecord, task
         created = requests.send("POST", key, "uploads")
         found = _UPLOAD_ID.search(created.data)
         if found is None:
-            raise RuntimeError(f"CreateMultipartUpload {key}: no UploadId in "
-                               f"{created.data[:300]!r}")
+            raise RuntimeError(
+                f"CreateMultipartUpload {key}: no UploadId in {created.data[:300]!r}"
+            )
         upload_id = found.group(1).decode()
         part = requests.send("PUT", key, f"partNumber=1&uploadId={quote(upload_id, safe='~')}")
-        uploads.append(PendingUpload(key=key, upload_id=upload_id, bytes=0,
-                                     parts=(Part(number=1, etag=part.headers["ETag"], size=0),)))
-    manifest = TaskManifest(job_id=job.job_id, task_id=task_id, attempt=0,
-                            task_attempt_id=f"attempt_{job.job_id}_{task_id}_0",
-                            committer=job.options.committer, uploads=tuple(uploads))
-    requests.send("PUT", dest.job(job.job_id).task_manifest_key(task_id), body=dump(manifest),
-                  headers={"If-None-Match": "*", "Content-Type": "application/json"})
+        uploads.append(
+            PendingUpload(
+                key=key,
+                upload_id=upload_id,
+                bytes=0,
+                parts=(Part(number=1, etag=part.headers["ETag"], size=0),),
+            )
+        )
+    manifest = TaskManifest(
+        job_id=job.job_id,
+        task_id=task_id,
+        attempt=0,
+        task_attempt_id=f"attempt_{job.job_id}_{task_id}_0",
+        committer=job.options.committer,
+        uploads=tuple(uploads),
+    )
+    requests.send(
+        "PUT",
+        dest.job(job.job_id).task_manifest_key(task_id),
+        body=dump(manifest),
+        headers={"If-None-Match": "*", "Content-Type": "application/json"},
+    )
 
 
-def write_tasks(config: StoreConfig, dest_url: str, job_json: str,
-                tasks: Sequence[tuple[int, int]], threads: int) -> int:
+def write_tasks(
+    config: StoreConfig,
+    dest_url: str,
+    job_json: str,
+    tasks: Sequence[tuple[int, int]],
+    threads: int,
+) -> int:
     """Worker process: the tasks given as (index, file count); returns requests sent."""
     dest = Destination.parse(dest_url)
     job = JobRecord.model_validate_json(job_json)
     # A pool as large as the thread count, so no thread waits for a connection.
-    requests = SignedRequests(dataclasses.replace(config, max_pool_connections=threads),
-                              LightTarget.resolve(config, dest.bucket))
+    requests = SignedRequests(
+        dataclasses.replace(config, max_pool_connections=threads),
+        LightTarget.resolve(config, dest.bucket),
+    )
     with ThreadPoolExecutor(threads) as pool:
         for _ in pool.map(lambda t: write_task(requests, dest, job, f"{t[0]:05d}", t[1]), tasks):
             pass
     return requests.sent
 
 
-def prepared_scale_job(config: StoreConfig, dest_url: str, files: int, files_per_task: int,
-                       options: dict[str, Any], processes: int = 2, threads: int = 32
-                       ) -> tuple[Committer, JobRecord, int]:
+def prepared_scale_job(
+    config: StoreConfig,
+    dest_url: str,
+    files: int,
+    files_per_task: int,
+    options: dict[str, Any],
+    processes: int = 2,
+    threads: int = 32,
+) -> tuple[Committer, JobRecord, int]:
     """A job set up by the committer whose tasks left ``files`` empty files pending."""
     committer = Committer(dest_url, config)
     with RequestCounter(committer.store.client) as counter:
@@ -115,8 +152,14 @@ def prepared_scale_job(config: StoreConfig, dest_url: str, files: int, files_per
     shares = [tasks[i::processes] for i in range(processes)]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(processes, mp_context=context) as pool:
-        sent = sum(pool.map(write_tasks, [config] * processes, [dest_url] * processes,
-                            [job.model_dump_json()] * processes, shares,
-                            [threads] * processes))
+        sent = sum(
+            pool.map(
+                write_tasks,
+                [config] * processes,
+                [dest_url] * processes,
+                [job.model_dump_json()] * processes,
+                shares,
+                [threads] * processes,
+            )
+        )
     return committer, job, sent + counter.total
-

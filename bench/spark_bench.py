@@ -99,11 +99,13 @@ class BenchConfig:
 
 
 def new_client(endpoint_url: str, threads: int) -> Any:
-    return count_requests(make_client(StoreConfig(endpoint_url=endpoint_url,
-                                                  max_pool_connections=threads)))
+    return count_requests(
+        make_client(StoreConfig(endpoint_url=endpoint_url, max_pool_connections=threads))
+    )
 
 
 # -- the baselines: the same Parquet writer, plain uploads -------------------
+
 
 class PlainUpload:
     """A file uploaded as it is written, with no commit protocol: a PutObject at
@@ -120,18 +122,20 @@ class PlainUpload:
     def write(self, data: bytes) -> int:
         self.buffer += data
         while len(self.buffer) >= self.part_size:
-            chunk = bytes(self.buffer[:self.part_size])
-            del self.buffer[:self.part_size]
+            chunk = bytes(self.buffer[: self.part_size])
+            del self.buffer[: self.part_size]
             self._part(chunk)
         return len(data)
 
     def _part(self, chunk: bytes) -> None:
         if self.upload_id is None:
-            self.upload_id = self.client.create_multipart_upload(
-                Bucket=self.bucket, Key=self.key)["UploadId"]
+            self.upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=self.key)[
+                "UploadId"
+            ]
         number = len(self.parts) + 1
-        etag = self.client.upload_part(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id,
-                                       PartNumber=number, Body=chunk)["ETag"]
+        etag = self.client.upload_part(
+            Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=chunk
+        )["ETag"]
         self.parts.append({"PartNumber": number, "ETag": etag})
 
     def close(self) -> None:
@@ -140,9 +144,12 @@ class PlainUpload:
             return
         if self.buffer:
             self._part(bytes(self.buffer))
-        self.client.complete_multipart_upload(Bucket=self.bucket, Key=self.key,
-                                              UploadId=self.upload_id,
-                                              MultipartUpload={"Parts": self.parts})
+        self.client.complete_multipart_upload(
+            Bucket=self.bucket,
+            Key=self.key,
+            UploadId=self.upload_id,
+            MultipartUpload={"Parts": self.parts},
+        )
 
 
 class PlainTask:
@@ -161,12 +168,24 @@ class PlainTask:
         partition = context.partitionId() if context else 0
         timed = TimedBatches(batches)
         files = self._write(partition, timed)
-        record(self.cfg.metrics_path, method=self.method, round=self.round, phase="task",
-               rows=sum(f.rows for f in files), files=len(files),
-               bytes=sum(f.bytes for f in files), peak_rss=peak_rss(), cpu=cpu_seconds(),
-               seconds=time.monotonic() - started, requests=requests_since(before),
-               s3_seconds=call_seconds_since(calls), fed_seconds=timed.waited,
-               t_proc=process_started(), t_start=wall, t_end=time.time())
+        record(
+            self.cfg.metrics_path,
+            method=self.method,
+            round=self.round,
+            phase="task",
+            rows=sum(f.rows for f in files),
+            files=len(files),
+            bytes=sum(f.bytes for f in files),
+            peak_rss=peak_rss(),
+            cpu=cpu_seconds(),
+            seconds=time.monotonic() - started,
+            requests=requests_since(before),
+            s3_seconds=call_seconds_since(calls),
+            fed_seconds=timed.waited,
+            t_proc=process_started(),
+            t_start=wall,
+            t_end=time.time(),
+        )
         yield pa.record_batch({"files": pa.array([len(files)], pa.int64())})
 
     def _write(self, partition: int, batches: TimedBatches) -> list[Any]:
@@ -179,8 +198,9 @@ class PlainTask:
             directory = partition_dir(("dt",), values)
             name = f"part-{task}-{run_id}.c{seq[directory]:03d}.snappy.parquet"
             seq[directory] += 1
-            return PlainUpload(client, self.cfg.bucket, f"{self.prefix}/{directory}{name}",
-                               self.cfg.part_size)
+            return PlainUpload(
+                client, self.cfg.bucket, f"{self.prefix}/{directory}{name}", self.cfg.part_size
+            )
 
         writer = PartitionedParquetWriter(open_file, ("dt",), FileOptions())
         for batch in batches:
@@ -190,11 +210,17 @@ class PlainTask:
 
 def rename_all(cfg: BenchConfig, source: str, target: str) -> None:
     """Job commit of the rename baseline: list, then copy and delete each object."""
-    rename_prefix(new_client(cfg.endpoint_url, cfg.threads), cfg.bucket, source + "/",
-                  target + "/", cfg.threads)
+    rename_prefix(
+        new_client(cfg.endpoint_url, cfg.threads),
+        cfg.bucket,
+        source + "/",
+        target + "/",
+        cfg.threads,
+    )
 
 
 # -- runs ----------------------------------------------------------------------
+
 
 @dataclass
 class Result(RequestTotals):
@@ -239,8 +265,7 @@ def source_frame(spark: Any, cfg: BenchConfig) -> Any:
     return df
 
 
-def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str,
-               round_number: int = 0) -> Result:
+def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str, round_number: int = 0) -> Result:
     prefix = f"{cfg.prefix(method)}/r{round_number}"
     dest = f"s3://{cfg.bucket}/{prefix}"
     driver_before, driver_cpu = snapshot(), cpu_seconds()
@@ -249,13 +274,18 @@ def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str,
     base, extra = VARIANTS.get(method, (method, {}))
     if base.startswith("zero-rename-"):
         committer = base.removeprefix("zero-rename-")
-        writer = (df.write.format(BENCH_FORMAT).mode("append")
-                  .option("partition_by", "dt")
-                  .option("committer", committer)
-                  .option("part_size", str(cfg.part_size)).option("threads", str(cfg.threads))
-                  .option("endpoint", cfg.endpoint_url)
-                  .option("bench_metrics", cfg.metrics_path).option("bench_method", method)
-                  .option("bench_round", str(round_number)))
+        writer = (
+            df.write.format(BENCH_FORMAT)
+            .mode("append")
+            .option("partition_by", "dt")
+            .option("committer", committer)
+            .option("part_size", str(cfg.part_size))
+            .option("threads", str(cfg.threads))
+            .option("endpoint", cfg.endpoint_url)
+            .option("bench_metrics", cfg.metrics_path)
+            .option("bench_method", method)
+            .option("bench_round", str(round_number))
+        )
         for key, value in extra.items():
             writer = writer.option(key, value)
         writer.save(dest)
@@ -271,8 +301,9 @@ def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str,
     if cfg.server_pid:
         server_cpu = process_cpu_seconds(cfg.server_pid) - server_cpu
     driver_cpu = cpu_seconds() - driver_cpu
-    result = summarize(cfg, method, round_number, prefix, seconds,
-                       requests_since(driver_before), (wall, ended))
+    result = summarize(
+        cfg, method, round_number, prefix, seconds, requests_since(driver_before), (wall, ended)
+    )
     result.python_cpu = round(result.python_cpu + driver_cpu, 1)
     result.server_cpu = round(server_cpu, 1)
     return result
@@ -325,8 +356,15 @@ def task_split(tasks: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {k: round(v, 2) for k, v in split.items()}
 
 
-def summarize(cfg: BenchConfig, method: str, round_number: int, prefix: str, seconds: float,
-              driver_requests: dict[str, int], save: tuple[float, float]) -> Result:
+def summarize(
+    cfg: BenchConfig,
+    method: str,
+    round_number: int,
+    prefix: str,
+    seconds: float,
+    driver_requests: dict[str, int],
+    save: tuple[float, float],
+) -> Result:
     """Gather the run's records and check what it left in the bucket."""
     records = [json.loads(line) for line in Path(cfg.metrics_path).read_text().splitlines()]
     mine = [r for r in records if r["method"] == method and r.get("round") == round_number]
@@ -336,13 +374,20 @@ def summarize(cfg: BenchConfig, method: str, round_number: int, prefix: str, sec
         requests.update(r["requests"])
     rss = [r["peak_rss"] for r in tasks] or [0]
     per_task = [sum(r["requests"].values()) for r in tasks] or [0]
-    result = Result(method=method, round=round_number, seconds=round(seconds, 2),
-                    requests=dict(requests), rows=sum(r["rows"] for r in tasks),
-                    tasks=len(tasks), peak_task_rss=max(rss),
-                    median_task_rss=int(statistics.median(rss)),
-                    python_cpu=sum(r.get("cpu", 0.0) for r in mine),
-                    phases=timeline(mine, save), task_split=task_split(tasks),
-                    task_requests=(max(per_task), min(per_task)))
+    result = Result(
+        method=method,
+        round=round_number,
+        seconds=round(seconds, 2),
+        requests=dict(requests),
+        rows=sum(r["rows"] for r in tasks),
+        tasks=len(tasks),
+        peak_task_rss=max(rss),
+        median_task_rss=int(statistics.median(rss)),
+        python_cpu=sum(r.get("cpu", 0.0) for r in mine),
+        phases=timeline(mine, save),
+        task_split=task_split(tasks),
+        task_requests=(max(per_task), min(per_task)),
+    )
     check_output(cfg, result, prefix)
     return result
 
@@ -353,19 +398,22 @@ def check_output(cfg: BenchConfig, result: Result, prefix: str) -> None:
     prefix += "/"
     leftover = 0
     for obj in objects_under(client, cfg.bucket, prefix):
-        relative = obj["Key"][len(prefix):]
+        relative = obj["Key"][len(prefix) :]
         if is_visible(relative):
             result.files += 1
             result.bytes += obj["Size"]
         elif relative.startswith("_temporary/"):
             leftover += 1
-    for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=cfg.bucket,
-                                                                        Prefix=prefix):
+    for page in client.get_paginator("list_multipart_uploads").paginate(
+        Bucket=cfg.bucket, Prefix=prefix
+    ):
         leftover += len(page.get("Uploads", []))
     result.leftover = leftover
     if result.rows != cfg.rows or leftover:
-        raise RuntimeError(f"{result.method}: wrote {result.rows} of {cfg.rows} rows, "
-                           f"{leftover} object(s) or upload(s) left behind")
+        raise RuntimeError(
+            f"{result.method}: wrote {result.rows} of {cfg.rows} rows, "
+            f"{leftover} object(s) or upload(s) left behind"
+        )
 
 
 def start_spark(cfg: BenchConfig, driver_memory: str = "6g") -> Any:
@@ -374,34 +422,46 @@ def start_spark(cfg: BenchConfig, driver_memory: str = "6g") -> Any:
     # Tasks import this module; executors find it on PYTHONPATH.
     root = str(Path(__file__).resolve().parent.parent)
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+        p for p in (root, os.environ.get("PYTHONPATH", "")) if p
+    )
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master("local[2]").appName("zero-rename spark bench")
-            .config("spark.ui.enabled", "false")
-            .config("spark.driver.memory", driver_memory)
-            .config("spark.sql.shuffle.partitions", str(cfg.tasks))
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH))
-            # One fresh Python worker per task: its peak RSS is that task's.
-            .config("spark.python.worker.reuse", "false")
-            .getOrCreate())
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName("zero-rename spark bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.shuffle.partitions", str(cfg.tasks))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH))
+        # One fresh Python worker per task: its peak RSS is that task's.
+        .config("spark.python.worker.reuse", "false")
+        .getOrCreate()
+    )
 
 
 def warm_up(spark: Any, cfg: BenchConfig, methods: Sequence[str]) -> None:
     """Run each method once on a few rows, untimed: the first use of a code path
     (class loading in the JVM, the first Python workers) is not any method's cost."""
-    small = BenchConfig(cfg.endpoint_url, cfg.bucket, cfg.metrics_path + ".warm-up",
-                        server_pid=cfg.server_pid, rows=1000, tasks=2, days=2,
-                        area="warm-up")
+    small = BenchConfig(
+        cfg.endpoint_url,
+        cfg.bucket,
+        cfg.metrics_path + ".warm-up",
+        server_pid=cfg.server_pid,
+        rows=1000,
+        tasks=2,
+        days=2,
+        area="warm-up",
+    )
     df = source_frame(spark, small)
     for method in methods:
         run_method(spark, df, small, method)
     df.unpersist()
 
 
-def run_benchmark(spark: Any, cfg: BenchConfig, methods: Sequence[str],
-                  rounds: int = 1) -> list[Result]:
+def run_benchmark(
+    spark: Any, cfg: BenchConfig, methods: Sequence[str], rounds: int = 1
+) -> list[Result]:
     """Every method once a round, in an order rotated each round, so that no
     method always runs first or after the same neighbour, and slow spells of a
     shared machine spread over all methods."""
@@ -413,13 +473,17 @@ def run_benchmark(spark: Any, cfg: BenchConfig, methods: Sequence[str],
         for round_number in range(rounds):
             shift = round_number % len(methods)
             for method in list(methods[shift:]) + list(methods[:shift]):
-                progress(f"round {round_number + 1}/{rounds}, {method}: writing "
-                         f"{cfg.rows:,} rows in {cfg.tasks} tasks (load {os.getloadavg()[0]:.1f})")
+                progress(
+                    f"round {round_number + 1}/{rounds}, {method}: writing "
+                    f"{cfg.rows:,} rows in {cfg.tasks} tasks (load {os.getloadavg()[0]:.1f})"
+                )
                 result = run_method(spark, df, cfg, method, round_number)
-                progress(f"{method}: {result.seconds:.1f} s, {result.files} files, "
-                         f"{result.bytes / GIB:.2f} GiB, {result.requests_per_file:.2f} requests "
-                         f"a file, task peak {result.peak_task_rss / MIB:.0f} MiB, "
-                         f"phases {result.phases}")
+                progress(
+                    f"{method}: {result.seconds:.1f} s, {result.files} files, "
+                    f"{result.bytes / GIB:.2f} GiB, {result.requests_per_file:.2f} requests "
+                    f"a file, task peak {result.peak_task_rss / MIB:.0f} MiB, "
+                    f"phases {result.phases}"
+                )
                 results.append(result)
     finally:
         df.unpersist()
@@ -427,6 +491,7 @@ def run_benchmark(spark: Any, cfg: BenchConfig, methods: Sequence[str],
 
 
 # -- report --------------------------------------------------------------------
+
 
 def label(method: str) -> str:
     if method in VARIANTS:
@@ -476,62 +541,83 @@ def _mix(runs: Sequence[Result]) -> str:
 def results_table(results: Sequence[Result]) -> str:
     grouped = by_method(results)
     direct = grouped.get("direct", [])
-    lines = ["| method | wall time, median (s) | range (s) | vs direct, median (range) | "
-             "Python CPU (s) | S3 server CPU (s) | peak task memory (MiB) | "
-             "files | GiB | S3 requests | requests per file |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| method | wall time, median (s) | range (s) | vs direct, median (range) | "
+        "Python CPU (s) | S3 server CPU (s) | peak task memory (MiB) | "
+        "files | GiB | S3 requests | requests per file |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for method, runs in grouped.items():
         seconds = [r.seconds for r in runs]
         vs = ratios(runs, direct)
-        ratio = (f"{median(vs):.2f}x ({min(vs):.2f}-{max(vs):.2f})" if vs else "-")
+        ratio = f"{median(vs):.2f}x ({min(vs):.2f}-{max(vs):.2f})" if vs else "-"
         r = runs[0]
-        lines.append(f"| {label(method)} | {median(seconds):.1f} | {min(seconds):.1f}-"
-                     f"{max(seconds):.1f} | {ratio} | {median([x.python_cpu for x in runs]):.1f} | "
-                     f"{median([x.server_cpu for x in runs]):.1f} | "
-                     f"{max(x.peak_task_rss for x in runs) / MIB:.0f} | {r.files:,} | "
-                     f"{r.bytes / GIB:.2f} | {r.total_requests:,} | {r.requests_per_file:.2f} |")
+        lines.append(
+            f"| {label(method)} | {median(seconds):.1f} | {min(seconds):.1f}-"
+            f"{max(seconds):.1f} | {ratio} | {median([x.python_cpu for x in runs]):.1f} | "
+            f"{median([x.server_cpu for x in runs]):.1f} | "
+            f"{max(x.peak_task_rss for x in runs) / MIB:.0f} | {r.files:,} | "
+            f"{r.bytes / GIB:.2f} | {r.total_requests:,} | {r.requests_per_file:.2f} |"
+        )
     return "\n".join(lines)
 
 
-PHASES = (("first_task", "save to first task"), ("setup_worker", "setup worker start-up"),
-          ("setup", "job setup (writer)"),
-          ("tasks", "first task to last task end"), ("tail", "last task end to save return"),
-          ("commit_start", "of which, to commit start"),
-          ("commit_worker", "commit worker start-up"), ("commit", "job commit"))
+PHASES = (
+    ("first_task", "save to first task"),
+    ("setup_worker", "setup worker start-up"),
+    ("setup", "job setup (writer)"),
+    ("tasks", "first task to last task end"),
+    ("tail", "last task end to save return"),
+    ("commit_start", "of which, to commit start"),
+    ("commit_worker", "commit worker start-up"),
+    ("commit", "job commit"),
+)
 
 
 def phases_table(results: Sequence[Result]) -> str:
     """Medians over rounds of the timeline of each write (see ``timeline``)."""
-    lines = ["| method | wall time | " + " | ".join(label for _, label in PHASES) + " |",
-             "|---|" + "---:|" * (len(PHASES) + 1)]
+    lines = [
+        "| method | wall time | " + " | ".join(label for _, label in PHASES) + " |",
+        "|---|" + "---:|" * (len(PHASES) + 1),
+    ]
     for method, runs in by_method(results).items():
         cells = []
         for key, _ in PHASES:
             values = [r.phases[key] for r in runs if key in r.phases]
             cells.append(f"{median(values):.2f}" if values else "-")
-        lines.append(f"| {label(method)} | {median([r.seconds for r in runs]):.2f} | "
-                     + " | ".join(cells) + " |")
+        lines.append(
+            f"| {label(method)} | {median([r.seconds for r in runs]):.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return "\n".join(lines)
 
 
 def split_table(results: Sequence[Result]) -> str:
     """Task time summed over a run's tasks, medians over rounds (see ``task_split``)."""
-    lines = ["| method | task write() | startup (fork, imports) | waiting on Spark | "
-             "encode + other | S3 calls, task's thread | by operation | "
-             "S3 calls, other threads |",
-             "|---|---:|---:|---:|---:|---:|---|---:|"]
+    lines = [
+        "| method | task write() | startup (fork, imports) | waiting on Spark | "
+        "encode + other | S3 calls, task's thread | by operation | "
+        "S3 calls, other threads |",
+        "|---|---:|---:|---:|---:|---:|---|---:|",
+    ]
     for method, runs in by_method(results).items():
+
         def med(key: str) -> float:
             # Called only within this iteration, so the loop's ``runs`` is the right one.
             return median([r.task_split.get(key, 0.0) for r in runs])  # noqa: B023
+
         keys = {k for r in runs for k in r.task_split}
         own = sorted((k for k in keys if k.startswith("s3:")), key=lambda k: -med(k))
         other = sorted((k for k in keys if k.startswith("bg:")), key=lambda k: -med(k))
         lines.append(
             f"| {label(method)} | {med('write'):.1f} | {med('startup'):.1f} | "
             f"{med('fed'):.1f} | {med('encode+other'):.1f} | {sum(med(k) for k in own):.1f} | "
-            + ", ".join(f"{k[3:]} {med(k):.1f}" for k in own) + " | "
-            + (", ".join(f"{k[3:]} {med(k):.1f}" for k in other) or "-") + " |")
+            + ", ".join(f"{k[3:]} {med(k):.1f}" for k in own)
+            + " | "
+            + (", ".join(f"{k[3:]} {med(k):.1f}" for k in other) or "-")
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -556,10 +642,10 @@ def reading(results: Sequence[Result]) -> str:
                 f"{median([r.server_cpu for r in runs]):.0f} s of S3 server CPU against "
                 f"{median([r.server_cpu for r in direct]):.0f} s, "
                 f"{runs[0].requests_per_file:.2f} requests a file against "
-                f"{d.requests_per_file:.2f}.")
+                f"{d.requests_per_file:.2f}."
+            )
     if rename:
-        out.append("The rename baseline's copies move every byte a second time, inside the "
-                   "server.")
+        out.append("The rename baseline's copies move every byte a second time, inside the server.")
     magic = grouped.get("zero-rename-magic")
     if magic and direct:
         out.append(fixed_cost(magic, direct))
@@ -574,7 +660,8 @@ def reading(results: Sequence[Result]) -> str:
         "rename copies the data. On this machine S3 is on loopback and shares the two cores "
         "with Spark, so times mostly follow CPU (Parquet encoding, the server's work) rather "
         "than the network; on real S3 per-request latency weighs more, and copies of large "
-        "files cost far more than here.")
+        "files cost far more than here."
+    )
     out.append(
         "Task memory is the peak resident size of the Python worker that ran the task (one "
         "fresh worker per task), pyarrow and boto3 included; the JVM's share is not in it. "
@@ -582,7 +669,8 @@ def reading(results: Sequence[Result]) -> str:
         "full parts and closed files to its upload threads (`upload_threads`, 4 by default), "
         "which hold at most that many parts; the staging committer spools files to local disk "
         "and uploads each once it is closed on those threads (at task commit with "
-        "`upload_threads=0`).")
+        "`upload_threads=0`)."
+    )
     return "\n\n".join(out)
 
 
@@ -603,17 +691,24 @@ def fixed_cost(runs: Sequence[Result], direct: Sequence[Result]) -> str:
         f"last task ends (another such worker for the job commit, which took "
         f"{phase(runs, 'commit'):.1f} s for {runs[0].files:,} files). The tasks took "
         f"{phase(runs, 'tasks'):.1f} s against {phase(direct, 'tasks'):.1f} s. A larger write "
-        "pays the same fixed cost, so its ratio to the direct write is smaller.")
+        "pays the same fixed cost, so its ratio to the direct write is smaller."
+    )
 
 
-def section(results: Sequence[Result], cfg: BenchConfig, command: str,
-            load: tuple[float, float], rounds: int = 1) -> str:
+def section(
+    results: Sequence[Result],
+    cfg: BenchConfig,
+    command: str,
+    load: tuple[float, float],
+    rounds: int = 1,
+) -> str:
     import boto3
     import pyarrow
     import pyspark
 
     parts = [
-        HEADER, "",
+        HEADER,
+        "",
         f"What it measures: one cached DataFrame of {cfg.rows:,} rows (`id`, `dt`, `region`, "
         f"`amount`, `event_time`, a 128-character `payload`), {cfg.tasks} Spark tasks, each "
         f"holding rows of all {cfg.days} days sorted by day, written Hive-partitioned by `dt` "
@@ -621,8 +716,9 @@ def section(results: Sequence[Result], cfg: BenchConfig, command: str,
         "Parquet writer and layout; only the way files reach S3 differs. Wall time is the "
         "write as the driver sees it, job commit (or copies) included. Requests are counted "
         "per HTTP request sent, retries included, through botocore's event hooks in every "
-        "process that talks to S3: driver, planning and commit workers, and tasks.", "",
-        "- **zero-rename**: `df.write.format(\"zero-rename\").option(\"partition_by\", \"dt\")`, "
+        "process that talks to S3: driver, planning and commit workers, and tasks.",
+        "",
+        '- **zero-rename**: `df.write.format("zero-rename").option("partition_by", "dt")`, '
         "job setup on the driver, pending multipart uploads from every task attempt, job "
         "commit in the driver's `commit()`. A method with writer options after its name "
         "(`upload_threads=0`) is the same write with those options.",
@@ -632,44 +728,84 @@ def section(results: Sequence[Result], cfg: BenchConfig, command: str,
         "- **rename**: the same direct writes under `_temporary/`, then the driver lists them "
         "and copies each to its final key and deletes it (CopyObject + DeleteObject, "
         f"{cfg.threads} threads), one rename per file. Hadoop's v1 commit algorithm renames "
-        "twice (task and job commit), so this is its lower bound.", "",
+        "twice (task and job commit), so this is its lower bound.",
+        "",
         f"Machine: {os.cpu_count()} cores, local Spark `local[2]`, PySpark {pyspark.__version__}, "
         f"pyarrow {pyarrow.__version__}, boto3 {boto3.__version__}, Python "
         f"{platform.python_version()}, SeaweedFS {seaweedfs_version()} (`weed mini`) on "
         f"loopback. Part size {cfg.part_size // MIB} MiB, {cfg.threads} threads. "
-        + ("One run each. " if rounds == 1 else
-           f"{rounds} rounds, every method once a round in an order rotated each round; "
-           "times are medians, ratios the median of each round's ratio to the direct write. ")
+        + (
+            "One run each. "
+            if rounds == 1
+            else f"{rounds} rounds, every method once a round in an order rotated each round; "
+            "times are medians, ratios the median of each round's ratio to the direct write. "
+        )
         + "Python CPU is the task workers' (each ran one task, imports included), the driver-side "
         "Python workers' (job setup, job commit) and the driver's (the rename baseline's "
         "copies); the JVM's is left out, as it does the same work for every method. "
-        + load_note(load), "",
-        "Reproduce with `make bench-spark`, or:", "", "```", command, "```", "",
-        "### Results", "", results_table(results), "",
-        "### Where the time went", "",
+        + load_note(load),
+        "",
+        "Reproduce with `make bench-spark`, or:",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        "### Results",
+        "",
+        results_table(results),
+        "",
+        "### Where the time went",
+        "",
         "The write as the driver sees it (medians, seconds): job setup in the writer, the "
         "tasks from the first one's start to the last one's end, then the driver's serial "
-        "tail until the save returned, which holds the job commit.", "",
-        phases_table(results), "",
+        "tail until the save returned, which holds the job commit.",
+        "",
+        phases_table(results),
+        "",
         "Task time summed over all tasks (two run at a time): worker start-up, waiting on "
         "Spark for batches, S3 calls by operation, and the rest (splitting by partition, "
-        "Arrow-to-Parquet encoding).", "", split_table(results), "",
-        "### Requests per file, by operation", "", mix_table(results), "",
-        "### Reading", "", reading(results), "",
+        "Arrow-to-Parquet encoding).",
+        "",
+        split_table(results),
+        "",
+        "### Requests per file, by operation",
+        "",
+        mix_table(results),
+        "",
+        "### Reading",
+        "",
+        reading(results),
+        "",
     ]
     return "\n".join(parts)
 
 
 def stdout_table(results: Sequence[Result]) -> str:
-    header = (f"{'method':<30} {'round':>5} {'seconds':>8} {'files':>6} {'GiB':>6} "
-              f"{'req/file':>9} {'task MiB':>9} {'tail':>6}")
+    header = (
+        f"{'method':<30} {'round':>5} {'seconds':>8} {'files':>6} {'GiB':>6} "
+        f"{'req/file':>9} {'task MiB':>9} {'tail':>6}"
+    )
     lines = [header, "-" * len(header)]
-    lines += [f"{r.method:<30} {r.round:>5} {r.seconds:>8.1f} {r.files:>6} "
-              f"{r.bytes / GIB:>6.2f} {r.requests_per_file:>9.2f} "
-              f"{r.peak_task_rss / MIB:>9.0f} {r.phases.get('tail', 0.0):>6.2f}"
-              for r in results]
-    return "\n".join(lines + ["", results_table(results), "", phases_table(results), "",
-                               split_table(results), "", mix_table(results)])
+    lines += [
+        f"{r.method:<30} {r.round:>5} {r.seconds:>8.1f} {r.files:>6} "
+        f"{r.bytes / GIB:>6.2f} {r.requests_per_file:>9.2f} "
+        f"{r.peak_task_rss / MIB:>9.0f} {r.phases.get('tail', 0.0):>6.2f}"
+        for r in results
+    ]
+    return "\n".join(
+        lines
+        + [
+            "",
+            results_table(results),
+            "",
+            phases_table(results),
+            "",
+            split_table(results),
+            "",
+            mix_table(results),
+        ]
+    )
 
 
 def progress(message: str) -> None:
@@ -681,15 +817,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=BenchConfig.rows)
     parser.add_argument("--tasks", type=int, default=BenchConfig.tasks)
     parser.add_argument("--days", type=int, default=BenchConfig.days)
-    parser.add_argument("--methods", nargs="+", default=list(METHODS),
-                        help=f"among {', '.join(METHODS)} and the --variant names")
-    parser.add_argument("--variant", action="append", type=parse_variant, default=[],
-                        help="an extra method: NAME=zero-rename-magic:key=value,... "
-                             "(the zero-rename method with more writer options)")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="runs of every method, interleaved, order rotated each round")
-    parser.add_argument("--output", default="docs/benchmarks.md",
-                        help="page whose '## PySpark write' section is rewritten")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=list(METHODS),
+        help=f"among {', '.join(METHODS)} and the --variant names",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        type=parse_variant,
+        default=[],
+        help="an extra method: NAME=zero-rename-magic:key=value,... "
+        "(the zero-rename method with more writer options)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="runs of every method, interleaved, order rotated each round",
+    )
+    parser.add_argument(
+        "--output",
+        default="docs/benchmarks.md",
+        help="page whose '## PySpark write' section is rewritten",
+    )
     parser.add_argument("--no-docs", action="store_true", help="print the results only")
     return parser.parse_args(argv)
 
@@ -714,8 +866,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     VARIANTS.update(args.variant)
     unknown = [m for m in args.methods if m not in METHODS and m not in VARIANTS]
     if unknown:
-        raise SystemExit(f"unknown method(s) {unknown}: choose from {', '.join(METHODS)} "
-                         "or a --variant name")
+        raise SystemExit(
+            f"unknown method(s) {unknown}: choose from {', '.join(METHODS)} or a --variant name"
+        )
     logging.basicConfig(level=logging.WARNING)
     load_before = os.getloadavg()[0]
     with EmbeddedS3() as server, tempfile.TemporaryDirectory(prefix="zr-spark-bench-") as tmp:
@@ -723,8 +876,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.update(server.environment())
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
         server.create_bucket(bucket)
-        cfg = BenchConfig(server.endpoint_url, bucket, str(Path(tmp) / "metrics.jsonl"),
-                          server_pid=server.pid, rows=args.rows, tasks=args.tasks, days=args.days)
+        cfg = BenchConfig(
+            server.endpoint_url,
+            bucket,
+            str(Path(tmp) / "metrics.jsonl"),
+            server_pid=server.pid,
+            rows=args.rows,
+            tasks=args.tasks,
+            days=args.days,
+        )
         spark = start_spark(cfg)
         spark.sparkContext.setLogLevel("ERROR")
         try:
@@ -735,8 +895,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(stdout_table(results))
     print(f"load average (1 minute): {load[0]:.1f} at the start, {load[1]:.1f} at the end")
     if not args.no_docs:
-        write_section(args.output, HEADER,
-                      section(results, cfg, command_line(args), load, args.rounds))
+        write_section(
+            args.output, HEADER, section(results, cfg, command_line(args), load, args.rounds)
+        )
         progress(f"wrote the '{HEADER}' section of {args.output}")
     return 0
 

@@ -95,8 +95,11 @@ def call_seconds() -> Counter[str]:
 
 
 def call_seconds_since(before: Counter[str]) -> dict[str, float]:
-    return {op: round(t - before.get(op, 0.0), 4) for op, t in _CALL_SECONDS.items()
-            if t - before.get(op, 0.0) > 0}
+    return {
+        op: round(t - before.get(op, 0.0), 4)
+        for op, t in _CALL_SECONDS.items()
+        if t - before.get(op, 0.0) > 0
+    }
 
 
 class TimedBatches:
@@ -127,19 +130,28 @@ def record(path: str, **fields: Any) -> None:
 
 # -- zero-rename, counted -----------------------------------------------------
 
+
 class BenchWriter(ZeroRenameWriter):
     """The zero-rename writer, reporting its requests, timings and task memory."""
 
-    def __init__(self, config: WriteConfig, schema: Any, metrics: str, method: str,
-                 round_number: int) -> None:
+    def __init__(
+        self, config: WriteConfig, schema: Any, metrics: str, method: str, round_number: int
+    ) -> None:
         self.metrics, self.method, self.round = metrics, method, round_number
         before, started = snapshot(), time.time()
         super().__init__(config, schema)
         # cpu: the worker's whole life (a fresh one per write: imports included).
-        record(metrics, method=method, round=round_number, phase="setup",
-               requests=requests_since(before), cpu=cpu_seconds(),
-               t_proc=process_started(), t_start=started,
-               t_end=time.time())
+        record(
+            metrics,
+            method=method,
+            round=round_number,
+            phase="setup",
+            requests=requests_since(before),
+            cpu=cpu_seconds(),
+            t_proc=process_started(),
+            t_start=started,
+            t_end=time.time(),
+        )
 
     def _committer(self) -> Any:
         committer = super()._committer()
@@ -151,21 +163,41 @@ class BenchWriter(ZeroRenameWriter):
         started, wall = time.monotonic(), time.time()
         batches = TimedBatches(iterator)
         message = super().write(iter(batches))
-        record(self.metrics, method=self.method, round=self.round, phase="task",
-               rows=message.rows, files=message.files,
-               bytes=message.bytes, peak_rss=peak_rss(), cpu=cpu_seconds(),
-               seconds=time.monotonic() - started, requests=requests_since(before),
-               s3_seconds=call_seconds_since(calls), fed_seconds=batches.waited,
-               t_proc=process_started(), t_start=wall, t_end=time.time())
+        record(
+            self.metrics,
+            method=self.method,
+            round=self.round,
+            phase="task",
+            rows=message.rows,
+            files=message.files,
+            bytes=message.bytes,
+            peak_rss=peak_rss(),
+            cpu=cpu_seconds(),
+            seconds=time.monotonic() - started,
+            requests=requests_since(before),
+            s3_seconds=call_seconds_since(calls),
+            fed_seconds=batches.waited,
+            t_proc=process_started(),
+            t_start=wall,
+            t_end=time.time(),
+        )
         return message
 
     def commit(self, messages: Sequence[Any]) -> None:
         before, calls, started = snapshot(), call_seconds(), time.time()
         super().commit(messages)
-        record(self.metrics, method=self.method, round=self.round, phase="commit",
-               requests=requests_since(before), s3_seconds=call_seconds_since(calls),
-               cpu=cpu_seconds(), t_proc=process_started(),
-               t_start=started, t_end=time.time())
+        record(
+            self.metrics,
+            method=self.method,
+            round=self.round,
+            phase="commit",
+            requests=requests_since(before),
+            s3_seconds=call_seconds_since(calls),
+            cpu=cpu_seconds(),
+            t_proc=process_started(),
+            t_start=started,
+            t_end=time.time(),
+        )
 
 
 class BenchSource(ZeroRenameDataSource):
@@ -180,5 +212,6 @@ class BenchSource(ZeroRenameDataSource):
         options = dict(self.options)
         metrics, method = options.pop("bench_metrics"), options.pop("bench_method")
         round_number = int(options.pop("bench_round"))
-        return BenchWriter(parse_writer_options(options, overwrite), schema, metrics, method,
-                           round_number)
+        return BenchWriter(
+            parse_writer_options(options, overwrite), schema, metrics, method, round_number
+        )

@@ -37,8 +37,14 @@ with DAG(
     schedule=PartitionedAssetTimetable(assets=Asset(DESTINATION)),
     start_date=datetime(2024, 1, 1),
     catchup=False,
-    params={"date": Param(None, type=["null", "string"], format="date",
-                          description="Day to report (YYYY-MM-DD); default: the run's partition")},
+    params={
+        "date": Param(
+            None,
+            type=["null", "string"],
+            format="date",
+            description="Day to report (YYYY-MM-DD); default: the run's partition",
+        )
+    },
     tags=["zero-rename"],
     doc_md=__doc__,
 ) as dag:
@@ -53,10 +59,19 @@ with DAG(
         files = [f for f in snapshot.files if dict(f.partition).get("dt") == day]
         if not files:
             raise ValueError(f"{DESTINATION} has no committed files for dt={day}")
-        summary = {"day": day, "files": len(files), "bytes": sum(f.size for f in files),
-                   "jobs": sorted({f.job_id for f in files if f.job_id})}
-        log.info("dt=%s: %d committed file(s), %d bytes, by job(s) %s", day, summary["files"],
-                 summary["bytes"], ", ".join(summary["jobs"]) or "-")
+        summary = {
+            "day": day,
+            "files": len(files),
+            "bytes": sum(f.size for f in files),
+            "jobs": sorted({f.job_id for f in files if f.job_id}),
+        }
+        log.info(
+            "dt=%s: %d committed file(s), %d bytes, by job(s) %s",
+            day,
+            summary["files"],
+            summary["bytes"],
+            ", ".join(summary["jobs"]) or "-",
+        )
         return summary
 
     report()

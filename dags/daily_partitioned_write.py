@@ -38,7 +38,8 @@ from zero_rename.airflow.spark import SparkStageSubmitOperator
 
 DESTINATION = conf.get("zero_rename", "daily_destination", fallback="s3://warehouse/daily_events")
 APPLICATION = conf.get("zero_rename", "daily_application", fallback="") or str(
-    Path(__file__).parent / "apps" / "daily_partitioned_write.py")
+    Path(__file__).parent / "apps" / "daily_partitioned_write.py"
+)
 AWS_CONN_ID = conf.get("zero_rename", "aws_conn_id", fallback="aws_default")
 SPARK_CONN_ID = conf.get("zero_rename", "spark_conn_id", fallback="spark_default")
 # The options the application's writer uses: setup records them, and the
@@ -48,8 +49,10 @@ SPARK_CONN_ID = conf.get("zero_rename", "spark_conn_id", fallback="spark_default
 OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace", "on_conflict": "wait"}
 
 # A manual run may have no logical date: then the day it was triggered for.
-DAY = ("{{ params.date or partition_key"
-       " or (dag_run.logical_date or dag_run.run_after).strftime('%Y-%m-%d') }}")
+DAY = (
+    "{{ params.date or partition_key"
+    " or (dag_run.logical_date or dag_run.run_after).strftime('%Y-%m-%d') }}"
+)
 JOB_ID = "{{ ti.xcom_pull(task_ids='setup_job') }}"
 daily_events = Asset(DESTINATION)
 common = {"destination": DESTINATION, "aws_conn_id": AWS_CONN_ID}
@@ -57,19 +60,27 @@ common = {"destination": DESTINATION, "aws_conn_id": AWS_CONN_ID}
 with DAG(
     dag_id="daily_partitioned_write",
     description="Writes one day's partition through Spark and commits it without renames",
-    schedule=CronPartitionTimetable("0 1 * * *", timezone="UTC", run_offset=-1,
-                                    key_format="%Y-%m-%d"),
+    schedule=CronPartitionTimetable(
+        "0 1 * * *", timezone="UTC", run_offset=-1, key_format="%Y-%m-%d"
+    ),
     start_date=datetime(2024, 1, 1),
     catchup=False,
     default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
     params={
-        "date": Param(None, type=["null", "string"], format="date",
-                      description="Day to write (YYYY-MM-DD); default: the run's partition"),
+        "date": Param(
+            None,
+            type=["null", "string"],
+            format="date",
+            description="Day to write (YYYY-MM-DD); default: the run's partition",
+        ),
         "rows": Param(1000, type="integer", minimum=1, description="Rows to generate"),
         "input": Param("", type="string", description="Input path instead of generated rows"),
-        "options": Param({}, type="object",
-                         description='Writer options, e.g. {"compression": "zstd", '
-                                     '"max_rows_per_file": 1000000}'),
+        "options": Param(
+            {},
+            type="object",
+            description='Writer options, e.g. {"compression": "zstd", '
+            '"max_rows_per_file": 1000000}',
+        ),
     },
     tags=["zero-rename"],
     doc_md=__doc__,
@@ -80,8 +91,13 @@ with DAG(
         application=APPLICATION,
         conn_id=SPARK_CONN_ID,
         name="daily_partitioned_write",
-        application_args=["--date", DAY, "--rows", "{{ params.rows }}",
-                          "{{ '--input=' ~ params.input if params.input else '' }}"],
+        application_args=[
+            "--date",
+            DAY,
+            "--rows",
+            "{{ params.rows }}",
+            "{{ '--input=' ~ params.input if params.input else '' }}",
+        ],
         options="{{ params.options | tojson }}",
         job_id=JOB_ID,
         # Spark retries its own tasks, and a failed write aborts its job, so a
@@ -90,10 +106,12 @@ with DAG(
         **common,
     )
     validate = ValidateTaskManifestsOperator(task_id="validate", job_id=JOB_ID, **common)
-    resolve = ResolvePartitionConflictsOperator(task_id="resolve_conflicts", job_id=JOB_ID,
-                                                **common)
-    commit = CommitJobOperator(task_id="commit", job_id=JOB_ID, asset=daily_events, retries=3,
-                               **common)
+    resolve = ResolvePartitionConflictsOperator(
+        task_id="resolve_conflicts", job_id=JOB_ID, **common
+    )
+    commit = CommitJobOperator(
+        task_id="commit", job_id=JOB_ID, asset=daily_events, retries=3, **common
+    )
     # Hangs under the steps, never directly under the setup task: Airflow
     # refuses a one_failed task right below a setup.
     abort = AbortJobOperator(task_id="abort_job", job_id=JOB_ID, **common)

@@ -26,20 +26,33 @@ with DAG(
     start_date=datetime(2024, 1, 1),
     catchup=False,
     params={
-        "destination": Param(type="string", pattern=r"^s3a?://[^/]+/.+",
-                             description="Destination of the job, s3://bucket/table"),
-        "job_id": Param(type="string",
-                        pattern=r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$",
-                        description="The job's id (a UUID)"),
+        "destination": Param(
+            type="string",
+            pattern=r"^s3a?://[^/]+/.+",
+            description="Destination of the job, s3://bucket/table",
+        ),
+        "job_id": Param(
+            type="string",
+            pattern=r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$",
+            description="The job's id (a UUID)",
+        ),
     },
     tags=["zero-rename"],
     doc_md=__doc__,
 ) as dag:
-    common = {"destination": "{{ params.destination }}", "job_id": "{{ params.job_id }}",
-              "aws_conn_id": AWS_CONN_ID}
+    common = {
+        "destination": "{{ params.destination }}",
+        "job_id": "{{ params.job_id }}",
+        "aws_conn_id": AWS_CONN_ID,
+    }
     # Aborting is the purpose here: a successful abort is a successful run.
-    abort = AbortJobOperator(task_id="abort_job", fail_run=False,
-                             trigger_rule=TriggerRule.ALL_SUCCESS, retries=2, **common)
+    abort = AbortJobOperator(
+        task_id="abort_job",
+        fail_run=False,
+        trigger_rule=TriggerRule.ALL_SUCCESS,
+        retries=2,
+        **common,
+    )
     # Runs only after a successful abort: a refused abort fails the run.
     cleanup = CleanupJobOperator(task_id="cleanup_job", retries=2, **common)
     abort >> cleanup

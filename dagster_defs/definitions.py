@@ -66,27 +66,44 @@ def write_day(spark, day: str, rows: int, options: dict[str, str]) -> None:
     df.write.format("zero-rename").options(**options).mode("append").save(DESTINATION)
 
 
-@asset(partitions_def=daily, retry_policy=RetryPolicy(max_retries=2, delay=10,
-                                                      backoff=Backoff.EXPONENTIAL),
-       group_name="zero_rename", kinds={"spark", "s3"})
-def daily_events(context: AssetExecutionContext, config: DayConfig,
-                 zero_rename: ZeroRenameResource, pyspark: PySparkResource):
+@asset(
+    partitions_def=daily,
+    retry_policy=RetryPolicy(max_retries=2, delay=10, backoff=Backoff.EXPONENTIAL),
+    group_name="zero_rename",
+    kinds={"spark", "s3"},
+)
+def daily_events(
+    context: AssetExecutionContext,
+    config: DayConfig,
+    zero_rename: ZeroRenameResource,
+    pyspark: PySparkResource,
+):
     """One day of events, committed without renames: all of the day or nothing."""
     day = context.partition_key
-    return commit_partition(context, zero_rename, DESTINATION, OPTIONS, lambda options: write_day(
-        pyspark.spark_session, day, config.rows, options))
+    return commit_partition(
+        context,
+        zero_rename,
+        DESTINATION,
+        OPTIONS,
+        lambda options: write_day(pyspark.spark_session, day, config.rows, options),
+    )
 
 
 def stage_day(context: OpExecutionContext, job: JobRef, options: dict[str, str]) -> None:
     write_day(context.resources.pyspark.spark_session, context.partition_key, ROWS, options)
 
 
-daily_events_job = define_asset_job("daily_events_job", selection=[daily_events],
-                                    partitions_def=daily)
+daily_events_job = define_asset_job(
+    "daily_events_job", selection=[daily_events], partitions_def=daily
+)
 daily_events_steps = commit_lifecycle_job(
-    "daily_events_steps", DESTINATION, stage_op(stage_day, required_resource_keys={"pyspark"}),
-    options=OPTIONS, partitions_def=daily,
-    description="The daily write, one op per step of the commit protocol")
+    "daily_events_steps",
+    DESTINATION,
+    stage_op(stage_day, required_resource_keys={"pyspark"}),
+    options=OPTIONS,
+    partitions_def=daily,
+    description="The daily write, one op per step of the commit protocol",
+)
 
 defs = Definitions(
     assets=[daily_events],
@@ -95,13 +112,15 @@ defs = Definitions(
     sensors=[stale_jobs_sensor([DESTINATION])],
     resources={
         "zero_rename": ZeroRenameResource(),
-        "pyspark": PySparkResource(spark_config={
-            "spark.master": os.environ.get("ZERO_RENAME_SPARK_MASTER", "local[2]"),
-            "spark.app.name": "zero-rename-dagster",
-            "spark.ui.enabled": "false",
-            "spark.sql.session.timeZone": "UTC",
-            # Python workers run this interpreter, which has pyarrow and zero_rename.
-            "spark.pyspark.python": sys.executable,
-        }),
+        "pyspark": PySparkResource(
+            spark_config={
+                "spark.master": os.environ.get("ZERO_RENAME_SPARK_MASTER", "local[2]"),
+                "spark.app.name": "zero-rename-dagster",
+                "spark.ui.enabled": "false",
+                "spark.sql.session.timeZone": "UTC",
+                # Python workers run this interpreter, which has pyarrow and zero_rename.
+                "spark.pyspark.python": sys.executable,
+            }
+        ),
     },
 )

@@ -34,7 +34,8 @@ def airflow_environment(home: Path, dags: Path, server: EmbeddedS3) -> dict[str,
     (spark_conf / "spark-defaults.conf").write_text(
         "spark.ui.enabled false\nspark.ui.showConsoleProgress false\n"
         "spark.driver.bindAddress 127.0.0.1\nspark.driver.host 127.0.0.1\n"
-        f"spark.pyspark.python {sys.executable}\n")
+        f"spark.pyspark.python {sys.executable}\n"
+    )
     return {
         **server.environment(),
         "AIRFLOW_HOME": str(home),
@@ -43,9 +44,14 @@ def airflow_environment(home: Path, dags: Path, server: EmbeddedS3) -> dict[str,
         # The demo prints its own summary; task logs would bury it.
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "ERROR",
         "AIRFLOW__ZERO_RENAME__DAILY_DESTINATION": DAILY_DESTINATION,
-        "AIRFLOW_CONN_AWS_DEFAULT": json.dumps({
-            "conn_type": "aws", "login": server.access_key, "password": server.secret_key,
-            "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"}}),
+        "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(
+            {
+                "conn_type": "aws",
+                "login": server.access_key,
+                "password": server.secret_key,
+                "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
+            }
+        ),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "SPARK_CONF_DIR": str(spark_conf),
         "SPARK_LOCAL_IP": "127.0.0.1",
@@ -62,15 +68,18 @@ def run_daily(day: date, rows: int) -> tuple[str, dict[str, str]]:
     if bag.import_errors:
         raise SystemExit(f"the DAGs do not import: {bag.import_errors}")
     moment = datetime(day.year, day.month, day.day, tzinfo=UTC)
-    run = bag.get_dag(DAG_ID).test(logical_date=moment, run_after=moment,
-                                   run_conf={"rows": rows})
+    run = bag.get_dag(DAG_ID).test(logical_date=moment, run_after=moment, run_conf={"rows": rows})
     return str(run.state), {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = day_parser(__doc__)
-    parser.add_argument("--dags", type=Path, default=REPOSITORY / "dags",
-                        help="the DAGs folder (default: the repository's dags/)")
+    parser.add_argument(
+        "--dags",
+        type=Path,
+        default=REPOSITORY / "dags",
+        help="the DAGs folder (default: the repository's dags/)",
+    )
     args = parser.parse_args(argv)
     # Airflow's own deprecation notices are not the demo's business.
     warnings.simplefilter("ignore")
@@ -81,14 +90,21 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update(airflow_environment(home, dags, server))
         print(f"S3 at {server.endpoint_url}, Airflow home {home}")
         started = time.monotonic()
-        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
-                       stdout=subprocess.DEVNULL)
-        print(f"database migrated in {time.monotonic() - started:.0f} s; running {DAG_ID} "
-              f"for {args.date} ({args.rows} rows) through spark-submit...")
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        print(
+            f"database migrated in {time.monotonic() - started:.0f} s; running {DAG_ID} "
+            f"for {args.date} ({args.rows} rows) through spark-submit..."
+        )
         started = time.monotonic()
         state, tasks = run_daily(args.date, args.rows)
-        print(f"run {state} in {time.monotonic() - started:.0f} s: "
-              + ", ".join(f"{t} {s}" for t, s in tasks.items()))
+        print(
+            f"run {state} in {time.monotonic() - started:.0f} s: "
+            + ", ".join(f"{t} {s}" for t, s in tasks.items())
+        )
         print_committed(DAILY_DESTINATION, server)
         return 0 if state == "success" else 1
 

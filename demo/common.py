@@ -25,10 +25,13 @@ DAILY_DESTINATION = f"s3://{WAREHOUSE}/daily_events"
 def day_parser(doc: str) -> argparse.ArgumentParser:
     """The options of a demo that writes one day: ``--date`` and ``--rows``."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("--date", type=date.fromisoformat, default=date(2024, 1, 1),
-                        help="the day to write (default: 2024-01-01)")
-    parser.add_argument("--rows", type=int, default=1000,
-                        help="rows to write (default: 1000)")
+    parser.add_argument(
+        "--date",
+        type=date.fromisoformat,
+        default=date(2024, 1, 1),
+        help="the day to write (default: 2024-01-01)",
+    )
+    parser.add_argument("--rows", type=int, default=1000, help="rows to write (default: 1000)")
     return parser
 
 
@@ -57,9 +60,12 @@ def daily_run(name: str) -> Iterator[tuple[Path, EmbeddedS3]]:
     """What a demo of the daily write runs in: a throw-away home directory for
     the orchestrator, and the embedded S3 with the warehouse bucket; both gone
     at the end."""
-    with (tempfile.TemporaryDirectory(prefix=f"zero-rename-{name}-demo-",
-                                      ignore_cleanup_errors=True) as home,
-          embedded_s3(WAREHOUSE) as server):
+    with (
+        tempfile.TemporaryDirectory(
+            prefix=f"zero-rename-{name}-demo-", ignore_cleanup_errors=True
+        ) as home,
+        embedded_s3(WAREHOUSE) as server,
+    ):
         yield Path(home), server
 
 
@@ -78,9 +84,11 @@ def committed_report(destination: str, config: StoreConfig, column: str = "dt") 
     counts: dict[str, int] = {}
     for value in values.to_pylist():
         counts[str(value)] = counts.get(str(value), 0) + 1
-    lines = [f"committed job {success.job_id} at {destination} "
-             f"({success.file_count or len(success.files)} file(s), "
-             f"{len(pending)} upload(s) pending):"]
+    lines = [
+        f"committed job {success.job_id} at {destination} "
+        f"({success.file_count or len(success.files)} file(s), "
+        f"{len(pending)} upload(s) pending):"
+    ]
     lines += [f"  {column}={value}: {rows} row(s)" for value, rows in sorted(counts.items())]
     return lines
 

@@ -20,32 +20,53 @@ from pathlib import Path
 
 from demo.common import DAILY_DESTINATION, REPOSITORY, daily_run, day_parser, print_committed
 
-SHOWN = ("job_id", "state", "files", "rows", "bytes", "partitions", "s3_requests",
-         "success_file", "stage_seconds", "commit_seconds")
+SHOWN = (
+    "job_id",
+    "state",
+    "files",
+    "rows",
+    "bytes",
+    "partitions",
+    "s3_requests",
+    "success_file",
+    "stage_seconds",
+    "commit_seconds",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = day_parser(__doc__)
-    parser.add_argument("--defs", type=Path,
-                        default=REPOSITORY / "dagster_defs" / "definitions.py",
-                        help="the definitions file (default: the repository's "
-                             "dagster_defs/definitions.py)")
+    parser.add_argument(
+        "--defs",
+        type=Path,
+        default=REPOSITORY / "dagster_defs" / "definitions.py",
+        help="the definitions file (default: the repository's dagster_defs/definitions.py)",
+    )
     args = parser.parse_args(argv)
     if not args.defs.is_file():
         parser.error(f"no {args.defs}")
     warnings.simplefilter("ignore")  # Dagster's beta notices are not the demo's business
     with daily_run("dagster") as (home, server):
         (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # no usage reports
-        os.environ.update({"DAGSTER_HOME": str(home),
-                           "ZERO_RENAME_DAGSTER_DESTINATION": DAILY_DESTINATION,
-                           "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
-        print(f"S3 at {server.endpoint_url}; materializing daily_events for {args.date} "
-              f"({args.rows} rows) with local Spark...")
+        os.environ.update(
+            {
+                "DAGSTER_HOME": str(home),
+                "ZERO_RENAME_DAGSTER_DESTINATION": DAILY_DESTINATION,
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "PYSPARK_PYTHON": sys.executable,
+            }
+        )
+        print(
+            f"S3 at {server.endpoint_url}; materializing daily_events for {args.date} "
+            f"({args.rows} rows) with local Spark..."
+        )
         started = time.monotonic()
         ok, metadata = materialize(args.defs, str(args.date), args.rows)
-        print(f"materialization {'succeeded' if ok else 'failed'} in "
-              f"{time.monotonic() - started:.0f} s: "
-              + ", ".join(f"{k}={metadata[k]}" for k in SHOWN if k in metadata))
+        print(
+            f"materialization {'succeeded' if ok else 'failed'} in "
+            f"{time.monotonic() - started:.0f} s: "
+            + ", ".join(f"{k}={metadata[k]}" for k in SHOWN if k in metadata)
+        )
         print_committed(DAILY_DESTINATION, server)
         return 0 if ok else 1
 
@@ -57,8 +78,11 @@ def materialize(defs_path: Path, day: str, rows: int) -> tuple[bool, dict[str, o
     job = defs.resolve_job_def("daily_events_job")
     with DagsterInstance.ephemeral() as instance:
         result = job.execute_in_process(
-            partition_key=day, instance=instance, raise_on_error=False,
-            run_config={"ops": {"daily_events": {"config": {"rows": rows}}}})
+            partition_key=day,
+            instance=instance,
+            raise_on_error=False,
+            run_config={"ops": {"daily_events": {"config": {"rows": rows}}}},
+        )
         found = [m for m in result.asset_materializations_for_node("daily_events")]
     metadata = {k: getattr(v, "value", v) for k, v in (found[-1].metadata if found else {}).items()}
     return result.success, metadata

@@ -54,9 +54,12 @@ class Demo:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the server running afterwards, until Ctrl-C, to explore it "
-                             "with the zero-rename commands")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the server running afterwards, until Ctrl-C, to explore it "
+        "with the zero-rename commands",
+    )
     args = parser.parse_args(argv)
     print("starting an embedded S3 server (SeaweedFS) on loopback...")
     with embedded_s3(BUCKET) as server:
@@ -83,11 +86,15 @@ def run_job(committer: Committer, config: StoreConfig, say: Say = print) -> Demo
         say(f"  task {task:05d} attempt {attempt} committed {len(DAYS)} file(s)")
     pending = len(committer.pending_uploads(job.job_id))
     before = len(visible(config, dest))
-    say(f"before job commit: {pending} pending upload(s), {before} visible file(s): "
-        "readers see nothing yet")
+    say(
+        f"before job commit: {pending} pending upload(s), {before} visible file(s): "
+        "readers see nothing yet"
+    )
     summary = committer.commit_job(job.job_id)
-    say(f"job commit: {summary.files} upload(s) completed in {summary.seconds:.2f}s, "
-        f"{summary.requests} request(s)")
+    say(
+        f"job commit: {summary.files} upload(s) completed in {summary.seconds:.2f}s, "
+        f"{summary.requests} request(s)"
+    )
     files = visible(config, dest)
     say(f"\noutput in {dest.url}/")
     for path, size in files:
@@ -102,16 +109,16 @@ def fail_one_attempt(committer: Committer, job: JobRecord) -> int:
     return len(DAYS)
 
 
-def write_attempt(committer: Committer, job: JobRecord, task_id: str,
-                  attempt_number: int) -> TaskAttempt:
+def write_attempt(
+    committer: Committer, job: JobRecord, task_id: str, attempt_number: int
+) -> TaskAttempt:
     attempt = committer.task_attempt(job, task_id, attempt_number)
     rng = random.Random(f"{task_id}-{attempt_number}")
     for day in DAYS:
         with attempt.open({"dt": day}, extension=".csv") as f:
             f.write(b"event_id,user,amount\n")
             for row in range(ROWS_PER_FILE):
-                f.write(f"{task_id}-{row},user{rng.randrange(50)},{rng.randrange(1000)}\n"
-                        .encode())
+                f.write(f"{task_id}-{row},user{rng.randrange(50)},{rng.randrange(1000)}\n".encode())
             f.rows = ROWS_PER_FILE
     return attempt
 
@@ -120,10 +127,11 @@ def visible(config: StoreConfig, dest: Destination) -> list[tuple[str, int]]:
     """What a reader listing the destination sees: its files, hidden names skipped."""
     client = make_client(config)
     found: list[tuple[str, int]] = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=dest.bucket,
-                                                                 Prefix=dest.dir):
+    for page in client.get_paginator("list_objects_v2").paginate(
+        Bucket=dest.bucket, Prefix=dest.dir
+    ):
         for obj in page.get("Contents", []):
-            path = obj["Key"][len(dest.dir):]
+            path = obj["Key"][len(dest.dir) :]
             if is_visible(path):
                 found.append((path, obj["Size"]))
     return found

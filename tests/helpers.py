@@ -14,7 +14,7 @@ def visible(c: Committer, under: str = "") -> dict[str, bytes]:
     """Files table readers see under the destination, relative path -> content."""
     out = {}
     for obj in c.store.list_objects(c.dest.bucket, c.dest.dir + under):
-        relative = obj.key[len(c.dest.dir):]
+        relative = obj.key[len(c.dest.dir) :]
         if is_visible(relative):
             found = c.store.get_object(c.dest.bucket, obj.key)
             assert found is not None
@@ -23,7 +23,7 @@ def visible(c: Committer, under: str = "") -> dict[str, bytes]:
 
 
 def all_keys(c: Committer) -> list[str]:
-    return sorted(o.key[len(c.dest.dir):] for o in c.store.list_objects(c.dest.bucket, c.dest.dir))
+    return sorted(o.key[len(c.dest.dir) :] for o in c.store.list_objects(c.dest.bucket, c.dest.dir))
 
 
 def pending(c: Committer, job_id: str | None = None) -> list[str]:
@@ -34,13 +34,23 @@ def pending(c: Committer, job_id: str | None = None) -> list[str]:
 def pending_in_bucket(c: Committer) -> list[str]:
     """Every pending upload in the destination's bucket, whatever its prefix."""
     paginator = c.store.client.get_paginator("list_multipart_uploads")
-    return sorted(u["Key"] for page in paginator.paginate(Bucket=c.dest.bucket)
-                  for u in page.get("Uploads", []))
+    return sorted(
+        u["Key"]
+        for page in paginator.paginate(Bucket=c.dest.bucket)
+        for u in page.get("Uploads", [])
+    )
 
 
-def write_task(c: Committer, job: JobRecord, task_id: str, files: dict[str, bytes] | list[bytes],
-               attempt: int = 0, publish: bool = True, commit: bool = True,
-               rows: int = 1) -> TaskManifest | None:
+def write_task(
+    c: Committer,
+    job: JobRecord,
+    task_id: str,
+    files: dict[str, bytes] | list[bytes],
+    attempt: int = 0,
+    publish: bool = True,
+    commit: bool = True,
+    rows: int = 1,
+) -> TaskManifest | None:
     """Write files in one task attempt. ``files`` maps a partition value (of the
     first partition column) to content, or is a list of contents for an
     unpartitioned job."""
@@ -65,6 +75,8 @@ def history_only(c: Committer, job_id: str) -> bool:
     if record.plan_key:
         plan = load_plan(c.store, c.dest, job_id, record.plan_key)
         allowed += [record.plan_key, plan.shards_prefix + "attempts-"]
-    return layout.record_key in keys and all(
-        any(k.startswith(a) for a in allowed) for k in keys) and not any(
-        k.startswith(layout.dir + "plan-") and "/uploads-" in k for k in keys)
+    return (
+        layout.record_key in keys
+        and all(any(k.startswith(a) for a in allowed) for k in keys)
+        and not any(k.startswith(layout.dir + "plan-") and "/uploads-" in k for k in keys)
+    )

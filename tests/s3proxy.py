@@ -59,10 +59,16 @@ from botocore.credentials import Credentials
 log = logging.getLogger(__name__)
 
 ACTIONS = frozenset({"error", "reset", "lose", "delay", "error_after"})
-QUIRKS = frozenset({
-    "minio_upload_prefix", "minio_recomplete", "no_preconditions",
-    "truncated_without_marker", "unsorted_uploads", "aws_conflict_409",
-})
+QUIRKS = frozenset(
+    {
+        "minio_upload_prefix",
+        "minio_recomplete",
+        "no_preconditions",
+        "truncated_without_marker",
+        "unsorted_uploads",
+        "aws_conflict_409",
+    }
+)
 # Chaos names -> (action, status, code).
 CHAOS = {
     "error500": ("error", 500, "InternalError"),
@@ -77,9 +83,9 @@ _MESSAGES = {
     "InternalError": "We encountered an internal error. Please try again.",
     "SlowDown": "Please reduce your request rate.",
     "NoSuchUpload": "The specified multipart upload does not exist. The upload ID may be "
-                    "invalid, or the upload may have been aborted or completed.",
+    "invalid, or the upload may have been aborted or completed.",
     "ConditionalRequestConflict": "A conflicting operation occurred. If using PutObject you "
-                                  "can retry the request.",
+    "can retry the request.",
     "PreconditionFailed": "At least one of the pre-conditions you specified did not hold",
     "BadGateway": "The proxy could not reach the upstream S3 server.",
 }
@@ -105,6 +111,7 @@ class ProxyError(Exception):
 
 # -- requests and responses ---------------------------------------------------
 
+
 @dataclass(frozen=True)
 class S3Request:
     """One request as the client sent it, and the S3 operation it is."""
@@ -119,12 +126,19 @@ class S3Request:
     key: str
 
     @classmethod
-    def build(cls, method: str, target: str, headers: Iterable[tuple[str, str]],
-              body: bytes = b"", wire_body: bytes | None = None) -> S3Request:
+    def build(
+        cls,
+        method: str,
+        target: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes = b"",
+        wire_body: bytes | None = None,
+    ) -> S3Request:
         headers = tuple(headers)
         op, bucket, key = classify(method, target, headers)
-        return cls(method, target, headers, body, body if wire_body is None else wire_body,
-                   op, bucket, key)
+        return cls(
+            method, target, headers, body, body if wire_body is None else wire_body, op, bucket, key
+        )
 
     @property
     def path(self) -> str:
@@ -170,24 +184,31 @@ class Response:
 
     def with_body(self, body: bytes) -> Response:
         """The same response carrying another body; Content-Length follows it."""
-        headers = tuple((k, str(len(body)) if k.lower() == "content-length" else v)
-                        for k, v in self.headers)
+        headers = tuple(
+            (k, str(len(body)) if k.lower() == "content-length" else v) for k, v in self.headers
+        )
         return Response(self.status, self.reason, headers, body)
 
 
-def error_response(status: int, code: str, request: S3Request,
-                   message: str | None = None) -> Response:
+def error_response(
+    status: int, code: str, request: S3Request, message: str | None = None
+) -> Response:
     """An S3 error document, as S3 itself would send it."""
     resource = request.path
     text = message or _MESSAGES.get(code, f"injected by the test proxy: {code}")
     request_id = f"proxy-{random.getrandbits(48):012x}"
-    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{_escape(code)}</Code>'
-            f"<Message>{_escape(text)}</Message><Resource>{_escape(resource)}</Resource>"
-            f"<RequestId>{request_id}</RequestId></Error>").encode()
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{_escape(code)}</Code>'
+        f"<Message>{_escape(text)}</Message><Resource>{_escape(resource)}</Resource>"
+        f"<RequestId>{request_id}</RequestId></Error>"
+    ).encode()
     if request.method == "HEAD":  # S3 answers HEAD errors without a body.
         body = b""
-    headers = (("Content-Type", "application/xml"), ("Content-Length", str(len(body))),
-               ("x-amz-request-id", request_id))
+    headers = (
+        ("Content-Type", "application/xml"),
+        ("Content-Length", str(len(body))),
+        ("x-amz-request-id", request_id),
+    )
     reason = http.client.responses.get(status, "Error")
     return Response(status, reason, headers, body)
 
@@ -200,21 +221,33 @@ def _escape(text: str) -> str:
 
 # Bucket sub-resources: query parameter -> the operation name after Get/Put/Delete.
 _BUCKET_SUBRESOURCES = {
-    "lifecycle": "BucketLifecycleConfiguration", "versioning": "BucketVersioning",
-    "policy": "BucketPolicy", "tagging": "BucketTagging", "cors": "BucketCors",
-    "acl": "BucketAcl", "encryption": "BucketEncryption", "website": "BucketWebsite",
-    "logging": "BucketLogging", "replication": "BucketReplication",
+    "lifecycle": "BucketLifecycleConfiguration",
+    "versioning": "BucketVersioning",
+    "policy": "BucketPolicy",
+    "tagging": "BucketTagging",
+    "cors": "BucketCors",
+    "acl": "BucketAcl",
+    "encryption": "BucketEncryption",
+    "website": "BucketWebsite",
+    "logging": "BucketLogging",
+    "replication": "BucketReplication",
     "notification": "BucketNotificationConfiguration",
     "ownershipControls": "BucketOwnershipControls",
-    "publicAccessBlock": "PublicAccessBlock", "object-lock": "ObjectLockConfiguration",
-    "accelerate": "BucketAccelerateConfiguration", "requestPayment": "BucketRequestPayment",
-    "location": "BucketLocation", "policyStatus": "BucketPolicyStatus",
+    "publicAccessBlock": "PublicAccessBlock",
+    "object-lock": "ObjectLockConfiguration",
+    "accelerate": "BucketAccelerateConfiguration",
+    "requestPayment": "BucketRequestPayment",
+    "location": "BucketLocation",
+    "policyStatus": "BucketPolicyStatus",
 }
 # botocore's names for the DELETE forms that differ from "Delete" + the Get/Put name.
 _BUCKET_DELETES = {"lifecycle": "DeleteBucketLifecycle"}
 _OBJECT_SUBRESOURCES = {
-    "tagging": "ObjectTagging", "acl": "ObjectAcl", "retention": "ObjectRetention",
-    "legal-hold": "ObjectLegalHold", "attributes": "ObjectAttributes",
+    "tagging": "ObjectTagging",
+    "acl": "ObjectAcl",
+    "retention": "ObjectRetention",
+    "legal-hold": "ObjectLegalHold",
+    "attributes": "ObjectAttributes",
     "torrent": "ObjectTorrent",
 }
 
@@ -249,8 +282,12 @@ def _bucket_op(method: str, query: Mapping[str, list[str]]) -> str:
             if method == "DELETE":
                 return _BUCKET_DELETES.get(name, f"Delete{suffix}")
             return f"{method.capitalize()}{suffix}"
-    return {"GET": "ListObjects", "HEAD": "HeadBucket", "PUT": "CreateBucket",
-            "DELETE": "DeleteBucket"}.get(method, f"{method}Bucket")
+    return {
+        "GET": "ListObjects",
+        "HEAD": "HeadBucket",
+        "PUT": "CreateBucket",
+        "DELETE": "DeleteBucket",
+    }.get(method, f"{method}Bucket")
 
 
 def _object_op(method: str, query: Mapping[str, list[str]], copy: bool) -> str:
@@ -275,8 +312,9 @@ def _object_op(method: str, query: Mapping[str, list[str]], copy: bool) -> str:
             return f"{method.capitalize()}{suffix}"
     if method == "PUT":
         return "CopyObject" if copy else "PutObject"
-    return {"GET": "GetObject", "HEAD": "HeadObject",
-            "DELETE": "DeleteObject"}.get(method, f"{method}Object")
+    return {"GET": "GetObject", "HEAD": "HeadObject", "DELETE": "DeleteObject"}.get(
+        method, f"{method}Object"
+    )
 
 
 def _delete_keys(body: bytes) -> list[str]:
@@ -293,16 +331,26 @@ def _local(tag: str) -> str:
 
 # -- rewriting and re-signing a request ----------------------------------------
 
+
 class _Resigner(S3SigV4Auth):
     """SigV4 for S3 that signs the headers the client signed (less any dropped)
     and keeps the client's payload hash, since the body is sent unchanged."""
 
-    def __init__(self, credentials: Credentials, region: str, payload_hash: str | None,
-                 signed: Collection[str] | None) -> None:
+    def __init__(
+        self,
+        credentials: Credentials,
+        region: str,
+        payload_hash: str | None,
+        signed: Collection[str] | None,
+    ) -> None:
         super().__init__(credentials, "s3", region)
         self._payload_hash = payload_hash
-        self._signed = None if signed is None else {h.lower() for h in signed} | {
-            "host", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"}
+        self._signed = (
+            None
+            if signed is None
+            else {h.lower() for h in signed}
+            | {"host", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"}
+        )
 
     def payload(self, request: AWSRequest) -> str:
         if self._payload_hash is not None:
@@ -331,9 +379,14 @@ def _authorization_fields(value: str) -> dict[str, str]:
     return fields
 
 
-def rewrite_request(request: S3Request, credentials: Credentials | None, region: str, *,
-                    drop_headers: Collection[str] = (),
-                    drop_query: Collection[str] = ()) -> S3Request:
+def rewrite_request(
+    request: S3Request,
+    credentials: Credentials | None,
+    region: str,
+    *,
+    drop_headers: Collection[str] = (),
+    drop_query: Collection[str] = (),
+) -> S3Request:
     """``request`` without some headers or query parameters, signed again.
 
     The body is unchanged, so the client's ``x-amz-content-sha256`` (a hash,
@@ -345,8 +398,9 @@ def rewrite_request(request: S3Request, credentials: Credentials | None, region:
     drop_h = {h.lower() for h in drop_headers}
     drop_q = set(drop_query)
     headers = [(k, v) for k, v in request.headers if k.lower() not in drop_h]
-    pairs = [p for p in request.raw_query.split("&")
-             if p and unquote(p.partition("=")[0]) not in drop_q]
+    pairs = [
+        p for p in request.raw_query.split("&") if p and unquote(p.partition("=")[0]) not in drop_q
+    ]
     target = request.path + ("?" + "&".join(pairs) if pairs else "")
     authorization = request.header("Authorization") or ""
     if not authorization.startswith("AWS4-HMAC-SHA256"):
@@ -360,23 +414,29 @@ def rewrite_request(request: S3Request, credentials: Credentials | None, region:
     fields = _authorization_fields(authorization)
     scope = fields.get("Credential", "").split("/")
     if len(scope) == 5 and scope[0] != credentials.access_key:
-        log.warning("re-signing a request signed by %s with %s's key", scope[0],
-                    credentials.access_key)
+        log.warning(
+            "re-signing a request signed by %s with %s's key", scope[0], credentials.access_key
+        )
     signed = set(fields.get("SignedHeaders", "").split(";")) - drop_h - {""}
-    signer = _Resigner(credentials, scope[2] if len(scope) == 5 else region, payload_hash,
-                       signed or None)
-    aws = AWSRequest(method=request.method,
-                     url=f"http://{request.header('Host') or 'localhost'}{target}",
-                     data=request.body)
+    signer = _Resigner(
+        credentials, scope[2] if len(scope) == 5 else region, payload_hash, signed or None
+    )
+    aws = AWSRequest(
+        method=request.method,
+        url=f"http://{request.header('Host') or 'localhost'}{target}",
+        data=request.body,
+    )
     for name, value in headers:
         if name.lower() not in ("authorization", "x-amz-date"):
             aws.headers[name] = value
     signer.add_auth(aws)
-    return S3Request.build(request.method, target, list(aws.headers.items()), request.body,
-                           request.wire_body)
+    return S3Request.build(
+        request.method, target, list(aws.headers.items()), request.body, request.wire_body
+    )
 
 
 # -- the S3 XML the quirks edit ----------------------------------------------------
+
 
 class _Xml:
     """An S3 response document, edited in place and written back in its own namespace."""
@@ -423,11 +483,13 @@ class _Xml:
 
     def to_bytes(self) -> bytes:
         # Without default_namespace ElementTree writes "ns0:" prefixes; S3 does not.
-        return ET.tostring(self.root, encoding="UTF-8", xml_declaration=True,
-                           default_namespace=self.ns or None)
+        return ET.tostring(
+            self.root, encoding="UTF-8", xml_declaration=True, default_namespace=self.ns or None
+        )
 
 
 # -- fault rules -----------------------------------------------------------------
+
 
 @dataclass(eq=False)
 class Rule:
@@ -450,7 +512,8 @@ class Rule:
         if self.op not in ("*", request.op):
             return False
         if self.key_contains is not None and not any(
-                self.key_contains in name for name in request.names()):
+            self.key_contains in name for name in request.names()
+        ):
             return False
         return self.when is None or bool(self.when(request))
 
@@ -478,11 +541,13 @@ class _Chaos:
 
 # -- the upstream side -------------------------------------------------------------
 
+
 class _Upstream:
     """One keep-alive connection to the S3 server, owned by one client connection."""
 
-    def __init__(self, host: str, port: int, timeout: float,
-                 on_connect: Callable[[], None]) -> None:
+    def __init__(
+        self, host: str, port: int, timeout: float, on_connect: Callable[[], None]
+    ) -> None:
         self._host, self._port, self._timeout = host, port, timeout
         self._on_connect = on_connect
         self._conn: http.client.HTTPConnection | None = None
@@ -524,8 +589,7 @@ class _Upstream:
         return self._conn, False
 
     def _exchange_once(self, conn: http.client.HTTPConnection, request: S3Request) -> Response:
-        conn.putrequest(request.method, request.target, skip_host=True,
-                        skip_accept_encoding=True)
+        conn.putrequest(request.method, request.target, skip_host=True, skip_accept_encoding=True)
         for name, value in request.headers:
             conn.putheader(name, value)
         # wire_body keeps the client's framing: chunked stays chunked, as the
@@ -556,6 +620,7 @@ def _dropped(conn: http.client.HTTPConnection) -> bool:
 
 
 # -- the client side ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Outcome:
@@ -600,8 +665,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.track(self.connection)
         proxy = self.server.proxy
         proxy._connected("client")
-        self._upstream = _Upstream(proxy.upstream_host, proxy.upstream_port,
-                                   proxy.upstream_timeout, lambda: proxy._connected("upstream"))
+        self._upstream = _Upstream(
+            proxy.upstream_host,
+            proxy.upstream_port,
+            proxy.upstream_timeout,
+            lambda: proxy._connected("upstream"),
+        )
 
     def finish(self) -> None:
         try:
@@ -645,22 +714,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         if how == "reset":
             # Linger 0: close() sends RST, as a dying load balancer would.
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                       struct.pack("ii", 1, 0))
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.server.resets.add(self.connection)
 
     def _send(self, response: Response, head: bool) -> None:
         lines = [f"HTTP/1.1 {response.status} {response.reason}"]
         lines += [f"{name}: {value}" for name, value in response.headers]
-        framing = {k.lower(): v.lower() for k, v in response.headers
-                   if k.lower() in ("transfer-encoding", "content-length", "connection")}
+        framing = {
+            k.lower(): v.lower()
+            for k, v in response.headers
+            if k.lower() in ("transfer-encoding", "content-length", "connection")
+        }
         body = b""
         if not head and response.status not in _NO_BODY_STATUS and response.status >= 200:
             body = response.body
             if "chunked" in framing.get("transfer-encoding", ""):
                 # http.client undid the server's chunking; frame the body again.
-                body = (f"{len(body):X}\r\n".encode() + body + b"\r\n" if body else b"") + \
-                    b"0\r\n\r\n"
+                body = (
+                    f"{len(body):X}\r\n".encode() + body + b"\r\n" if body else b""
+                ) + b"0\r\n\r\n"
             elif "content-length" not in framing:
                 self.close_connection = True  # the body ends where the connection does
         if "close" in framing.get("connection", ""):
@@ -721,15 +793,22 @@ class _Server(ThreadingHTTPServer):
 
 # -- the proxy ---------------------------------------------------------------------
 
+
 class S3Proxy:
     """A fault-injecting, quirk-emulating HTTP/1.1 proxy in front of one S3 server.
 
     Thread-safe: rules, chaos and quirks may change while clients are busy.
     """
 
-    def __init__(self, upstream_url: str, access_key: str | None = None,
-                 secret_key: str | None = None, region: str = "us-east-1", *,
-                 upstream_timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        upstream_url: str,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        region: str = "us-east-1",
+        *,
+        upstream_timeout: float = 300.0,
+    ) -> None:
         parts = urlsplit(upstream_url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"upstream must be an http:// URL, not {upstream_url!r}")
@@ -738,8 +817,9 @@ class S3Proxy:
         self.upstream_port = parts.port or 80
         self.upstream_timeout = upstream_timeout
         self.region = region
-        self._credentials = (Credentials(access_key, secret_key)
-                             if access_key and secret_key else None)
+        self._credentials = (
+            Credentials(access_key, secret_key) if access_key and secret_key else None
+        )
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._forwarded: Counter[str] = Counter()
@@ -765,9 +845,12 @@ class S3Proxy:
     def start(self) -> S3Proxy:
         if self._server is None:
             self._server = _Server(self)
-            self._thread = threading.Thread(target=self._server.serve_forever,
-                                            kwargs={"poll_interval": 0.1},
-                                            name="s3proxy", daemon=True)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.1},
+                name="s3proxy",
+                daemon=True,
+            )
             self._thread.start()
             log.info("S3 proxy %s -> %s", self.endpoint_url, self.upstream_url)
         return self
@@ -785,8 +868,12 @@ class S3Proxy:
     def __enter__(self) -> S3Proxy:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     # -- counts ----------------------------------------------------------------
@@ -827,9 +914,19 @@ class S3Proxy:
             self._connections.clear()
 
     # -- faults ----------------------------------------------------------------
-    def add(self, op: str, action: str, *, key_contains: str | None = None, nth: int = 1,
-            times: int | None = 1, status: int = 500, code: str = "InternalError",
-            seconds: float = 0.0, when: Callable[[S3Request], bool] | None = None) -> Rule:
+    def add(
+        self,
+        op: str,
+        action: str,
+        *,
+        key_contains: str | None = None,
+        nth: int = 1,
+        times: int | None = 1,
+        status: int = 500,
+        code: str = "InternalError",
+        seconds: float = 0.0,
+        when: Callable[[S3Request], bool] | None = None,
+    ) -> Rule:
         """Inject ``action`` into requests of ``op`` ("*": any); see :class:`Rule`."""
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}; one of {sorted(ACTIONS)}")
@@ -854,9 +951,13 @@ class S3Proxy:
             self._rules.clear()
             self._chaos = None
 
-    def chaos(self, rate: float, seed: int = 0,
-              actions: Iterable[str] = ("error500", "slowdown", "reset", "lose", "delay"),
-              seconds: float = 0.05) -> None:
+    def chaos(
+        self,
+        rate: float,
+        seed: int = 0,
+        actions: Iterable[str] = ("error500", "slowdown", "reset", "lose", "delay"),
+        seconds: float = 0.05,
+    ) -> None:
         """A random fault on a fraction ``rate`` of requests (0 stops it). ``delay``
         waits ``seconds``. Rules take precedence over chaos."""
         names = tuple(actions)
@@ -943,8 +1044,11 @@ class S3Proxy:
                 completed = request.param("uploadId") in self._completed
             if completed:
                 return error_response(404, "NoSuchUpload", request)
-        if ("aws_conflict_409" in quirks and request.op == "PutObject"
-                and any(request.header(h) is not None for h in _PRECONDITIONS)):
+        if (
+            "aws_conflict_409" in quirks
+            and request.op == "PutObject"
+            and any(request.header(h) is not None for h in _PRECONDITIONS)
+        ):
             with self._lock:
                 first = (request.bucket, request.key) not in self._conflicted
                 self._conflicted.add((request.bucket, request.key))
@@ -971,16 +1075,23 @@ class S3Proxy:
     def _rewrite(self, request: S3Request) -> S3Request:
         """The request as the upstream should get it under the current quirks."""
         quirks = self._quirks
-        if ("no_preconditions" in quirks
-                and request.op in ("PutObject", "CompleteMultipartUpload")
-                and any(request.header(h) is not None for h in _PRECONDITIONS)):
-            return rewrite_request(request, self._signing_credentials(), self.region,
-                                   drop_headers=_PRECONDITIONS)
-        if ("minio_upload_prefix" in quirks and request.op == "ListMultipartUploads"
-                and any(p in request.query for p in _UPLOAD_PAGING)):
+        if (
+            "no_preconditions" in quirks
+            and request.op in ("PutObject", "CompleteMultipartUpload")
+            and any(request.header(h) is not None for h in _PRECONDITIONS)
+        ):
+            return rewrite_request(
+                request, self._signing_credentials(), self.region, drop_headers=_PRECONDITIONS
+            )
+        if (
+            "minio_upload_prefix" in quirks
+            and request.op == "ListMultipartUploads"
+            and any(p in request.query for p in _UPLOAD_PAGING)
+        ):
             # MinIO ignores paging, so ask for everything and filter that.
-            return rewrite_request(request, self._signing_credentials(), self.region,
-                                   drop_query=_UPLOAD_PAGING)
+            return rewrite_request(
+                request, self._signing_credentials(), self.region, drop_query=_UPLOAD_PAGING
+            )
         return request
 
     def _signing_credentials(self) -> Credentials | None:
@@ -991,8 +1102,11 @@ class S3Proxy:
 
     def _observe(self, request: S3Request, response: Response) -> None:
         """Remember what later quirks need: which uploads were completed."""
-        if (request.op == "CompleteMultipartUpload" and response.status == 200
-                and b"<CompleteMultipartUploadResult" in response.body):
+        if (
+            request.op == "CompleteMultipartUpload"
+            and response.status == 200
+            and b"<CompleteMultipartUploadResult" in response.body
+        ):
             with self._lock:
                 self._completed.add(request.param("uploadId") or "")
 
@@ -1001,7 +1115,10 @@ class S3Proxy:
         if response.status != 200 or not quirks:
             return response
         if request.op == "ListMultipartUploads" and quirks & {
-                "minio_upload_prefix", "truncated_without_marker", "unsorted_uploads"}:
+            "minio_upload_prefix",
+            "truncated_without_marker",
+            "unsorted_uploads",
+        }:
             return response.with_body(self._edit_upload_listing(request, response.body))
         if request.op == "ListObjectsV2" and "truncated_without_marker" in quirks:
             doc = _Xml(response.body)
@@ -1040,6 +1157,9 @@ def proxy_for(server: Any, **kwargs: Any) -> S3Proxy:
     ``secret_key`` if it checks signatures), or an endpoint URL."""
     if isinstance(server, str):
         return S3Proxy(server, **kwargs)
-    return S3Proxy(server.endpoint_url, getattr(server, "access_key", None),
-                   getattr(server, "secret_key", None), **kwargs)
-
+    return S3Proxy(
+        server.endpoint_url,
+        getattr(server, "access_key", None),
+        getattr(server, "secret_key", None),
+        **kwargs,
+    )

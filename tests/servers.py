@@ -106,8 +106,9 @@ class MotoS3:
         }
         cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self._port)]
         with open(log_path, "ab") as out:
-            self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                          start_new_session=True)
+            self._proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         log.info("starting moto (pid %s) on port %s", self._proc.pid, self._port)
         try:
             self._wait_ready(log_path)
@@ -122,10 +123,14 @@ class MotoS3:
         import boto3
         from botocore.config import Config
 
-        return boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
-                            aws_access_key_id=self.access_key,
-                            aws_secret_access_key=self.secret_key,
-                            config=Config(s3={"addressing_style": "path"}))
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            config=Config(s3={"addressing_style": "path"}),
+        )
 
     def create_bucket(self, name: str) -> None:
         try:
@@ -161,6 +166,10 @@ class MotoS3:
     def __enter__(self) -> MotoS3:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -27,8 +27,9 @@ def bench_runs(s3_server: EmbeddedS3) -> tuple[BenchConfig, list[Run]]:
     bucket = f"bench-{uuid.uuid4().hex[:8]}"
     s3_server.create_bucket(bucket)
     cfg = BenchConfig(s3_server.endpoint_url, bucket, threads=8, files_per_task=5)
-    return cfg, run_benchmark(cfg, [FILES], [1], tuple(METHODS), scale_counts=[FILES],
-                              scale_file_size=0)
+    return cfg, run_benchmark(
+        cfg, [FILES], [1], tuple(METHODS), scale_counts=[FILES], scale_file_size=0
+    )
 
 
 def _run(runs: list[Run], method: str) -> Run:
@@ -67,8 +68,10 @@ def test_request_counts_match_each_method(bench_runs: tuple[BenchConfig, list[Ru
     tasks = FILES // 5
     assert verified.protocol_requests_per_file is not None
     whole = verified.write_requests + verified.total_requests
-    assert 3 * FILES < whole <= 3 * FILES + 3 * tasks + 50, (verified.write_requests,
-                                                             verified.requests)
+    assert 3 * FILES < whole <= 3 * FILES + 3 * tasks + 50, (
+        verified.write_requests,
+        verified.requests,
+    )
 
     # The scale run's files are written by the cheap preparation, which sends no
     # fence reads: it reports no whole-protocol count.
@@ -83,8 +86,7 @@ def test_request_counts_match_each_method(bench_runs: tuple[BenchConfig, list[Ru
     assert bulk.requests_per_file > 1
 
 
-def test_committer_memory_is_its_own_process(
-        bench_runs: tuple[BenchConfig, list[Run]]) -> None:
+def test_committer_memory_is_its_own_process(bench_runs: tuple[BenchConfig, list[Run]]) -> None:
     _, runs = bench_runs
     for method in ("committer", "committer-noverify", "committer-scale"):
         run = _run(runs, method)
@@ -101,13 +103,13 @@ def test_steps_account_for_every_request(bench_runs: tuple[BenchConfig, list[Run
         assert starts == sorted(starts)
 
 
-def test_summary_and_section(bench_runs: tuple[BenchConfig, list[Run]],
-                             tmp_path: Path) -> None:
+def test_summary_and_section(bench_runs: tuple[BenchConfig, list[Run]], tmp_path: Path) -> None:
     cfg, runs = bench_runs
     rows = summarize(runs)
     assert {r.method: r.ratio for r in rows}["floor"] == 1.0
-    args: argparse.Namespace = parse_args(["--files", str(FILES), "--threads", "8",
-                                           "--files-per-task", "5"])
+    args: argparse.Namespace = parse_args(
+        ["--files", str(FILES), "--threads", "8", "--files-per-task", "5"]
+    )
     body = commit_report.section(rows, cfg, args, "python -m bench.commit_bench --files 20")
     assert body.startswith(commit_report.HEADER + "\n")
     result_lines = [line for line in body.splitlines() if line.startswith(f"| {FILES} |")]
@@ -117,8 +119,9 @@ def test_summary_and_section(bench_runs: tuple[BenchConfig, list[Run]],
     path = tmp_path / "benchmarks.md"
     path.write_text("# Benchmarks\n\n## PySpark write\n\nspark numbers\n")
     page.write_section(path, commit_report.HEADER, body)
-    page.write_section(path, commit_report.HEADER,
-                       body.replace("What it measures", "What it now measures"))
+    page.write_section(
+        path, commit_report.HEADER, body.replace("What it measures", "What it now measures")
+    )
     text = path.read_text()
     assert text.startswith("# Benchmarks\n\n## PySpark write\n\nspark numbers\n\n## Job commit\n")
     assert text.count(commit_report.HEADER) == 1
@@ -128,12 +131,15 @@ def test_summary_and_section(bench_runs: tuple[BenchConfig, list[Run]],
 def test_section_replaced_in_place() -> None:
     text = "# Benchmarks\n\n## Job commit\n\nold\n\n## PySpark write\n\nspark\n"
     assert page.replace_section(text, "## Job commit", "## Job commit\n\nnew\n") == (
-        "# Benchmarks\n\n## Job commit\n\nnew\n\n## PySpark write\n\nspark\n")
+        "# Benchmarks\n\n## Job commit\n\nnew\n\n## PySpark write\n\nspark\n"
+    )
     # The last section, up to the end of the page; the other benchmark's untouched.
     assert page.replace_section(text, "## PySpark write", "## PySpark write\n\nnew\n") == (
-        "# Benchmarks\n\n## Job commit\n\nold\n\n## PySpark write\n\nnew\n")
+        "# Benchmarks\n\n## Job commit\n\nold\n\n## PySpark write\n\nnew\n"
+    )
     assert page.replace_section("", "## Job commit", "## Job commit\n\nnew\n") == (
-        "# Benchmarks\n\n## Job commit\n\nnew\n")
+        "# Benchmarks\n\n## Job commit\n\nnew\n"
+    )
 
 
 def test_bench_modules_import_one_way() -> None:
@@ -154,5 +160,9 @@ def test_bench_modules_import_one_way() -> None:
         return names
 
     assert not {"bench.commit_bench"} & imported(root / "bench" / "commit_report.py")
-    assert not {n for path in (root / "plugin").rglob("*.py") for n in imported(path)
-                if n.split(".")[0] in ("bench", "demo")}
+    assert not {
+        n
+        for path in (root / "plugin").rglob("*.py")
+        for n in imported(path)
+        if n.split(".")[0] in ("bench", "demo")
+    }

@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.s3
-def test_protocol_demo_commits_only_the_winning_attempts(committer: Committer,
-                                                         store_config: StoreConfig) -> None:
+def test_protocol_demo_commits_only_the_winning_attempts(
+    committer: Committer, store_config: StoreConfig
+) -> None:
     said: list[str] = []
     ran = protocol.run_job(committer, store_config, said.append)
     # Nine uploads pending and none visible before job commit; nine files after,
@@ -38,14 +39,13 @@ def test_protocol_demo_commits_only_the_winning_attempts(committer: Committer,
     assert list(success.partitions) == ["dt=2024-01-01", "dt=2024-01-02", "dt=2024-01-03"]
     assert sorted(path.split("/")[0] for path, _ in ran.files) == sorted(success.partitions * 3)
     assert committer.pending_uploads() == []
-    assert any("before job commit: 9 pending upload(s), 0 visible file(s)" in line
-               for line in said)
+    assert any("before job commit: 9 pending upload(s), 0 visible file(s)" in line for line in said)
 
 
 @pytest.mark.s3
 def test_protocol_demo_shows_the_output_through_the_command(
-        committer: Committer, store_config: StoreConfig,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    committer: Committer, store_config: StoreConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
     protocol.run_job(committer, store_config, lambda line: None)
     assert protocol.show(committer.dest.url) == 0
     out = capsys.readouterr().out
@@ -56,8 +56,13 @@ def test_protocol_demo_shows_the_output_through_the_command(
 @pytest.mark.s3
 def test_make_demo_core_runs_on_its_own_server() -> None:
     """What ``make demo-core`` runs: on a server of its own, which it stops."""
-    ran = subprocess.run([sys.executable, "-m", "demo.protocol"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [sys.executable, "-m", "demo.protocol"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stderr
     assert "before job commit: 9 pending upload(s), 0 visible file(s)" in ran.stdout
     assert "rows" in ran.stdout and "900" in ran.stdout
@@ -65,8 +70,9 @@ def test_make_demo_core_runs_on_its_own_server() -> None:
 
 
 @pytest.mark.unit
-def test_demos_find_the_repository_wherever_started(monkeypatch: pytest.MonkeyPatch,
-                                                    tmp_path: Path) -> None:
+def test_demos_find_the_repository_wherever_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The DAGs and definitions are found from the demo's own place, not the
     current directory; a wrong one is refused before anything starts."""
     monkeypatch.chdir(tmp_path)
@@ -84,6 +90,7 @@ def test_demos_find_the_repository_wherever_started(monkeypatch: pytest.MonkeyPa
 def test_the_installed_package_holds_no_demo() -> None:
     """Demos live beside dags/, outside the package: the command has none."""
     assert not list((ROOT / "plugin" / "zero_rename").rglob("demo*.py"))
-    commands = next(a.choices for a in build_parser()._actions
-                    if isinstance(a, argparse._SubParsersAction))
+    commands = next(
+        a.choices for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
     assert "s3" in commands and "demo" not in commands

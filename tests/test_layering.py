@@ -84,8 +84,12 @@ def allowed(layer: str, name: str) -> bool:
 
 
 def violations(layer: str, paths: list[Path]) -> list[str]:
-    return [f"{path.relative_to(PACKAGE)} imports {name}"
-            for path in paths for name in imports_of(path) if not allowed(layer, name)]
+    return [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in paths
+        for name in imports_of(path)
+        if not allowed(layer, name)
+    ]
 
 
 def test_every_module_belongs_to_a_layer() -> None:
@@ -98,8 +102,12 @@ def test_layer_imports_go_one_way(layer: str) -> None:
 
 
 def test_the_spark_entry_package_imports_only_the_spark_layer() -> None:
-    names = [n for p in sorted((PLUGIN / "pyspark_zero_rename").rglob("*.py"))
-             for n in imports_of(p) if layer_of(n) is not None]
+    names = [
+        n
+        for p in sorted((PLUGIN / "pyspark_zero_rename").rglob("*.py"))
+        for n in imports_of(p)
+        if layer_of(n) is not None
+    ]
     assert names and {layer_of(n) for n in names} == {"spark"}
 
 
@@ -107,20 +115,24 @@ def test_check_catches_wrong_imports(tmp_path: Path, monkeypatch: pytest.MonkeyP
     (tmp_path / "core").mkdir()
     (tmp_path / "cli").mkdir()
     (tmp_path / "core" / "bad.py").write_text(
-        "from zero_rename.airflow import hooks\n"
-        "def later():\n    import pyarrow\n")
+        "from zero_rename.airflow import hooks\ndef later():\n    import pyarrow\n"
+    )
     (tmp_path / "cli" / "bad.py").write_text("from zero_rename import spark\n")
     (tmp_path / "stray.py").write_text("")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
     found = modules()
-    assert violations("core", found["core"]) == ["core/bad.py imports zero_rename.airflow",
-                                                 "core/bad.py imports pyarrow"]
+    assert violations("core", found["core"]) == [
+        "core/bad.py imports zero_rename.airflow",
+        "core/bad.py imports pyarrow",
+    ]
     assert violations("cli", found["cli"]) == ["cli/bad.py imports zero_rename.spark"]
     assert sorted(set(found) - set(LOWER)) == ["stray"]
 
 
 def test_core_imports_without_spark_or_airflow() -> None:
-    code = ("import sys, zero_rename.core.committer, zero_rename.core.commit;"
-            "bad=[m for m in sys.modules if m.split('.')[0] in ('pyspark','airflow','dagster')];"
-            "print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, zero_rename.core.committer, zero_rename.core.commit;"
+        "bad=[m for m in sys.modules if m.split('.')[0] in ('pyspark','airflow','dagster')];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0

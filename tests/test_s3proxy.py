@@ -39,15 +39,24 @@ def proxy(s3_server: EmbeddedS3) -> Iterator[S3Proxy]:
         yield p
 
 
-def client(server: EmbeddedS3, endpoint: str, attempts: int = 3, pool: int = 10,
-           read_timeout: float = 60) -> Any:
+def client(
+    server: EmbeddedS3, endpoint: str, attempts: int = 3, pool: int = 10, read_timeout: float = 60
+) -> Any:
     """A path-style client; ``attempts`` counts the first try too."""
     return boto3.client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1",
-        aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key,
-        config=Config(s3={"addressing_style": "path"}, max_pool_connections=pool,
-                      retries={"mode": "standard", "total_max_attempts": attempts},
-                      read_timeout=read_timeout, connect_timeout=5))
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=server.access_key,
+        aws_secret_access_key=server.secret_key,
+        config=Config(
+            s3={"addressing_style": "path"},
+            max_pool_connections=pool,
+            retries={"mode": "standard", "total_max_attempts": attempts},
+            read_timeout=read_timeout,
+            connect_timeout=5,
+        ),
+    )
 
 
 MakeClient = Callable[..., Any]
@@ -91,8 +100,9 @@ def exists(c: Any, bucket: str, key: str) -> bool:
         return False
 
 
-def one_part_upload(c: Any, bucket: str, key: str,
-                    body: bytes = b"part") -> tuple[str, list[dict[str, Any]]]:
+def one_part_upload(
+    c: Any, bucket: str, key: str, body: bytes = b"part"
+) -> tuple[str, list[dict[str, Any]]]:
     """A pending upload of one part: its id and the parts list to complete it with."""
     upload_id = c.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
     part = c.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=body)
@@ -101,6 +111,7 @@ def one_part_upload(c: Any, bucket: str, key: str,
 
 def assert_same_headers(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
     """The same response headers, through the proxy or not (but for the volatile ones)."""
+
     def kept(response: dict[str, Any]) -> dict[str, str]:
         headers = response["ResponseMetadata"]["HTTPHeaders"]
         return {k: v for k, v in headers.items() if k not in VOLATILE}
@@ -110,12 +121,15 @@ def assert_same_headers(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 
 # -- forwarding --------------------------------------------------------------------
 
-def test_forwards_verbatim_from_64_threads(make_client: MakeClient, proxy: S3Proxy, direct: Any,
-                                           bucket: str) -> None:
+
+def test_forwards_verbatim_from_64_threads(
+    make_client: MakeClient, proxy: S3Proxy, direct: Any, bucket: str
+) -> None:
     via = make_client(proxy.endpoint_url, pool=64)
     # A delay of nothing: a probe counting the requests its predicate picks.
-    expects = proxy.add("PutObject", "delay", times=None,
-                        when=lambda r: r.header("Expect") == "100-continue")
+    expects = proxy.add(
+        "PutObject", "delay", times=None, when=lambda r: r.header("Expect") == "100-continue"
+    )
     start = threading.Barrier(64)
 
     def work(i: int) -> None:
@@ -128,8 +142,9 @@ def test_forwards_verbatim_from_64_threads(make_client: MakeClient, proxy: S3Pro
         ours, theirs = (c.get_object(Bucket=bucket, Key=key) for c in (via, direct))
         assert ours["Body"].read() == theirs["Body"].read() == body
         assert_same_headers(ours, theirs)
-        assert_same_headers(via.head_object(Bucket=bucket, Key=key),
-                            direct.head_object(Bucket=bucket, Key=key))
+        assert_same_headers(
+            via.head_object(Bucket=bucket, Key=key), direct.head_object(Bucket=bucket, Key=key)
+        )
 
     with ThreadPoolExecutor(64) as pool:
         list(pool.map(work, range(64)))
@@ -142,8 +157,9 @@ def test_forwards_verbatim_from_64_threads(make_client: MakeClient, proxy: S3Pro
     assert 16 <= connections["client"] <= 64
 
 
-def test_chunked_body_with_expect_continue(s3_server: EmbeddedS3, proxy: S3Proxy, direct: Any,
-                                           bucket: str) -> None:
+def test_chunked_body_with_expect_continue(
+    s3_server: EmbeddedS3, proxy: S3Proxy, direct: Any, bucket: str
+) -> None:
     """botocore's over-TLS form of an upload (aws-chunked in HTTP chunks, a trailing
     checksum, Expect: 100-continue), sent by botocore's own HTTP session."""
     data = bytes(range(256)) * 3_000
@@ -166,19 +182,34 @@ def test_chunked_body_with_expect_continue(s3_server: EmbeddedS3, proxy: S3Proxy
     assert proxy.forwarded["PutObject"] == 1
 
 
-def send_chunked_put(server: EmbeddedS3, endpoint: str, bucket: str, key: str, data: bytes,
-                     **headers: str) -> Any:
+def send_chunked_put(
+    server: EmbeddedS3, endpoint: str, bucket: str, key: str, data: bytes, **headers: str
+) -> Any:
     # Small aws-chunks, so the HTTP chunks the proxy must pass on are many.
-    body = AwsChunkedWrapper(io.BytesIO(data), checksum_cls=Crc32Checksum,
-                             checksum_name="x-amz-checksum-crc32", chunk_size=64 * 1024)
-    request = AWSRequest("PUT", f"{endpoint}/{bucket}/{key}", data=body, headers={
-        "Transfer-Encoding": "chunked", "Content-Encoding": "aws-chunked",
-        "X-Amz-Trailer": "x-amz-checksum-crc32", "Expect": "100-continue",
-        "X-Amz-Decoded-Content-Length": str(len(data)), **headers})
+    body = AwsChunkedWrapper(
+        io.BytesIO(data),
+        checksum_cls=Crc32Checksum,
+        checksum_name="x-amz-checksum-crc32",
+        chunk_size=64 * 1024,
+    )
+    request = AWSRequest(
+        "PUT",
+        f"{endpoint}/{bucket}/{key}",
+        data=body,
+        headers={
+            "Transfer-Encoding": "chunked",
+            "Content-Encoding": "aws-chunked",
+            "X-Amz-Trailer": "x-amz-checksum-crc32",
+            "Expect": "100-continue",
+            "X-Amz-Decoded-Content-Length": str(len(data)),
+            **headers,
+        },
+    )
     # Tells the signer the body is a streaming one with a trailer.
     request.context["checksum"] = {"request_algorithm": {"in": "trailer"}}
-    S3SigV4Auth(Credentials(server.access_key, server.secret_key), "s3",
-                "us-east-1").add_auth(request)
+    S3SigV4Auth(Credentials(server.access_key, server.secret_key), "s3", "us-east-1").add_auth(
+        request
+    )
     return URLLib3Session().send(request.prepare())
 
 
@@ -192,27 +223,53 @@ def test_counts_operations_by_botocore_name(via: Any, proxy: S3Proxy, bucket: st
     upload_id, parts = one_part_upload(via, bucket, "t/m")
     via.list_parts(Bucket=bucket, Key="t/m", UploadId=upload_id)
     via.list_multipart_uploads(Bucket=bucket, Prefix="t/")
-    via.complete_multipart_upload(Bucket=bucket, Key="t/m", UploadId=upload_id,
-                                  MultipartUpload={"Parts": parts})
+    via.complete_multipart_upload(
+        Bucket=bucket, Key="t/m", UploadId=upload_id, MultipartUpload={"Parts": parts}
+    )
     aborted = via.create_multipart_upload(Bucket=bucket, Key="t/x")["UploadId"]
     via.abort_multipart_upload(Bucket=bucket, Key="t/x", UploadId=aborted)
     via.delete_object(Bucket=bucket, Key="t/a")
     via.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "t/b"}, {"Key": "t/m"}]})
-    lifecycle = {"Rules": [{"ID": "abort", "Status": "Enabled", "Filter": {"Prefix": ""},
-                            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}]}
-    for call in (lambda: via.put_bucket_lifecycle_configuration(
-                     Bucket=bucket, LifecycleConfiguration=lifecycle),
-                 lambda: via.get_bucket_lifecycle_configuration(Bucket=bucket),
-                 lambda: via.create_bucket(Bucket=bucket + "-2")):
+    lifecycle = {
+        "Rules": [
+            {
+                "ID": "abort",
+                "Status": "Enabled",
+                "Filter": {"Prefix": ""},
+                "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+            }
+        ]
+    }
+    for call in (
+        lambda: via.put_bucket_lifecycle_configuration(
+            Bucket=bucket, LifecycleConfiguration=lifecycle
+        ),
+        lambda: via.get_bucket_lifecycle_configuration(Bucket=bucket),
+        lambda: via.create_bucket(Bucket=bucket + "-2"),
+    ):
         try:  # counted whatever SeaweedFS answers
             call()
         except ClientError:
             pass
     assert proxy.counts == Counter(
-        HeadBucket=1, PutObject=1, CopyObject=1, HeadObject=1, GetObject=1, ListObjectsV2=1,
-        CreateMultipartUpload=2, UploadPart=1, ListParts=1, ListMultipartUploads=1,
-        CompleteMultipartUpload=1, AbortMultipartUpload=1, DeleteObject=1, DeleteObjects=1,
-        PutBucketLifecycleConfiguration=1, GetBucketLifecycleConfiguration=1, CreateBucket=1)
+        HeadBucket=1,
+        PutObject=1,
+        CopyObject=1,
+        HeadObject=1,
+        GetObject=1,
+        ListObjectsV2=1,
+        CreateMultipartUpload=2,
+        UploadPart=1,
+        ListParts=1,
+        ListMultipartUploads=1,
+        CompleteMultipartUpload=1,
+        AbortMultipartUpload=1,
+        DeleteObject=1,
+        DeleteObjects=1,
+        PutBucketLifecycleConfiguration=1,
+        GetBucketLifecycleConfiguration=1,
+        CreateBucket=1,
+    )
     proxy.reset_counts()
     assert proxy.counts == Counter()
 
@@ -226,22 +283,33 @@ def test_keeps_connections_alive(via: Any, proxy: S3Proxy, bucket: str) -> None:
 
 def test_key_contains_matches_keys_prefixes_and_deleted_keys() -> None:
     put = S3Request.build("PUT", "/b/dir/a%20b.txt", [("Host", "h")])
-    assert (put.op, put.bucket, put.key, put.names()) == ("PutObject", "b", "dir/a b.txt",
-                                                          ["dir/a b.txt"])
+    assert (put.op, put.bucket, put.key, put.names()) == (
+        "PutObject",
+        "b",
+        "dir/a b.txt",
+        ["dir/a b.txt"],
+    )
     listing = S3Request.build("GET", "/b?list-type=2&prefix=dir%2F", [])
     assert (listing.op, listing.names()) == ("ListObjectsV2", ["dir/"])
     body = b"<Delete><Object><Key>x/1</Key></Object><Object><Key>y/2</Key></Object></Delete>"
     delete = S3Request.build("POST", "/b?delete", [], body)
     assert (delete.op, delete.names()) == ("DeleteObjects", ["x/1", "y/2"])
-    assert classify("PUT", "/b/k?partNumber=1&uploadId=u", [("x-amz-copy-source", "b/j")])[0] \
+    assert (
+        classify("PUT", "/b/k?partNumber=1&uploadId=u", [("x-amz-copy-source", "b/j")])[0]
         == "UploadPartCopy"
+    )
 
 
 def signed_put(**kwargs: Any) -> S3Request:
     """The request a botocore client signs for a PutObject, caught before it is sent."""
-    c = boto3.client("s3", endpoint_url="http://127.0.0.1:9", region_name="eu-west-3",
-                     aws_access_key_id="AK", aws_secret_access_key="SK",
-                     config=Config(s3={"addressing_style": "path"}))
+    c = boto3.client(
+        "s3",
+        endpoint_url="http://127.0.0.1:9",
+        region_name="eu-west-3",
+        aws_access_key_id="AK",
+        aws_secret_access_key="SK",
+        config=Config(s3={"addressing_style": "path"}),
+    )
     caught: list[Any] = []
 
     def catch(request: Any, **_: Any) -> AWSResponse:
@@ -254,8 +322,12 @@ def signed_put(**kwargs: Any) -> S3Request:
     url = urlsplit(request.url)
     body = request.body.read() if hasattr(request.body, "read") else request.body
     headers = [(k, v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()]
-    return S3Request.build(request.method, url.path + (f"?{url.query}" if url.query else ""),
-                           [("Host", url.netloc), *headers], body)
+    return S3Request.build(
+        request.method,
+        url.path + (f"?{url.query}" if url.query else ""),
+        [("Host", url.netloc), *headers],
+        body,
+    )
 
 
 class _EmptyRaw:
@@ -281,14 +353,19 @@ def test_rewrite_request_signs_as_botocore(monkeypatch: pytest.MonkeyPatch) -> N
 
 # -- fault actions -----------------------------------------------------------------
 
-@pytest.mark.parametrize(("status", "code", "retried"), [
-    (500, "InternalError", True),
-    (503, "SlowDown", True),
-    (409, "ConditionalRequestConflict", False),  # botocore retries neither 409 ...
-    (412, "PreconditionFailed", False),          # ... nor 412
-])
-def test_error(via: Any, proxy: S3Proxy, bucket: str, status: int, code: str,
-               retried: bool) -> None:
+
+@pytest.mark.parametrize(
+    ("status", "code", "retried"),
+    [
+        (500, "InternalError", True),
+        (503, "SlowDown", True),
+        (409, "ConditionalRequestConflict", False),  # botocore retries neither 409 ...
+        (412, "PreconditionFailed", False),  # ... nor 412
+    ],
+)
+def test_error(
+    via: Any, proxy: S3Proxy, bucket: str, status: int, code: str, retried: bool
+) -> None:
     rule = proxy.add("PutObject", "error", key_contains="err/", status=status, code=code)
     via.put_object(Bucket=bucket, Key="other", Body=b"x")  # not matched
     if retried:
@@ -315,8 +392,9 @@ def test_nth_and_times(via: Any, proxy: S3Proxy, bucket: str) -> None:
     assert via.head_bucket(Bucket=bucket)["ResponseMetadata"]["RetryAttempts"] == 0
 
 
-def test_reset_never_reaches_s3(make_client: MakeClient, proxy: S3Proxy, direct: Any,
-                                bucket: str) -> None:
+def test_reset_never_reaches_s3(
+    make_client: MakeClient, proxy: S3Proxy, direct: Any, bucket: str
+) -> None:
     once = make_client(proxy.endpoint_url, attempts=1)
     proxy.add("PutObject", "reset")
     with pytest.raises(ConnectionClosedError):
@@ -324,12 +402,17 @@ def test_reset_never_reaches_s3(make_client: MakeClient, proxy: S3Proxy, direct:
     assert proxy.forwarded["PutObject"] == 0 and not exists(direct, bucket, "reset")
     proxy.add("PutObject", "reset")  # botocore retries a reset connection
     retried = make_client(proxy.endpoint_url)
-    assert retried.put_object(Bucket=bucket, Key="reset", Body=b"x")[
-        "ResponseMetadata"]["RetryAttempts"] == 1
+    assert (
+        retried.put_object(Bucket=bucket, Key="reset", Body=b"x")["ResponseMetadata"][
+            "RetryAttempts"
+        ]
+        == 1
+    )
 
 
-def test_lose_takes_effect_but_the_client_never_hears(make_client: MakeClient, proxy: S3Proxy,
-                                                      direct: Any, bucket: str) -> None:
+def test_lose_takes_effect_but_the_client_never_hears(
+    make_client: MakeClient, proxy: S3Proxy, direct: Any, bucket: str
+) -> None:
     once = make_client(proxy.endpoint_url, attempts=1)
     rule = proxy.add("PutObject", "lose")
     with pytest.raises(ConnectionClosedError):
@@ -337,14 +420,12 @@ def test_lose_takes_effect_but_the_client_never_hears(make_client: MakeClient, p
     assert rule.fired == 1 and exists(direct, bucket, "lost")
 
 
-def test_lost_upload_part_is_sent_again(via: Any, proxy: S3Proxy, direct: Any,
-                                        bucket: str) -> None:
+def test_lost_upload_part_is_sent_again(via: Any, proxy: S3Proxy, direct: Any, bucket: str) -> None:
     key = "lost/part"
     upload_id = via.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
     proxy.add("UploadPart", "lose")
     body = b"p" * 1000
-    response = via.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1,
-                               Body=body)
+    response = via.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=body)
     assert response["ResponseMetadata"]["RetryAttempts"] == 1
     assert proxy.forwarded["UploadPart"] == 2
     parts = direct.list_parts(Bucket=bucket, Key=key, UploadId=upload_id)["Parts"]
@@ -354,13 +435,18 @@ def test_lost_upload_part_is_sent_again(via: Any, proxy: S3Proxy, direct: Any,
     assert [p["PartNumber"] for p in parts] in ([1], [1, 1])
     assert {p["ETag"] for p in parts} == {response["ETag"]}
     # Completing with the recorded part still makes the right object.
-    via.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={
-        "Parts": [{"PartNumber": 1, "ETag": response["ETag"]}]})
+    via.complete_multipart_upload(
+        Bucket=bucket,
+        Key=key,
+        UploadId=upload_id,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": response["ETag"]}]},
+    )
     assert direct.get_object(Bucket=bucket, Key=key)["Body"].read() == body
 
 
-def test_lost_responses_mislead_the_retry(via: Any, proxy: S3Proxy, direct: Any,
-                                         bucket: str) -> None:
+def test_lost_responses_mislead_the_retry(
+    via: Any, proxy: S3Proxy, direct: Any, bucket: str
+) -> None:
     """What botocore's automatic retry reports after a lost response, on SeaweedFS."""
     # A create-if-absent PUT that took effect: the retry finds the writer's own
     # object and reports PreconditionFailed, as if another writer had won.
@@ -390,8 +476,9 @@ def test_delay(make_client: MakeClient, proxy: S3Proxy, via: Any, bucket: str) -
     assert response["ResponseMetadata"]["RetryAttempts"] == 1
 
 
-def test_error_after_takes_effect(make_client: MakeClient, proxy: S3Proxy, direct: Any,
-                                  bucket: str) -> None:
+def test_error_after_takes_effect(
+    make_client: MakeClient, proxy: S3Proxy, direct: Any, bucket: str
+) -> None:
     once = make_client(proxy.endpoint_url, attempts=1)
     proxy.add("PutObject", "error_after", status=503, code="SlowDown")
     with pytest.raises(ClientError) as caught:
@@ -424,6 +511,7 @@ def test_chaos(make_client: MakeClient, proxy: S3Proxy, bucket: str) -> None:
 
 # -- quirks --------------------------------------------------------------------------
 
+
 def upload_keys(listing: dict[str, Any]) -> list[str]:
     return [u["Key"] for u in listing.get("Uploads", [])]
 
@@ -432,12 +520,12 @@ def test_minio_upload_prefix(via: Any, proxy: S3Proxy, bucket: str) -> None:
     keys = ["table/dt=1/f.parquet", "table/dt=2/g.parquet", "table/dt=1/f.parquet.x", "other/x"]
     for key in keys:
         via.create_multipart_upload(Bucket=bucket, Key=key)
-    assert sorted(upload_keys(via.list_multipart_uploads(Bucket=bucket, Prefix="table/"))) == \
-        sorted(keys[:3])
+    assert sorted(
+        upload_keys(via.list_multipart_uploads(Bucket=bucket, Prefix="table/"))
+    ) == sorted(keys[:3])
     proxy.quirks = {"minio_upload_prefix"}
     assert upload_keys(via.list_multipart_uploads(Bucket=bucket, Prefix="table/")) == []
-    exact = via.list_multipart_uploads(Bucket=bucket, Prefix="table/dt=1/f.parquet",
-                                       MaxUploads=1)
+    exact = via.list_multipart_uploads(Bucket=bucket, Prefix="table/dt=1/f.parquet", MaxUploads=1)
     assert upload_keys(exact) == ["table/dt=1/f.parquet"]
     everything = via.list_multipart_uploads(Bucket=bucket, MaxUploads=1, KeyMarker="table/")
     assert sorted(upload_keys(everything)) == sorted(keys)
@@ -446,35 +534,41 @@ def test_minio_upload_prefix(via: Any, proxy: S3Proxy, bucket: str) -> None:
 
 def test_minio_recomplete(via: Any, proxy: S3Proxy, bucket: str) -> None:
     upload_id, parts = one_part_upload(via, bucket, "done")
-    first = via.complete_multipart_upload(Bucket=bucket, Key="done", UploadId=upload_id,
-                                          MultipartUpload={"Parts": parts})
-    again = via.complete_multipart_upload(Bucket=bucket, Key="done", UploadId=upload_id,
-                                          MultipartUpload={"Parts": parts})
+    first = via.complete_multipart_upload(
+        Bucket=bucket, Key="done", UploadId=upload_id, MultipartUpload={"Parts": parts}
+    )
+    again = via.complete_multipart_upload(
+        Bucket=bucket, Key="done", UploadId=upload_id, MultipartUpload={"Parts": parts}
+    )
     assert again["ETag"] == first["ETag"]  # SeaweedFS, like AWS
     proxy.enable("minio_recomplete")
     with pytest.raises(ClientError) as caught:
-        via.complete_multipart_upload(Bucket=bucket, Key="done", UploadId=upload_id,
-                                      MultipartUpload={"Parts": parts})
+        via.complete_multipart_upload(
+            Bucket=bucket, Key="done", UploadId=upload_id, MultipartUpload={"Parts": parts}
+        )
     assert code_of(caught.value) == "NoSuchUpload"
 
 
-def test_minio_recomplete_after_a_lost_response(via: Any, proxy: S3Proxy, direct: Any,
-                                                bucket: str) -> None:
+def test_minio_recomplete_after_a_lost_response(
+    via: Any, proxy: S3Proxy, direct: Any, bucket: str
+) -> None:
     """The case that matters: the complete took effect, its answer was lost, and the
     retry is told the upload does not exist."""
     proxy.enable("minio_recomplete")
     upload_id, parts = one_part_upload(via, bucket, "lost-complete", b"body")
     proxy.add("CompleteMultipartUpload", "lose")
     with pytest.raises(ClientError) as caught:
-        via.complete_multipart_upload(Bucket=bucket, Key="lost-complete", UploadId=upload_id,
-                                      MultipartUpload={"Parts": parts})
+        via.complete_multipart_upload(
+            Bucket=bucket, Key="lost-complete", UploadId=upload_id, MultipartUpload={"Parts": parts}
+        )
     assert code_of(caught.value) == "NoSuchUpload"
     assert caught.value.response["ResponseMetadata"]["RetryAttempts"] == 1
     assert direct.get_object(Bucket=bucket, Key="lost-complete")["Body"].read() == b"body"
 
 
-def test_no_preconditions(s3_server: EmbeddedS3, via: Any, proxy: S3Proxy, direct: Any,
-                          bucket: str) -> None:
+def test_no_preconditions(
+    s3_server: EmbeddedS3, via: Any, proxy: S3Proxy, direct: Any, bucket: str
+) -> None:
     etag = via.put_object(Bucket=bucket, Key="k", Body=b"v1")["ETag"]
     with pytest.raises(ClientError) as caught:
         via.put_object(Bucket=bucket, Key="k", Body=b"v2", IfNoneMatch="*")
@@ -484,12 +578,18 @@ def test_no_preconditions(s3_server: EmbeddedS3, via: Any, proxy: S3Proxy, direc
     via.put_object(Bucket=bucket, Key="k", Body=b"v2", IfNoneMatch="*")
     via.put_object(Bucket=bucket, Key="k", Body=b"v3", IfMatch=etag)  # stale ETag
     upload_id, parts = one_part_upload(via, bucket, "k", b"v4")
-    via.complete_multipart_upload(Bucket=bucket, Key="k", UploadId=upload_id, IfNoneMatch="*",
-                                  MultipartUpload={"Parts": parts})
+    via.complete_multipart_upload(
+        Bucket=bucket,
+        Key="k",
+        UploadId=upload_id,
+        IfNoneMatch="*",
+        MultipartUpload={"Parts": parts},
+    )
     assert direct.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v4"
     # A streaming (aws-chunked) body keeps its payload marker when signed again.
-    response = send_chunked_put(s3_server, proxy.endpoint_url, bucket, "k", b"v5" * 1000,
-                                **{"If-None-Match": "*"})
+    response = send_chunked_put(
+        s3_server, proxy.endpoint_url, bucket, "k", b"v5" * 1000, **{"If-None-Match": "*"}
+    )
     assert response.status_code == 200, response.content
     assert direct.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v5" * 1000
 
@@ -542,6 +642,7 @@ def test_quirk_names_are_checked(proxy: S3Proxy) -> None:
 
 # -- other servers ---------------------------------------------------------------------
 
+
 def test_in_front_of_moto() -> None:
     server_module = pytest.importorskip("moto.server")
     moto = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -552,10 +653,16 @@ def test_in_front_of_moto() -> None:
     try:
         host, port = moto.get_host_and_port()
         with proxy_for(f"http://{host}:{port}") as proxy:
-            c = boto3.client("s3", endpoint_url=proxy.endpoint_url, region_name="us-east-1",
-                             aws_access_key_id="x", aws_secret_access_key="x",
-                             config=Config(s3={"addressing_style": "path"},
-                                           retries={"mode": "standard", "max_attempts": 3}))
+            c = boto3.client(
+                "s3",
+                endpoint_url=proxy.endpoint_url,
+                region_name="us-east-1",
+                aws_access_key_id="x",
+                aws_secret_access_key="x",
+                config=Config(
+                    s3={"addressing_style": "path"}, retries={"mode": "standard", "max_attempts": 3}
+                ),
+            )
             c.create_bucket(Bucket="moto-bucket")
             proxy.add("PutObject", "lose")
             c.put_object(Bucket="moto-bucket", Key="k", Body=io.BytesIO(b"v" * 100_000))

@@ -31,8 +31,9 @@ JOB_WRITES = [
 ]
 
 
-def run_job(c: Committer, mode: str = "replace", losing_attempt: bool = False,
-            cleanup: bool = True) -> str:
+def run_job(
+    c: Committer, mode: str = "replace", losing_attempt: bool = False, cleanup: bool = True
+) -> str:
     """Set up, write FILES in one task each, commit (and clean up) a partitioned job."""
     job = c.setup_job({"partition_columns": "dt", "conflict_mode": mode, "threads": 4})
     for i, (day, body) in enumerate(FILES.items()):

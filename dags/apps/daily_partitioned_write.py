@@ -49,13 +49,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--destination", required=True, help="s3://bucket/table (s3a:// too)")
     parser.add_argument("--date", required=True, type=_date, help="the day, YYYY-MM-DD")
-    parser.add_argument("--job-id", default=None,
-                        help="job set up by an orchestrator: save the stage manifest only")
-    parser.add_argument("--rows", type=_positive, default=1000,
-                        help="rows to generate when there is no --input (default 1000)")
+    parser.add_argument(
+        "--job-id", default=None, help="job set up by an orchestrator: save the stage manifest only"
+    )
+    parser.add_argument(
+        "--rows",
+        type=_positive,
+        default=1000,
+        help="rows to generate when there is no --input (default 1000)",
+    )
     parser.add_argument("--input", default=None, help="Parquet file or directory to read")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="writer option of the zero-rename format; repeatable")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="writer option of the zero-rename format; repeatable",
+    )
     return parser.parse_args(argv)
 
 
@@ -81,8 +91,9 @@ def writer_options(args: argparse.Namespace) -> dict[str, str]:
         if not sep or not key:
             raise UsageError(f"--option {pair!r} must be key=value")
         if key in FIXED_OPTIONS or key in ("job_id", "path"):
-            raise UsageError(f"--option {key} is fixed by this application "
-                             "(use --job-id and --destination)")
+            raise UsageError(
+                f"--option {key} is fixed by this application (use --job-id and --destination)"
+            )
         options[key] = value
     options.update(FIXED_OPTIONS)
     if args.job_id:
@@ -109,9 +120,11 @@ def start_spark(day: datetime.date) -> Any:
 
     # No register(spark): Spark finds the format through the installed
     # pyspark_zero_rename module, as any application's session does.
-    return (SparkSession.builder.appName(f"daily_partitioned_write {day}")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate())
+    return (
+        SparkSession.builder.appName(f"daily_partitioned_write {day}")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
 
 
 def generated_rows(spark: Any, day: datetime.date, rows: int) -> Any:
@@ -128,7 +141,8 @@ def input_rows(spark: Any, url: str, day: datetime.date, endpoint: str | None = 
     df = read_parquet(spark, url, endpoint)
     if "dt" in df.columns:
         return df.where(F.col("dt").cast("date") == F.lit(day)).withColumn(
-            "dt", F.col("dt").cast("date"))
+            "dt", F.col("dt").cast("date")
+        )
     return df.withColumn("dt", F.lit(day))
 
 
@@ -144,8 +158,9 @@ def read_parquet(spark: Any, url: str, endpoint: str | None = None) -> Any:
         from zero_rename.spark.options import resolve_endpoint
 
         fs = filesystem(StoreConfig(endpoint_url=resolve_endpoint(endpoint)))
-        table = pads.dataset(url.split("://", 1)[1], filesystem=fs, format="parquet",
-                             partitioning="hive").to_table()
+        table = pads.dataset(
+            url.split("://", 1)[1], filesystem=fs, format="parquet", partitioning="hive"
+        ).to_table()
         return spark.createDataFrame(table)
     return spark.read.parquet(url)
 
@@ -153,7 +168,8 @@ def read_parquet(spark: Any, url: str, endpoint: str | None = None) -> Any:
 def has_s3a(spark: Any) -> bool:
     try:
         spark.sparkContext._jvm.java.lang.Class.forName(  # noqa: SLF001
-            "org.apache.hadoop.fs.s3a.S3AFileSystem")
+            "org.apache.hadoop.fs.s3a.S3AFileSystem"
+        )
         return True
     except Exception:  # py4j raises the JVM's ClassNotFoundException
         return False
@@ -166,19 +182,30 @@ def report(args: argparse.Namespace, options: dict[str, str], seconds: float) ->
 
     config = parse_writer_options({**options, "path": args.destination}, overwrite=True)
     committer = Committer(config.destination, config.store)
-    summary: dict[str, Any] = {"destination": config.destination.url, "date": str(args.date),
-                               "seconds": round(seconds, 3)}
+    summary: dict[str, Any] = {
+        "destination": config.destination.url,
+        "date": str(args.date),
+        "seconds": round(seconds, 3),
+    }
     if args.job_id:
         manifests = committer.load_manifests(args.job_id)
         uploads = [u for m in manifests for u in m.uploads]
-        summary.update(job_id=args.job_id, state="staged", tasks=len(manifests),
-                       files=len(uploads), rows=sum(u.rows or 0 for u in uploads))
+        summary.update(
+            job_id=args.job_id,
+            state="staged",
+            tasks=len(manifests),
+            files=len(uploads),
+            rows=sum(u.rows or 0 for u in uploads),
+        )
     else:
         success = committer.read_success()
         if success is not None:
-            summary.update(job_id=success.job_id, state="committed",
-                           files=success.metrics.get("committer_files_committed", 0),
-                           rows=success.metrics.get("committer_rows_committed", 0))
+            summary.update(
+                job_id=success.job_id,
+                state="committed",
+                files=success.metrics.get("committer_files_committed", 0),
+                rows=success.metrics.get("committer_rows_committed", 0),
+            )
     return summary
 
 
@@ -188,11 +215,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     spark = start_spark(args.date)
     try:
-        df = (input_rows(spark, args.input, args.date, options.get("endpoint")) if args.input
-              else generated_rows(spark, args.date, args.rows))
-        log.info("writing %s for %s to %s%s", "input " + args.input if args.input else
-                 f"{args.rows} generated rows", args.date, args.destination,
-                 f" as job {args.job_id} (stage manifest only)" if args.job_id else "")
+        df = (
+            input_rows(spark, args.input, args.date, options.get("endpoint"))
+            if args.input
+            else generated_rows(spark, args.date, args.rows)
+        )
+        log.info(
+            "writing %s for %s to %s%s",
+            "input " + args.input if args.input else f"{args.rows} generated rows",
+            args.date,
+            args.destination,
+            f" as job {args.job_id} (stage manifest only)" if args.job_id else "",
+        )
         writer = df.write.format("zero-rename").mode("overwrite")
         for key, value in options.items():
             writer = writer.option(key, value)
@@ -213,8 +247,11 @@ def reason(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     args = parse_args(argv)
     try:
         summary = run(args)

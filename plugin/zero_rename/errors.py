@@ -28,8 +28,9 @@ class StoreError(ZeroRenameError):
     the HTTP status, if any (0: no answer at all).
     """
 
-    def __init__(self, message: str, *, operation: str = "", code: str = "",
-                 status: int = 0) -> None:
+    def __init__(
+        self, message: str, *, operation: str = "", code: str = "", status: int = 0
+    ) -> None:
         super().__init__(message)
         self.operation = operation
         self.code = code

@@ -37,15 +37,20 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 Filters = Any  # a pyarrow.compute.Expression, or DNF tuples as pyarrow.parquet takes
 
 
-def snapshot(dest: str, store_config: StoreConfig | None = None,
-             as_of_job: str | None = None) -> TableSnapshot:
+def snapshot(
+    dest: str, store_config: StoreConfig | None = None, as_of_job: str | None = None
+) -> TableSnapshot:
     """The committed state of ``dest`` (an ``s3://bucket/prefix`` URL)."""
     destination = Destination.parse(dest)
     return table_snapshot(S3Store.connect(store_config), destination, as_of_job)
 
 
-def read_dataset(dest: str, store_config: StoreConfig | None = None,
-                 as_of_job: str | None = None, schema: pa.Schema | None = None) -> ds.Dataset:
+def read_dataset(
+    dest: str,
+    store_config: StoreConfig | None = None,
+    as_of_job: str | None = None,
+    schema: pa.Schema | None = None,
+) -> ds.Dataset:
     """A dataset of the committed files of ``dest``, its partition columns from the
     ``column=value`` directories (types inferred, as Spark infers them, unless
     ``schema`` names them)."""
@@ -54,9 +59,14 @@ def read_dataset(dest: str, store_config: StoreConfig | None = None,
     return dataset_of(state, config, schema)
 
 
-def read_table(dest: str, filters: Filters = None, columns: list[str] | None = None,
-               store_config: StoreConfig | None = None, as_of_job: str | None = None,
-               schema: pa.Schema | None = None) -> pa.Table:
+def read_table(
+    dest: str,
+    filters: Filters = None,
+    columns: list[str] | None = None,
+    store_config: StoreConfig | None = None,
+    as_of_job: str | None = None,
+    schema: pa.Schema | None = None,
+) -> pa.Table:
     """The committed rows of ``dest`` as one Arrow table (``.to_pandas()`` for pandas).
 
     A replace job that commits while the files are read deletes files of the
@@ -73,34 +83,45 @@ def read_table(dest: str, filters: Filters = None, columns: list[str] | None = N
         except OSError:
             if attempt == READ_ROUNDS or not _changed(state, dest, config, as_of_job):
                 raise
-            log.info("the committed state of %s changed while it was read (a replace deleted "
-                     "files of it); reading the new state", dest)
+            log.info(
+                "the committed state of %s changed while it was read (a replace deleted "
+                "files of it); reading the new state",
+                dest,
+            )
     raise AssertionError("unreachable")
 
 
-def _changed(state: TableSnapshot, dest: str, config: StoreConfig,
-             as_of_job: str | None) -> bool:
+def _changed(state: TableSnapshot, dest: str, config: StoreConfig, as_of_job: str | None) -> bool:
     now = snapshot(dest, config, as_of_job)
     return {f.key for f in now.files} != {f.key for f in state.files}
 
 
-def dataset_of(state: TableSnapshot, config: StoreConfig,
-               schema: pa.Schema | None = None) -> ds.Dataset:
+def dataset_of(
+    state: TableSnapshot, config: StoreConfig, schema: pa.Schema | None = None
+) -> ds.Dataset:
     destination = Destination.parse(state.destination)
     base = f"{destination.bucket}/{destination.dir}".rstrip("/")
     paths = [f"{destination.bucket}/{f.key}" for f in state.files]
     columns = state.partition_columns()
     partitioning: Any = None
     if columns:
-        partitioning = (ds.HivePartitioning(pa.schema([schema.field(c) for c in columns]),
-                                            null_fallback=NULL_PARTITION)
-                        if schema is not None and all(c in schema.names for c in columns) else
-                        ds.HivePartitioning.discover(infer_dictionary=False,
-                                                     null_fallback=NULL_PARTITION))
+        partitioning = (
+            ds.HivePartitioning(
+                pa.schema([schema.field(c) for c in columns]), null_fallback=NULL_PARTITION
+            )
+            if schema is not None and all(c in schema.names for c in columns)
+            else ds.HivePartitioning.discover(infer_dictionary=False, null_fallback=NULL_PARTITION)
+        )
     if not paths:
         return ds.dataset(pa.table({}) if schema is None else schema.empty_table())
-    return ds.dataset(paths, schema=schema, format="parquet", filesystem=filesystem(config),
-                      partitioning=partitioning, partition_base_dir=base)
+    return ds.dataset(
+        paths,
+        schema=schema,
+        format="parquet",
+        filesystem=filesystem(config),
+        partitioning=partitioning,
+        partition_base_dir=base,
+    )
 
 
 def filesystem(config: StoreConfig) -> pafs.S3FileSystem:
@@ -112,8 +133,9 @@ def filesystem(config: StoreConfig) -> pafs.S3FileSystem:
         "region": config.region or session.get_config_variable("region") or "us-east-1",
     }
     if frozen is not None:
-        options.update(access_key=frozen.access_key, secret_key=frozen.secret_key,
-                       session_token=frozen.token)
+        options.update(
+            access_key=frozen.access_key, secret_key=frozen.secret_key, session_token=frozen.token
+        )
     else:
         options["anonymous"] = True
     # As botocore does for the snapshot's requests: the files are read from

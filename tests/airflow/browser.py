@@ -25,9 +25,17 @@ from typing import Any
 from websockets.sync.client import ClientConnection, connect
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
+]
 
 
 class Browser:
@@ -36,15 +44,21 @@ class Browser:
     def __init__(self, timeout: float = 30.0) -> None:
         self.timeout = timeout
         self.profile = Path(tempfile.mkdtemp(prefix="zero-rename-chromium-"))
-        self.proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}",
-                                      "about:blank"], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self._ids = itertools.count(1)
-        self.ws: ClientConnection = connect(self._page_socket(), max_size=None,
-                                            open_timeout=timeout)
+        self.ws: ClientConnection = connect(
+            self._page_socket(), max_size=None, open_timeout=timeout
+        )
         self.send("Page.enable")
-        self.send("Emulation.setDeviceMetricsOverride", {"width": 1280, "height": 900,
-                                                         "deviceScaleFactor": 1, "mobile": False})
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        )
 
     def _page_socket(self) -> str:
         port_file = self.profile / "DevToolsActivePort"
@@ -59,8 +73,9 @@ class Browser:
             time.sleep(0.1)
         raise TimeoutError("Chromium did not open its DevTools port")
 
-    def send(self, method: str, params: dict[str, Any] | None = None,
-             wait_event: str | None = None) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, wait_event: str | None = None
+    ) -> dict[str, Any]:
         """Send a command; return its result, or with ``wait_event`` that event's params."""
         message_id = next(self._ids)
         self.ws.send(json.dumps({"id": message_id, "method": method, "params": params or {}}))
@@ -79,8 +94,10 @@ class Browser:
         raise TimeoutError(f"{method}: no answer within {self.timeout} s")
 
     def set_cookie(self, name: str, value: str, url: str) -> None:
-        self.send("Network.setCookie", {"name": name, "value": value, "url": url,
-                                        "httpOnly": True, "sameSite": "Lax"})
+        self.send(
+            "Network.setCookie",
+            {"name": name, "value": value, "url": url, "httpOnly": True, "sameSite": "Lax"},
+        )
 
     def goto(self, url: str) -> None:
         self.send("Page.navigate", {"url": url}, wait_event="Page.loadEventFired")
@@ -94,8 +111,9 @@ class Browser:
 
     def screenshot(self, path: Path) -> None:
         """The whole page, not only the window."""
-        data = self.send("Page.captureScreenshot", {"format": "png",
-                                                    "captureBeyondViewport": True})["data"]
+        data = self.send(
+            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}
+        )["data"]
         path.write_bytes(base64.b64decode(data))
 
     def close(self) -> None:
@@ -114,6 +132,10 @@ class Browser:
     def __enter__(self) -> Browser:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()

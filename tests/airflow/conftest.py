@@ -26,18 +26,27 @@ from zero_rename.embedded_s3 import EmbeddedS3
 def airflow_db() -> Path:
     """``airflow db migrate`` once per session (about 5-8 s)."""
     started = time.monotonic()
-    subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], check=True, env=os.environ,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    subprocess.run(
+        [str(VENV_BIN / "airflow"), "db", "migrate"],
+        check=True,
+        env=os.environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     print(f"airflow db migrate: {time.monotonic() - started:.1f} s")
     return AIRFLOW_HOME
 
 
 def aws_connection(server: EmbeddedS3) -> str:
     """The AWS connection as Airflow stores it: keys as login/password, endpoint in extra."""
-    return json.dumps({"conn_type": "aws", "login": server.access_key,
-                       "password": server.secret_key,
-                       "extra": {"endpoint_url": server.endpoint_url,
-                                 "region_name": "us-east-1"}})
+    return json.dumps(
+        {
+            "conn_type": "aws",
+            "login": server.access_key,
+            "password": server.secret_key,
+            "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
+        }
+    )
 
 
 @pytest.fixture(scope="session")

@@ -30,8 +30,9 @@ def main(day: str, rows: int, nth: int) -> None:
         return s
 
     ZeroRenameHook.store = store  # type: ignore[method-assign]
-    run: Any = run_dag("daily_partitioned_write", day,
-                       {"rows": rows, "options": {"max_rows_per_file": 50}})
+    run: Any = run_dag(
+        "daily_partitioned_write", day, {"rows": rows, "options": {"max_rows_per_file": 50}}
+    )
     sys.exit(f"the run ended ({run.state}) without reaching the fault")
 
 

@@ -44,9 +44,13 @@ def run_dag(dag_id: str, day: str, run_conf: dict[str, Any] | None = None) -> Ru
         logging.root.handlers[:] = handlers
     seconds = time.monotonic() - started
     tis = run.get_task_instances()
-    return RunResult(state=str(run.state), states={t.task_id: str(t.state) for t in tis},
-                     tries={t.task_id: t.try_number for t in tis}, run_id=run.run_id,
-                     seconds=seconds)
+    return RunResult(
+        state=str(run.state),
+        states={t.task_id: str(t.state) for t in tis},
+        tries={t.task_id: t.try_number for t in tis},
+        run_id=run.run_id,
+        seconds=seconds,
+    )
 
 
 def xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
@@ -54,8 +58,11 @@ def xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> A
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        row = session.query(XComModel).filter_by(dag_id=dag_id, run_id=run_id, task_id=task_id,
-                                                 key=key).one_or_none()
+        row = (
+            session.query(XComModel)
+            .filter_by(dag_id=dag_id, run_id=run_id, task_id=task_id, key=key)
+            .one_or_none()
+        )
         return None if row is None else XComModel.deserialize_value(row)
 
 
@@ -75,8 +82,9 @@ def rendered_fields(dag_id: str, run_id: str) -> list[Any]:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        return [r.rendered_fields for r in session.query(RTIF).filter_by(dag_id=dag_id,
-                                                                           run_id=run_id)]
+        return [
+            r.rendered_fields for r in session.query(RTIF).filter_by(dag_id=dag_id, run_id=run_id)
+        ]
 
 
 def asset_events(uri: str) -> list[tuple[str | None, dict[str, Any]]]:
@@ -85,8 +93,13 @@ def asset_events(uri: str) -> list[tuple[str | None, dict[str, Any]]]:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        rows = (session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
-                .filter(AssetModel.uri == uri).order_by(AssetEvent.id).all())
+        rows = (
+            session.query(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .filter(AssetModel.uri == uri)
+            .order_by(AssetEvent.id)
+            .all()
+        )
         return [(r.partition_key, dict(r.extra or {})) for r in rows]
 
 
@@ -98,8 +111,11 @@ def fail_orphaned_tasks(dag_id: str, run_id: str) -> list[str]:
     from airflow.utils.state import TaskInstanceState
 
     with create_session() as session:
-        orphans = session.query(TaskInstance).filter_by(
-            dag_id=dag_id, run_id=run_id, state=TaskInstanceState.RUNNING).all()
+        orphans = (
+            session.query(TaskInstance)
+            .filter_by(dag_id=dag_id, run_id=run_id, state=TaskInstanceState.RUNNING)
+            .all()
+        )
         for ti in orphans:
             ti.state = TaskInstanceState.FAILED
         return [ti.task_id for ti in orphans]
@@ -117,8 +133,10 @@ def schedule_partition_runs() -> list[tuple[str, str | None]]:
     with create_session() as session:
         created = runner._create_dagruns_for_partitioned_asset_dags(session)
     with create_session() as session:
-        return [(r.dag_id, r.partition_key) for r in
-                session.query(DagRun).filter(DagRun.dag_id.in_(created)).all()]
+        return [
+            (r.dag_id, r.partition_key)
+            for r in session.query(DagRun).filter(DagRun.dag_id.in_(created)).all()
+        ]
 
 
 def unpause(dag_id: str) -> None:
@@ -135,9 +153,10 @@ def unpause(dag_id: str) -> None:
     for bundle in manager.get_all_dag_bundles():
         if not bundle.is_initialized:
             bundle.initialize()
-        bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path,
-                           bundle_name=bundle.name)
+        bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
         sync_bag_to_db(bag, bundle.name, bundle.version)
     with create_session() as session:
-        assert session.query(DagModel).filter(DagModel.dag_id == dag_id).update(
-            {"is_paused": False}) == 1
+        assert (
+            session.query(DagModel).filter(DagModel.dag_id == dag_id).update({"is_paused": False})
+            == 1
+        )

@@ -24,14 +24,19 @@ SPARK_CONF_DIR = AIRFLOW_HOME / "spark-conf"
 
 SPARK_CONF_DIR.mkdir(parents=True, exist_ok=True)
 # Local Spark for the DAG tests: no UI, every socket on loopback, this interpreter.
-(SPARK_CONF_DIR / "spark-defaults.conf").write_text("\n".join([
-    "spark.ui.enabled false",
-    "spark.ui.showConsoleProgress false",
-    "spark.driver.bindAddress 127.0.0.1",
-    "spark.driver.host 127.0.0.1",
-    f"spark.pyspark.python {sys.executable}",
-    f"spark.pyspark.driver.python {sys.executable}",
-]) + "\n")
+(SPARK_CONF_DIR / "spark-defaults.conf").write_text(
+    "\n".join(
+        [
+            "spark.ui.enabled false",
+            "spark.ui.showConsoleProgress false",
+            "spark.driver.bindAddress 127.0.0.1",
+            "spark.driver.host 127.0.0.1",
+            f"spark.pyspark.python {sys.executable}",
+            f"spark.pyspark.driver.python {sys.executable}",
+        ]
+    )
+    + "\n"
+)
 # What spark-submit needs, set only while a test runs a DAG (see spark_env):
 # the rest of the session's Spark tests keep their own settings.
 SPARK_ENV = {
@@ -42,13 +47,15 @@ SPARK_ENV = {
     # spark-submit lives beside the interpreter.
     "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
 }
-os.environ.update({
-    "AIRFLOW_HOME": str(AIRFLOW_HOME),
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-    "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-    "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
-    "AIRFLOW__ZERO_RENAME__AWS_CONN_ID": "aws_default",
-    "AIRFLOW__ZERO_RENAME__SPARK_CONN_ID": "spark_default",
-    "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-})
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(AIRFLOW_HOME),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
+        "AIRFLOW__ZERO_RENAME__AWS_CONN_ID": "aws_default",
+        "AIRFLOW__ZERO_RENAME__SPARK_CONN_ID": "spark_default",
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+    }
+)

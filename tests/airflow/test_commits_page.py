@@ -47,20 +47,38 @@ def api_server(airflow_env: EmbeddedS3) -> Iterator[ApiServer]:
     password = secrets.token_urlsafe(16)
     passwords = AIRFLOW_HOME / "api-passwords.json"
     passwords.write_text(json.dumps({"admin": password}))
-    env = {**os.environ,
-           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-           "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-           "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}"}
+    env = {
+        **os.environ,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+    }
     url = f"http://127.0.0.1:{port}"
     with open(AIRFLOW_HOME / "api-server.log", "wb") as log:
-        proc = subprocess.Popen([str(VENV_BIN / "airflow"), "api-server", "-H", "127.0.0.1",
-                                 "-p", str(port), "-w", "1", "--apps", "core"], env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                str(VENV_BIN / "airflow"),
+                "api-server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-w",
+                "1",
+                "--apps",
+                "core",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         wait_until_healthy(url, proc)
-        response = httpx.post(f"{url}/auth/token", json={"username": "admin",
-                                                         "password": password}, timeout=30)
+        response = httpx.post(
+            f"{url}/auth/token", json={"username": "admin", "password": password}, timeout=30
+        )
         response.raise_for_status()
         yield ApiServer(url, response.json()["access_token"])
     finally:
@@ -100,18 +118,24 @@ def jobs(airflow_env: EmbeddedS3, committer: Committer) -> Jobs:
         write_task(committer, committed, f"{i:05d}", {"2024-07-01": b"c" * 500}, rows=7)
     committer.commit_job(committed.job_id)
     staged = committer.setup_job(options)
-    manifests = [write_task(committer, staged, f"{i:05d}", {"2024-07-02": b"s" * 300},
-                            publish=False, rows=5) for i in range(2)]
-    committer.save_stage_manifest(staged.job_id, [m for m in manifests if m is not None],
-                                  engine="spark")
+    manifests = [
+        write_task(committer, staged, f"{i:05d}", {"2024-07-02": b"s" * 300}, publish=False, rows=5)
+        for i in range(2)
+    ]
+    committer.save_stage_manifest(
+        staged.job_id, [m for m in manifests if m is not None], engine="spark"
+    )
     aborted = committer.setup_job(options)
     write_task(committer, aborted, "00000", {"2024-07-03": b"a" * 10})
     committer.abort_job(aborted.job_id, reason="step(s) stage failed (DAG daily, run r1)")
     return Jobs(committed, staged, aborted)
 
 
-ORIGIN = {"airflow_dag_id": "daily_partitioned_write", "airflow_run_id": "manual__2024-07-01",
-          "airflow_task_id": "setup_job"}
+ORIGIN = {
+    "airflow_dag_id": "daily_partitioned_write",
+    "airflow_run_id": "manual__2024-07-01",
+    "airflow_task_id": "setup_job",
+}
 
 
 def page_url(server: ApiServer, committer: Committer, job: str | None = None) -> str:
@@ -119,24 +143,28 @@ def page_url(server: ApiServer, committer: Committer, job: str | None = None) ->
     return f"{server.url}/zero-rename/commits?{urlencode(query)}"
 
 
-def test_the_page_requires_airflow_authentication(api_server: ApiServer,
-                                                  committer: Committer) -> None:
+def test_the_page_requires_airflow_authentication(
+    api_server: ApiServer, committer: Committer
+) -> None:
     url = page_url(api_server, committer)
     assert httpx.get(url, timeout=60).status_code == 401
-    assert httpx.get(url, headers={"Authorization": "Bearer not-a-token"},
-                     timeout=60).status_code in (401, 403)
-    authorized = httpx.get(url, headers={"Authorization": f"Bearer {api_server.token}"},
-                           timeout=60)
+    assert httpx.get(
+        url, headers={"Authorization": "Bearer not-a-token"}, timeout=60
+    ).status_code in (401, 403)
+    authorized = httpx.get(url, headers={"Authorization": f"Bearer {api_server.token}"}, timeout=60)
     assert authorized.status_code == 200 and "<h1>Commits</h1>" in authorized.text
-    plugins = httpx.get(f"{api_server.url}/api/v2/plugins", timeout=60,
-                        headers={"Authorization": f"Bearer {api_server.token}"}).json()
+    plugins = httpx.get(
+        f"{api_server.url}/api/v2/plugins",
+        timeout=60,
+        headers={"Authorization": f"Bearer {api_server.token}"},
+    ).json()
     (plugin,) = [p for p in plugins["plugins"] if p["name"] == "zero_rename"]
     assert plugin["external_views"][0]["href"].endswith("/zero-rename/commits")
 
 
 def test_the_page_shows_jobs_counts_and_success_in_a_browser(
-        api_server: ApiServer, committer: Committer, jobs: Jobs, s3_server: EmbeddedS3,
-        tmp_path: Path) -> None:
+    api_server: ApiServer, committer: Committer, jobs: Jobs, s3_server: EmbeddedS3, tmp_path: Path
+) -> None:
     with Browser() as browser:
         # The UI's session cookie, as the page gets it inside Airflow's UI.
         browser.set_cookie("_token", api_server.token, api_server.url)
@@ -153,11 +181,23 @@ def test_the_page_shows_jobs_counts_and_success_in_a_browser(
 
     assert "Commits" in text and committer.dest.url in text
     assert int(rows[jobs.committed.job_id].pop("requests")) > 0  # the job commit's
-    assert rows[jobs.committed.job_id] == {"state": "committed", "tasks": "3", "files": "3",
-                                           "bytes": "1.5 KiB", "rows": "21", "pending": "0"}
-    assert rows[jobs.staged.job_id] == {"state": "setup", "tasks": "2", "files": "2",
-                                        "bytes": "600 B", "rows": "10", "pending": "2",
-                                        "requests": "—"}
+    assert rows[jobs.committed.job_id] == {
+        "state": "committed",
+        "tasks": "3",
+        "files": "3",
+        "bytes": "1.5 KiB",
+        "rows": "21",
+        "pending": "0",
+    }
+    assert rows[jobs.staged.job_id] == {
+        "state": "setup",
+        "tasks": "2",
+        "files": "2",
+        "bytes": "600 B",
+        "rows": "10",
+        "pending": "2",
+        "requests": "—",
+    }
     assert rows[jobs.aborted.job_id]["state"] == "aborted"
     assert rows[jobs.aborted.job_id]["pending"] == "0"
     assert jobs.committed.job_id in success and "3 file(s)" in success and "21 row(s)" in success
@@ -176,9 +216,14 @@ def test_airflow_ui_shows_the_page_under_browse(api_server: ApiServer) -> None:
         deadline = time.monotonic() + 60
         text = ""
         while time.monotonic() < deadline and "Commits" not in text:
-            text = browser.evaluate(f"{frame} && {frame}.contentDocument && "
-                                    f"{frame}.contentDocument.body ? "
-                                    f"{frame}.contentDocument.body.innerText : ''") or ""
+            text = (
+                browser.evaluate(
+                    f"{frame} && {frame}.contentDocument && "
+                    f"{frame}.contentDocument.body ? "
+                    f"{frame}.contentDocument.body.innerText : ''"
+                )
+                or ""
+            )
             time.sleep(0.3)
         src = browser.evaluate(f"{frame}.src")
     assert src == f"{api_server.url}/zero-rename/commits"
@@ -186,15 +231,21 @@ def test_airflow_ui_shows_the_page_under_browse(api_server: ApiServer) -> None:
 
 
 def test_the_page_links_jobs_to_their_run_and_says_why_one_was_aborted(
-        api_server: ApiServer, committer: Committer, jobs: Jobs) -> None:
+    api_server: ApiServer, committer: Committer, jobs: Jobs
+) -> None:
     headers = {"Authorization": f"Bearer {api_server.token}"}
-    page = httpx.get(page_url(api_server, committer, jobs.aborted.job_id), headers=headers,
-                     timeout=60).text
+    page = httpx.get(
+        page_url(api_server, committer, jobs.aborted.job_id), headers=headers, timeout=60
+    ).text
     assert "Aborted: step(s) stage failed (DAG daily, run r1)" in page
     run = "/dags/daily_partitioned_write/runs/manual__2024-07-01/tasks/setup_job"
     assert f'href="{run}"' in page  # the committed job, set up by that run's task
     # The engine's stage is a step of the job, between setup and the orchestrator's steps.
-    staged = httpx.get(page_url(api_server, committer, jobs.staged.job_id), headers=headers,
-                       timeout=60).text
-    assert re.search(r'class="step step-succeeded" title="spark: 2 task\(s\), 2 file\(s\)">'
-                     r"\s*stage", staged)
+    staged = httpx.get(
+        page_url(api_server, committer, jobs.staged.job_id), headers=headers, timeout=60
+    ).text
+    assert re.search(
+        r'class="step step-succeeded" title="spark: 2 task\(s\), 2 file\(s\)">'
+        r"\s*stage",
+        staged,
+    )

@@ -48,8 +48,13 @@ STEPS = ("setup_job", "stage", "validate", "resolve_conflicts", "commit")
 
 
 @pytest.fixture
-def daily(airflow_env: EmbeddedS3, spark_env: dict[str, str], bucket: str,
-          store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Committer]:
+def daily(
+    airflow_env: EmbeddedS3,
+    spark_env: dict[str, str],
+    bucket: str,
+    store_config: StoreConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Committer]:
     """Points the DAG at a fresh destination; the DAG file reads it when parsed."""
     destination = f"s3://{bucket}/events"
     monkeypatch.setenv("AIRFLOW__ZERO_RENAME__DAILY_DESTINATION", destination)
@@ -66,7 +71,8 @@ def run_id_of(day: str) -> str:
 
 
 def test_a_day_is_written_committed_once_and_a_rerun_leaves_one_copy(
-        daily: Committer, capfd: pytest.CaptureFixture[str], s3_server: EmbeddedS3) -> None:
+    daily: Committer, capfd: pytest.CaptureFixture[str], s3_server: EmbeddedS3
+) -> None:
     """One DAG run (with the report DAG downstream of its day), then a second run
     of the same day on its result: two Spark submits for both claims."""
     unpause("daily_partition_report")
@@ -76,11 +82,15 @@ def test_a_day_is_written_committed_once_and_a_rerun_leaves_one_copy(
     check_a_rerun_leaves_one_copy(daily, result, first_files)
 
 
-def check_the_first_run(daily: Committer, result: RunResult, capfd: pytest.CaptureFixture[str],
-                        s3_server: EmbeddedS3) -> dict[str, int]:
+def check_the_first_run(
+    daily: Committer, result: RunResult, capfd: pytest.CaptureFixture[str], s3_server: EmbeddedS3
+) -> dict[str, int]:
     assert result.state == "success"
-    assert result.states == {**{t: "success" for t in STEPS}, "abort_job": "skipped",
-                             "cleanup_job": "success"}
+    assert result.states == {
+        **{t: "success" for t in STEPS},
+        "abort_job": "skipped",
+        "cleanup_job": "success",
+    }
     job_id = xcom(DAG_ID, result.run_id, "setup_job")
     assert job_id == run_job_id(DAG_ID, result.run_id, daily.dest.url)
     files = rows_by_file(daily)
@@ -114,22 +124,30 @@ def check_the_first_run(daily: Committer, result: RunResult, capfd: pytest.Captu
     report = run_dag("daily_partition_report", "2024-01-01", {"date": "2024-01-01"})
     assert report.state == "success"
     assert xcom("daily_partition_report", report.run_id, "report") == {
-        "day": "2024-01-01", "files": len(files), "bytes": sum(
-            len(body) for body in visible(daily).values()), "jobs": [job_id]}
+        "day": "2024-01-01",
+        "files": len(files),
+        "bytes": sum(len(body) for body in visible(daily).values()),
+        "jobs": [job_id],
+    }
 
     # The extra link opens the Commits page at this job.
     link = xcom(DAG_ID, result.run_id, "commit", "_link_CommitsLink")
     assert link.startswith("/zero-rename/commits?dest=s3%3A%2F%2F") and f"job={job_id}" in link
 
     # No credential in XCom, in the rendered templates the UI shows, or in the logs.
-    shown = json.dumps([xcoms(DAG_ID, result.run_id), rendered_fields(DAG_ID, result.run_id)],
-                       default=str) + capfd.readouterr().out
+    shown = (
+        json.dumps(
+            [xcoms(DAG_ID, result.run_id), rendered_fields(DAG_ID, result.run_id)], default=str
+        )
+        + capfd.readouterr().out
+    )
     assert s3_server.secret_key not in shown
     return files
 
 
-def check_a_rerun_leaves_one_copy(daily: Committer, first: RunResult,
-                                  first_files: dict[str, int]) -> None:
+def check_a_rerun_leaves_one_copy(
+    daily: Committer, first: RunResult, first_files: dict[str, int]
+) -> None:
     second = run_dag(DAG_ID, "2024-01-02", {"rows": 200, "date": "2024-01-01"})
 
     assert second.state == "success"
@@ -153,8 +171,9 @@ def plant_stray_upload(c: Committer, job_id: str, day: str) -> str:
     return key
 
 
-def test_a_failed_stage_is_aborted_and_the_run_fails(daily: Committer,
-                                                    capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_failed_stage_is_aborted_and_the_run_fails(
+    daily: Committer, capfd: pytest.CaptureFixture[str]
+) -> None:
     day = "2024-02-01"
     job_id = run_job_id(DAG_ID, run_id_of(day), daily.dest.url)
     stray = plant_stray_upload(daily, job_id, day)
@@ -189,8 +208,13 @@ def test_a_commit_killed_half_way_is_finished_once_by_its_retry(daily: Committer
 
     started = time.monotonic()
     # A fresh interpreter, Airflow and a Spark submit: over 300 s on a busy two-core machine.
-    crash = subprocess.run([sys.executable, "-m", "tests.airflow.crash_commit", day, "400", "4"],
-                           cwd=REPO, env=os.environ, capture_output=True, timeout=900)
+    crash = subprocess.run(
+        [sys.executable, "-m", "tests.airflow.crash_commit", day, "400", "4"],
+        cwd=REPO,
+        env=os.environ,
+        capture_output=True,
+        timeout=900,
+    )
     assert crash.returncode == CRASH_EXIT_CODE, crash.stderr.decode()[-3000:]
     print(f"crashed run: {time.monotonic() - started:.1f} s")
     job_id = run_job_id(DAG_ID, run_id_of(day), daily.dest.url)

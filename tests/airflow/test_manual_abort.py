@@ -22,13 +22,14 @@ def jobs(airflow_env: EmbeddedS3, committer: Committer) -> Committer:
 
 def test_manual_abort_aborts_a_staged_job(jobs: Committer) -> None:
     job = jobs.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
-    manifests = [write_task(jobs, job, f"{i:05d}", {"2024-05-01": b"x" * 100}, publish=False)
-                 for i in range(3)]
+    manifests = [
+        write_task(jobs, job, f"{i:05d}", {"2024-05-01": b"x" * 100}, publish=False)
+        for i in range(3)
+    ]
     jobs.save_stage_manifest(job.job_id, [m for m in manifests if m is not None])
     assert len(pending(jobs)) == 3
 
-    result = run_dag(DAG_ID, "2024-05-02",
-                     {"destination": jobs.dest.url, "job_id": job.job_id})
+    result = run_dag(DAG_ID, "2024-05-02", {"destination": jobs.dest.url, "job_id": job.job_id})
 
     assert result.state == "success"
     assert result.states == {"abort_job": "success", "cleanup_job": "success"}
@@ -41,15 +42,15 @@ def test_manual_abort_aborts_a_staged_job(jobs: Committer) -> None:
         jobs.commit_job(job.job_id)
 
 
-def test_manual_abort_refuses_a_committed_job(jobs: Committer,
-                                              capfd: pytest.CaptureFixture[str]) -> None:
+def test_manual_abort_refuses_a_committed_job(
+    jobs: Committer, capfd: pytest.CaptureFixture[str]
+) -> None:
     job = jobs.setup_job({"conflict_mode": "append"})
     write_task(jobs, job, "00000", [b"committed data"])
     jobs.commit_job(job.job_id)
     before = visible(jobs)
 
-    result = run_dag(DAG_ID, "2024-05-03",
-                     {"destination": jobs.dest.url, "job_id": job.job_id})
+    result = run_dag(DAG_ID, "2024-05-03", {"destination": jobs.dest.url, "job_id": job.job_id})
 
     assert result.state == "failed"
     assert result.states == {"abort_job": "failed", "cleanup_job": "upstream_failed"}

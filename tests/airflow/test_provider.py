@@ -14,8 +14,11 @@ pytestmark = pytest.mark.airflow
 
 
 def test_provider_entry_point_names_the_distribution() -> None:
-    (ep,) = [e for e in entry_points(group="apache_airflow_provider") if e.value.startswith(
-        "zero_rename.")]
+    (ep,) = [
+        e
+        for e in entry_points(group="apache_airflow_provider")
+        if e.value.startswith("zero_rename.")
+    ]
     info = ep.load()()
     assert info["package-name"] == "zero-rename"
     # Every class path it names imports.
@@ -36,11 +39,23 @@ def test_airflow_loads_the_provider_and_the_plugin() -> None:
 
 @pytest.fixture
 def conn(s3_server: EmbeddedS3, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("AIRFLOW_CONN_ZR_TEST", json.dumps({
-        "conn_type": "aws", "login": s3_server.access_key, "password": s3_server.secret_key,
-        "extra": {"endpoint_url": s3_server.endpoint_url,
-                  "config_kwargs": {"connect_timeout": 3, "s3": {"payload_signing_enabled": True}}},
-    }))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ZR_TEST",
+        json.dumps(
+            {
+                "conn_type": "aws",
+                "login": s3_server.access_key,
+                "password": s3_server.secret_key,
+                "extra": {
+                    "endpoint_url": s3_server.endpoint_url,
+                    "config_kwargs": {
+                        "connect_timeout": 3,
+                        "s3": {"payload_signing_enabled": True},
+                    },
+                },
+            }
+        ),
+    )
     return "zr_test"
 
 
@@ -52,8 +67,7 @@ def test_hook_sizes_the_pool_and_keeps_the_connection_settings(conn: str, bucket
     config = client.meta.config
     assert config.max_pool_connections == 96
     # The core's retries: max_attempts counts every attempt, the first included.
-    assert config.retries == {"mode": "standard",
-                              "total_max_attempts": StoreConfig().max_attempts}
+    assert config.retries == {"mode": "standard", "total_max_attempts": StoreConfig().max_attempts}
     assert config.read_timeout == StoreConfig().read_timeout
     # The connection's endpoint, its own config_kwargs, and path style for a custom endpoint.
     assert client.meta.endpoint_url == hook.endpoint_url

@@ -18,10 +18,12 @@ OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace"}
 def test_the_job_id_depends_on_dag_run_and_destination_only() -> None:
     base = run_job_id("daily", "scheduled__2024-01-02", "s3://b/t")
     assert base == run_job_id("daily", "scheduled__2024-01-02", "s3://b/t/")
-    others = {run_job_id("other", "scheduled__2024-01-02", "s3://b/t"),
-              run_job_id("daily", "scheduled__2024-01-03", "s3://b/t"),
-              run_job_id("daily", "scheduled__2024-01-02", "s3://b/u"),
-              run_job_id("daily", "scheduled__2024-01-02", "s3://b/t", generation=1)}
+    others = {
+        run_job_id("other", "scheduled__2024-01-02", "s3://b/t"),
+        run_job_id("daily", "scheduled__2024-01-03", "s3://b/t"),
+        run_job_id("daily", "scheduled__2024-01-02", "s3://b/u"),
+        run_job_id("daily", "scheduled__2024-01-02", "s3://b/t", generation=1),
+    }
     assert base not in others and len(others) == 4
 
 

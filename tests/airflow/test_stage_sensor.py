@@ -39,8 +39,10 @@ def job(airflow_env: EmbeddedS3, committer: Committer) -> JobRecord:
 
 
 def stage(c: Committer, job: JobRecord, tasks: int = 2) -> None:
-    manifests = [write_task(c, job, f"{i:05d}", {"2024-06-01": b"abc" * 10}, publish=False)
-                 for i in range(tasks)]
+    manifests = [
+        write_task(c, job, f"{i:05d}", {"2024-06-01": b"abc" * 10}, publish=False)
+        for i in range(tasks)
+    ]
     c.save_stage_manifest(job.job_id, [m for m in manifests if m is not None])
 
 
@@ -56,26 +58,30 @@ def first_event(trigger: StageManifestTrigger) -> dict[str, Any]:
 def test_trigger_serializes_to_what_rebuilds_it(committer: Committer) -> None:
     from zero_rename.airflow.triggers import StageManifestTrigger
 
-    trigger = StageManifestTrigger(committer.dest.url, "6c3d4a3e-0000-4000-8000-000000000001",
-                                   "aws_default", poll_interval=2.5)
+    trigger = StageManifestTrigger(
+        committer.dest.url, "6c3d4a3e-0000-4000-8000-000000000001", "aws_default", poll_interval=2.5
+    )
     classpath, kwargs = trigger.serialize()
     module, _, name = classpath.rpartition(".")
     rebuilt = getattr(importlib.import_module(module), name)(**kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
-    assert kwargs == {"destination": committer.dest.url,
-                      "job_id": "6c3d4a3e-0000-4000-8000-000000000001",
-                      "aws_conn_id": "aws_default", "poll_interval": 2.5}
+    assert kwargs == {
+        "destination": committer.dest.url,
+        "job_id": "6c3d4a3e-0000-4000-8000-000000000001",
+        "aws_conn_id": "aws_default",
+        "poll_interval": 2.5,
+    }
 
 
-def test_trigger_fires_when_the_stage_manifest_appears(committer: Committer,
-                                                       job: JobRecord) -> None:
+def test_trigger_fires_when_the_stage_manifest_appears(
+    committer: Committer, job: JobRecord
+) -> None:
     from zero_rename.airflow.triggers import StageManifestTrigger
 
     later = threading.Timer(1.0, stage, args=(committer, job, 3))
     later.start()
     try:
-        event = first_event(StageManifestTrigger(committer.dest.url, job.job_id,
-                                                 poll_interval=0.2))
+        event = first_event(StageManifestTrigger(committer.dest.url, job.job_id, poll_interval=0.2))
     finally:
         later.join()
     assert event["status"] == "staged"
@@ -90,15 +96,21 @@ def test_trigger_reports_an_aborted_job_at_once(committer: Committer, job: JobRe
     assert event["status"] == "error" and "aborted" in event["message"]
 
 
-def test_sensor_defers_then_completes_with_the_stage_summary(committer: Committer,
-                                                             job: JobRecord) -> None:
+def test_sensor_defers_then_completes_with_the_stage_summary(
+    committer: Committer, job: JobRecord
+) -> None:
     from airflow.sdk.exceptions import TaskDeferred
 
     from zero_rename.airflow.sensors import StageManifestSensor
     from zero_rename.airflow.triggers import StageManifestTrigger
 
-    sensor = StageManifestSensor(task_id="wait_for_stage", destination=committer.dest.url,
-                                 job_id=job.job_id, poke_interval=5, timeout=600)
+    sensor = StageManifestSensor(
+        task_id="wait_for_stage",
+        destination=committer.dest.url,
+        job_id=job.job_id,
+        poke_interval=5,
+        timeout=600,
+    )
     context: Any = {"ti": RecordingTI()}
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute(context)
@@ -114,13 +126,17 @@ def test_sensor_defers_then_completes_with_the_stage_summary(committer: Committe
     assert sensor.execute(context)["tasks"] == 2
 
 
-def test_sensor_fails_for_a_job_that_was_never_set_up(committer: Committer,
-                                                      airflow_env: EmbeddedS3) -> None:
+def test_sensor_fails_for_a_job_that_was_never_set_up(
+    committer: Committer, airflow_env: EmbeddedS3
+) -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
     from zero_rename.airflow.sensors import StageManifestSensor
 
-    sensor = StageManifestSensor(task_id="wait_for_stage", destination=committer.dest.url,
-                                 job_id="6c3d4a3e-0000-4000-8000-000000000002")
+    sensor = StageManifestSensor(
+        task_id="wait_for_stage",
+        destination=committer.dest.url,
+        job_id="6c3d4a3e-0000-4000-8000-000000000002",
+    )
     with pytest.raises(AirflowFailException, match="no job"):
         sensor.execute({"ti": RecordingTI()})  # type: ignore[arg-type]

@@ -54,6 +54,7 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
         code = main(list(argv))
         captured = capsys.readouterr()
         return Ran(code, captured.out, captured.err)
+
     return run
 
 

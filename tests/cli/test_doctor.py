@@ -43,8 +43,9 @@ def test_doctor_on_a_minio_like_store(cli: Cli, proxy: S3Proxy, proxied: Committ
     _nothing_left(proxied)
 
 
-def test_doctor_refuses_a_store_without_preconditions(cli: Cli, proxy: S3Proxy,
-                                                      proxied: Committer) -> None:
+def test_doctor_refuses_a_store_without_preconditions(
+    cli: Cli, proxy: S3Proxy, proxied: Committer
+) -> None:
     proxy.enable("no_preconditions")
     ran = cli("--endpoint-url", proxy.endpoint_url, "doctor", proxied.dest.url)
     assert ran.code == 1
@@ -59,9 +60,14 @@ def test_doctor_flags_a_needlessly_refusing_profile(cli: Cli, dest: str) -> None
     assert ran.code == 1 and "makes the committer refuse to run" in ran.out
 
 
-@pytest.mark.parametrize("argv", [("doctor", "s3://bucket/t#x"),
-                                  ("doctor", "s3://k:s@bucket/t"),
-                                  ("--store-profile", "dynamo", "doctor", "s3://bucket/t")])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("doctor", "s3://bucket/t#x"),
+        ("doctor", "s3://k:s@bucket/t"),
+        ("--store-profile", "dynamo", "doctor", "s3://bucket/t"),
+    ],
+)
 def test_doctor_bad_input_is_a_usage_error(cli: Cli, argv: tuple[str, ...]) -> None:
     ran = cli(*argv)
     assert ran.code == 2 and ":s@" not in ran.err

@@ -38,8 +38,9 @@ def test_commands_and_exit_codes_through_the_executable(committer: Committer, de
 
     success = committer.read_success()
     assert success is not None
-    committer.store.client.delete_object(Bucket=committer.dest.bucket,
-                                         Key=committer.dest.dir + success.files[0].path)
+    committer.store.client.delete_object(
+        Bucket=committer.dest.bucket, Key=committer.dest.dir + success.files[0].path
+    )
     broken = zero_rename("--json", "validate", dest)
     assert broken.returncode == 1
     assert json.loads(broken.stdout)["problems"][0]["kind"] == "missing"
@@ -69,17 +70,35 @@ def _answers(url: str) -> bool:
 def test_s3_serve_runs_until_signalled_then_stops_cleanly(tmp_path: Path) -> None:
     """SIGTERM, as an orchestrator stops it; Ctrl-C takes the same path (see test_units)."""
     data_dir = tmp_path / "s3"
-    proc = subprocess.Popen([EXECUTABLE, "s3", "serve", "--json", "--dir", str(data_dir),
-                             "--bucket", "first", "--bucket", "second"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            EXECUTABLE,
+            "s3",
+            "serve",
+            "--json",
+            "--dir",
+            str(data_dir),
+            "--bucket",
+            "first",
+            "--bucket",
+            "second",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         info = _first_line(proc)
         assert info["environment"]["AWS_ENDPOINT_URL"] == info["endpoint_url"]
         assert info["endpoint_url"].startswith("http://127.0.0.1:")
         env = info["environment"]
-        client = boto3.client("s3", endpoint_url=info["endpoint_url"], region_name="us-east-1",
-                              aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+        client = boto3.client(
+            "s3",
+            endpoint_url=info["endpoint_url"],
+            region_name="us-east-1",
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        )
         assert {b["Name"] for b in client.list_buckets()["Buckets"]} >= {"first", "second"}
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
@@ -90,4 +109,3 @@ def test_s3_serve_runs_until_signalled_then_stops_cleanly(tmp_path: Path) -> Non
     with pytest.raises(ProcessLookupError):
         os.kill(info["pid"], 0)
     assert (data_dir / "weed.log").exists()  # --dir keeps the data
-

@@ -25,8 +25,10 @@ def test_list_has_one_row_per_job_oldest_first(cli: Cli, committer: Committer, d
     ran = cli("jobs", "list", dest, "--json")
     assert ran.code == 0, ran.err
     rows = ran.json()
-    assert [(r["job_id"], r["state"]) for r in rows] == [(done.job_id, "committed"),
-                                                         (running.job_id, "setup")]
+    assert [(r["job_id"], r["state"]) for r in rows] == [
+        (done.job_id, "committed"),
+        (running.job_id, "setup"),
+    ]
     first = rows[0]
     assert (first["files"], first["bytes"], first["rows"]) == (3, 2 * 120 + 33, 23)
     assert first["committer"] == "magic" and first["conflict_mode"] == "append"
@@ -39,7 +41,8 @@ def test_list_has_one_row_per_job_oldest_first(cli: Cli, committer: Committer, d
 
 
 def test_show_reports_steps_options_counts_and_pending_uploads(
-        cli: Cli, committer: Committer, dest: str) -> None:
+    cli: Cli, committer: Committer, dest: str
+) -> None:
     done = committed_job(committer)
     stray_upload(committer, done)
     data = cli("jobs", "show", dest, done.job_id, "--json").json()
@@ -52,13 +55,21 @@ def test_show_reports_steps_options_counts_and_pending_uploads(
     assert summary["requests"] > 0 and data["options"]["partition_columns"] == ["dt"]
 
     text = cli("jobs", "show", dest, done.job_id).out
-    for expected in ("state", "committed", "steps", "commit", "options", "pending uploads",
-                     "dt=2024-01-01"):
+    for expected in (
+        "state",
+        "committed",
+        "steps",
+        "commit",
+        "options",
+        "pending uploads",
+        "dt=2024-01-01",
+    ):
         assert expected in text
 
 
-def test_show_of_a_running_job_counts_its_published_tasks(cli: Cli, committer: Committer,
-                                                          dest: str) -> None:
+def test_show_of_a_running_job_counts_its_published_tasks(
+    cli: Cli, committer: Committer, dest: str
+) -> None:
     job = running_job(committer)
     data = cli("jobs", "show", dest, job.job_id, "--json").json()
     assert data["state"] == "setup" and data["published_task_manifests"] == 1
@@ -66,7 +77,8 @@ def test_show_of_a_running_job_counts_its_published_tasks(cli: Cli, committer: C
 
 
 def test_abort_decides_a_running_job_and_refuses_a_committed_one(
-        cli: Cli, committer: Committer, dest: str) -> None:
+    cli: Cli, committer: Committer, dest: str
+) -> None:
     running = running_job(committer)
     ran = cli("jobs", "abort", dest, running.job_id, "--json")
     assert ran.code == 0 and ran.json()["aborted_uploads"] == 1
@@ -78,13 +90,16 @@ def test_abort_decides_a_running_job_and_refuses_a_committed_one(
         assert committer.job(job.job_id).state == job.state
 
 
-def test_unknown_jobs_and_destinations(cli: Cli, committer: Committer, dest: str,
-                                       bucket: str) -> None:
+def test_unknown_jobs_and_destinations(
+    cli: Cli, committer: Committer, dest: str, bucket: str
+) -> None:
     committed_job(committer)
-    for argv in (["jobs", "show", dest, str(uuid.uuid4())],
-                 ["jobs", "abort", dest, str(uuid.uuid4())],
-                 ["jobs", "list", f"s3://{bucket}/no-such-table"],
-                 ["jobs", "list", "s3://no-such-bucket-here/table"]):
+    for argv in (
+        ["jobs", "show", dest, str(uuid.uuid4())],
+        ["jobs", "abort", dest, str(uuid.uuid4())],
+        ["jobs", "list", f"s3://{bucket}/no-such-table"],
+        ["jobs", "list", "s3://no-such-bucket-here/table"],
+    ):
         ran = cli(*argv)
         assert ran.code == ExitCode.NOT_FOUND, argv
         assert ran.err.startswith("error: ") and len(ran.err.strip().splitlines()) == 1
@@ -99,9 +114,15 @@ def test_verbose_shows_the_traceback(cli: Cli, dest: str, bucket: str) -> None:
 @pytest.fixture
 def access_denied(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Credentials the bucket policy refuses: HeadBucket answers 403 AccessDenied."""
+
     def deny(**_: Any) -> None:
-        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"},
-                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "HeadBucket")
+        raise ClientError(
+            {
+                "Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+                "ResponseMetadata": {"HTTPStatusCode": 403},
+            },
+            "HeadBucket",
+        )
 
     clients: list[Any] = []
     shared = context.connect
@@ -125,7 +146,8 @@ def test_refused_access_is_a_store_error(cli: Cli, dest: str) -> None:
 
 
 def test_commit_finishes_a_committing_job_and_refuses_the_rest(
-        cli: Cli, committer: Committer, dest: str) -> None:
+    cli: Cli, committer: Committer, dest: str
+) -> None:
     stuck = committing_job(committer)
     ran = cli("jobs", "commit", dest, stuck.job_id, "--json")
     assert ran.code == 0, ran.err

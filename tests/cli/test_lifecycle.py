@@ -16,10 +16,18 @@ from zero_rename.core.store import S3Store, StoreConfig
 pytestmark = pytest.mark.s3
 
 EXISTING = [
-    {"ID": "logs-expire", "Status": "Enabled", "Filter": {"Prefix": "logs/"},
-     "Expiration": {"Days": 30}},
-    {"ID": "tmp-abort", "Status": "Enabled", "Filter": {"Prefix": "tmp/"},
-     "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}},
+    {
+        "ID": "logs-expire",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "logs/"},
+        "Expiration": {"Days": 30},
+    },
+    {
+        "ID": "tmp-abort",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "tmp/"},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+    },
 ]
 
 
@@ -28,11 +36,14 @@ def _rules(client: Any, bucket: str) -> list[dict[str, Any]]:
 
 
 def test_set_merges_into_existing_rules_and_updates_in_place(
-        cli: Cli, bucket: str, store_config: StoreConfig) -> None:
+    cli: Cli, bucket: str, store_config: StoreConfig
+) -> None:
     client = S3Store.connect(store_config).client
     client.put_bucket_lifecycle_configuration(
-        Bucket=bucket, LifecycleConfiguration={"Rules": EXISTING},
-        TransitionDefaultMinimumObjectSize="varies_by_storage_class")
+        Bucket=bucket,
+        LifecycleConfiguration={"Rules": EXISTING},
+        TransitionDefaultMinimumObjectSize="varies_by_storage_class",
+    )
     ran = cli("lifecycle", "set", bucket, "--days", "1", "--prefix", "warehouse", "--json")
     assert ran.code == 0, ran.err
     assert ran.json()["change"] == "added" and ran.json()["rules"] == 3
@@ -41,7 +52,8 @@ def test_set_merges_into_existing_rules_and_updates_in_place(
     assert {r["ID"]: r for r in rules}["logs-expire"]["Expiration"] == {"Days": 30}
     # the configuration's own setting is written back, not reset to the default
     assert lifecycle.read_config(client, bucket)[1] == {
-        "TransitionDefaultMinimumObjectSize": "varies_by_storage_class"}
+        "TransitionDefaultMinimumObjectSize": "varies_by_storage_class"
+    }
     ours = rules[-1]
     assert ours["Filter"] == {"Prefix": "warehouse/"}
     assert ours["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
@@ -53,7 +65,8 @@ def test_set_merges_into_existing_rules_and_updates_in_place(
     assert updated.json()["overlapping"] == ["tmp-abort"]
     rules = _rules(client, bucket)
     assert len(rules) == 3 and rules[-1]["AbortIncompleteMultipartUpload"] == {
-        "DaysAfterInitiation": 3}
+        "DaysAfterInitiation": 3
+    }
 
 
 def test_show(cli: Cli, bucket: str) -> None:
@@ -72,40 +85,52 @@ def test_show(cli: Cli, bucket: str) -> None:
 def test_missing_bucket_and_bad_input(cli: Cli, bucket: str) -> None:
     assert cli("lifecycle", "show", "no-such-bucket-here").code == ExitCode.NOT_FOUND
     assert cli("lifecycle", "set", f"s3://{bucket}/path", "--days", "1").code == ExitCode.USAGE
-    assert cli("lifecycle", "set", bucket, "--days", "1", "--prefix", "s3://x/y").code == \
-        ExitCode.USAGE
+    assert (
+        cli("lifecycle", "set", bucket, "--days", "1", "--prefix", "s3://x/y").code
+        == ExitCode.USAGE
+    )
 
 
 @pytest.fixture
 def lifecycle_refused(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A server without lifecycle support: PutBucketLifecycleConfiguration answers 501."""
+
     def refuse(**_: Any) -> None:
-        raise ClientError({"Error": {"Code": "NotImplemented",
-                                     "Message": "A header you provided implies functionality "
-                                                "that is not implemented"},
-                           "ResponseMetadata": {"HTTPStatusCode": 501}},
-                          "PutBucketLifecycleConfiguration")
+        raise ClientError(
+            {
+                "Error": {
+                    "Code": "NotImplemented",
+                    "Message": "A header you provided implies functionality "
+                    "that is not implemented",
+                },
+                "ResponseMetadata": {"HTTPStatusCode": 501},
+            },
+            "PutBucketLifecycleConfiguration",
+        )
 
     clients: list[Any] = []
     shared = context.connect
 
     def connect(config: StoreConfig) -> S3Store:
         store = shared(config)
-        store.client.meta.events.register("before-call.s3.PutBucketLifecycleConfiguration",
-                                          refuse, unique_id="refuse-lifecycle")
+        store.client.meta.events.register(
+            "before-call.s3.PutBucketLifecycleConfiguration", refuse, unique_id="refuse-lifecycle"
+        )
         clients.append(store.client)
         return store
 
     monkeypatch.setattr(context, "connect", connect)
     yield
     for client in clients:
-        client.meta.events.unregister("before-call.s3.PutBucketLifecycleConfiguration",
-                                      unique_id="refuse-lifecycle")
+        client.meta.events.unregister(
+            "before-call.s3.PutBucketLifecycleConfiguration", unique_id="refuse-lifecycle"
+        )
 
 
 @pytest.mark.usefixtures("lifecycle_refused")
 def test_a_server_refusing_lifecycle_rules_says_so_and_names_the_alternative(
-        cli: Cli, bucket: str) -> None:
+    cli: Cli, bucket: str
+) -> None:
     ran = cli("lifecycle", "set", bucket, "--days", "1")
     assert ran.code == ExitCode.STORE
     assert "refused the lifecycle configuration" in ran.err and "NotImplemented" in ran.err

@@ -31,8 +31,13 @@ def test_validate_passes_on_a_fresh_commit(cli: Cli, committer: Committer, dest:
     job = committed_job(committer)
     ran = cli("validate", dest, "--json")
     assert ran.code == 0, ran.out
-    assert ran.json() == {"destination": dest, "job_id": job.job_id, "files_checked": 3,
-                          "valid": True, "problems": []}
+    assert ran.json() == {
+        "destination": dest,
+        "job_id": job.job_id,
+        "files_checked": 3,
+        "valid": True,
+        "problems": [],
+    }
     assert cli("validate", dest).out.startswith("ok: ")
 
 
@@ -43,7 +48,8 @@ def _key(committer: Committer, n: int) -> str:
 
 
 def test_validate_finds_deleted_resized_rewritten_and_unlisted_files(
-        cli: Cli, committer: Committer, dest: str) -> None:
+    cli: Cli, committer: Committer, dest: str
+) -> None:
     job = committed_job(committer)
     bucket, client = committer.dest.bucket, committer.store.client
     deleted, resized, rewritten = _key(committer, 0), _key(committer, 1), _key(committer, 2)
@@ -56,15 +62,20 @@ def test_validate_finds_deleted_resized_rewritten_and_unlisted_files(
     client.put_object(Bucket=bucket, Key=extra, Body=b"copied in")
     # files of other jobs, and hidden ones, are none of this job's business
     client.put_object(Bucket=bucket, Key=committer.dest.dir + "dt=2024-01-01/other.csv", Body=b"o")
-    client.put_object(Bucket=bucket, Key=committer.dest.dir + f"dt=2024-01-01/_tmp-{job.job_id}",
-                      Body=b"h")
+    client.put_object(
+        Bucket=bucket, Key=committer.dest.dir + f"dt=2024-01-01/_tmp-{job.job_id}", Body=b"h"
+    )
 
     ran = cli("validate", dest, "--json")
     assert ran.code == ExitCode.FAILED
     found = {(p["kind"], p["path"]) for p in ran.json()["problems"]}
     relative = len(committer.dest.dir)
-    assert found == {("missing", deleted[relative:]), ("size", resized[relative:]),
-                     ("etag", rewritten[relative:]), ("unlisted", extra[relative:])}
+    assert found == {
+        ("missing", deleted[relative:]),
+        ("size", resized[relative:]),
+        ("etag", rewritten[relative:]),
+        ("unlisted", extra[relative:]),
+    }
     text = cli("validate", dest)
     assert text.code == ExitCode.FAILED and "4 problem(s)" in text.out
 

@@ -30,9 +30,19 @@ JOB = "5f0c9a4e-2b1d-4c8e-9f3a-1d2e3f4a5b6c"
 
 
 # -- durations -------------------------------------------------------------
-@pytest.mark.parametrize("text, seconds", [("24h", 86400), ("90m", 5400), ("7d", 604800),
-                                           ("1d12h", 129600), ("30s", 30), ("0s", 0),
-                                           ("2w", 1209600), ("24H", 86400)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("24h", 86400),
+        ("90m", 5400),
+        ("7d", 604800),
+        ("1d12h", 129600),
+        ("30s", 30),
+        ("0s", 0),
+        ("2w", 1209600),
+        ("24H", 86400),
+    ],
+)
 def test_durations_parse(text: str, seconds: int) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
 
@@ -44,17 +54,29 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 
 def test_durations_format() -> None:
-    assert [format_span(s) for s in (0, 5400, 86400, 129600, None)] == \
-        ["0s", "1h30m", "1d", "1d12h", "-"]
-    assert [format_duration(s) for s in (0.125, 42, 3700, None)] == \
-        ["0.12s", "42.0s", "1h 1m", "-"]
+    assert [format_span(s) for s in (0, 5400, 86400, 129600, None)] == [
+        "0s",
+        "1h30m",
+        "1d",
+        "1d12h",
+        "-",
+    ]
+    assert [format_duration(s) for s in (0.125, 42, 3700, None)] == ["0.12s", "42.0s", "1h 1m", "-"]
 
 
 # -- lifecycle rules -------------------------------------------------------
-EXPIRE = {"ID": "logs", "Status": "Enabled", "Filter": {"Prefix": "logs/"},
-          "Expiration": {"Days": 30}}
-TRANSITION = {"ID": "cold", "Status": "Disabled", "Filter": {"Prefix": "archive/"},
-              "Transitions": [{"Days": 90, "StorageClass": "GLACIER"}]}
+EXPIRE = {
+    "ID": "logs",
+    "Status": "Enabled",
+    "Filter": {"Prefix": "logs/"},
+    "Expiration": {"Days": 30},
+}
+TRANSITION = {
+    "ID": "cold",
+    "Status": "Disabled",
+    "Filter": {"Prefix": "archive/"},
+    "Transitions": [{"Days": 90, "StorageClass": "GLACIER"}],
+}
 
 
 def test_rule_is_added_after_existing_rules_which_stay_as_they_were() -> None:
@@ -65,8 +87,9 @@ def test_rule_is_added_after_existing_rules_which_stay_as_they_were() -> None:
 
 
 def test_rule_is_updated_in_place_and_unchanged_when_equal() -> None:
-    merged, _ = lifecycle.merge_rule([EXPIRE, lifecycle.abort_rule(1), TRANSITION],
-                                     lifecycle.abort_rule(3, "t/"))
+    merged, _ = lifecycle.merge_rule(
+        [EXPIRE, lifecycle.abort_rule(1), TRANSITION], lifecycle.abort_rule(3, "t/")
+    )
     assert [r["ID"] for r in merged] == ["logs", lifecycle.RULE_ID, "cold"]
     assert merged[1]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 3}
     assert merged[1]["Filter"] == {"Prefix": "t/"}
@@ -85,8 +108,7 @@ def test_merge_respects_the_rule_limit() -> None:
     full = [{**EXPIRE, "ID": f"r{i}"} for i in range(lifecycle.MAX_RULES)]
     with pytest.raises(ConfigError, match="1000"):
         lifecycle.merge_rule(full, lifecycle.abort_rule(1))
-    _, change = lifecycle.merge_rule([*full[:-1], lifecycle.abort_rule(2)],
-                                     lifecycle.abort_rule(1))
+    _, change = lifecycle.merge_rule([*full[:-1], lifecycle.abort_rule(2)], lifecycle.abort_rule(1))
     assert change == "updated"
 
 
@@ -99,11 +121,19 @@ def test_prefixes_end_in_a_slash_so_siblings_never_match() -> None:
 
 
 def test_overlapping_abort_rules_are_found() -> None:
-    everything = {"ID": "all", "Status": "Enabled", "Filter": {"Prefix": ""},
-                  "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}}
+    everything = {
+        "ID": "all",
+        "Status": "Enabled",
+        "Filter": {"Prefix": ""},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+    }
     elsewhere = {**everything, "ID": "other", "Filter": {"Prefix": "logs/"}}
-    legacy = {"ID": "old", "Status": "Enabled", "Prefix": "t/sub/",
-              "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 2}}
+    legacy = {
+        "ID": "old",
+        "Status": "Enabled",
+        "Prefix": "t/sub/",
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 2},
+    }
     ours = lifecycle.abort_rule(1, "t/")
     found = lifecycle.overlapping_abort_rules([everything, elsewhere, legacy, EXPIRE, ours], ours)
     assert [r["ID"] for r in found] == ["all", "old"]
@@ -120,17 +150,26 @@ def test_bucket_names() -> None:
 def _missing_bucket() -> DestinationError:
     try:
         raise DestinationError("bucket does not exist") from ClientError(
-            {"Error": {"Code": "NoSuchBucket"}}, "ListObjectsV2")
+            {"Error": {"Code": "NoSuchBucket"}}, "ListObjectsV2"
+        )
     except DestinationError as exc:
         return exc
 
 
-@pytest.mark.parametrize("error, code", [
-    (Refused("x"), ExitCode.REFUSED), (AbortRefusedError("x"), ExitCode.REFUSED),
-    (NotFound("x"), ExitCode.NOT_FOUND), (JobNotFoundError("x"), ExitCode.NOT_FOUND),
-    (_missing_bucket(), ExitCode.NOT_FOUND), (DestinationError("access refused"), ExitCode.STORE),
-    (ConfigError("x"), ExitCode.USAGE), (StoreError("x"), ExitCode.STORE),
-    (ValidationError("x", []), ExitCode.FAILED)])
+@pytest.mark.parametrize(
+    "error, code",
+    [
+        (Refused("x"), ExitCode.REFUSED),
+        (AbortRefusedError("x"), ExitCode.REFUSED),
+        (NotFound("x"), ExitCode.NOT_FOUND),
+        (JobNotFoundError("x"), ExitCode.NOT_FOUND),
+        (_missing_bucket(), ExitCode.NOT_FOUND),
+        (DestinationError("access refused"), ExitCode.STORE),
+        (ConfigError("x"), ExitCode.USAGE),
+        (StoreError("x"), ExitCode.STORE),
+        (ValidationError("x", []), ExitCode.FAILED),
+    ],
+)
 def test_errors_map_to_exit_codes(error: Exception, code: ExitCode) -> None:
     assert exit_code_for(error) == code
 
@@ -151,8 +190,11 @@ def test_text_from_s3_is_not_read_as_markup() -> None:
 
 
 def test_progress_bar_only_on_a_terminal_and_never_in_json_mode() -> None:
-    for json_mode, stderr, shown in ((False, _Terminal(), True), (True, _Terminal(), False),
-                                     (False, io.StringIO(), False)):
+    for json_mode, stderr, shown in (
+        (False, _Terminal(), True),
+        (True, _Terminal(), False),
+        (False, io.StringIO(), False),
+    ):
         out = Output(json_mode=json_mode, stdout=io.StringIO(), stderr=stderr)
         with out.progress("aborting", 100) as advance:
             advance(100)
@@ -191,20 +233,34 @@ def test_global_options_go_before_or_after_the_command() -> None:
 def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     text = capsys.readouterr().out
-    for line in ("0    done", "1    problems found", "2    usage error", "3    refused",
-                 "4    not found", "5    S3 failed", "130  interrupted"):
+    for line in (
+        "0    done",
+        "1    problems found",
+        "2    usage error",
+        "3    refused",
+        "4    not found",
+        "5    S3 failed",
+        "130  interrupted",
+    ):
         assert line in text
     assert main(["uploads", "abort", "--help"]) == 0
     text = capsys.readouterr().out
     assert "3    refused" in text and "--all-older-than" in text
 
 
-@pytest.mark.parametrize("argv", [
-    [], ["uploads"], ["uploads", "abort", "s3://b/t"],
-    ["uploads", "abort", "s3://b/t", "--job", JOB, "--all-older-than", "1h"],
-    ["uploads", "list", "s3://b/t", "--older-than", "24x"],
-    ["uploads", "list", "s3://b/t", "--job", "not-a-uuid"],
-    ["lifecycle", "set", "b-ucket", "--days", "0"], ["nonsense"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["uploads"],
+        ["uploads", "abort", "s3://b/t"],
+        ["uploads", "abort", "s3://b/t", "--job", JOB, "--all-older-than", "1h"],
+        ["uploads", "list", "s3://b/t", "--older-than", "24x"],
+        ["uploads", "list", "s3://b/t", "--job", "not-a-uuid"],
+        ["lifecycle", "set", "b-ucket", "--days", "0"],
+        ["nonsense"],
+    ],
+)
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == ExitCode.USAGE
     assert "usage:" in capsys.readouterr().err
@@ -223,17 +279,24 @@ def test_bad_destination_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     assert err.startswith("error: destination") and "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv", [
-    ["--endpoint-url", "notaurl", "jobs", "list", "s3://b/t"],
-    ["jobs", "list", "s3://b/t", "--endpoint-url", "ftp://127.0.0.1:21"],
-    ["jobs", "list", "s3://b/t", "--endpoint-url", "http://127.0.0.1:99999"],
-    ["jobs", "list", "s3://b/t", "--endpoint-url", "http://user:pw@127.0.0.1:9000"],
-    ["jobs", "list", "notaurl"], ["jobs", "list", "s3://B_ad/t"], ["jobs", "list", "s3://"],
-    ["uploads", "list", "s3://b/t/../x"],
-    ["jobs", "show", "s3://b/t", "not-a-uuid"],
-    ["uploads", "abort", "s3://b/t", "--all-older-than", "5q", "--dry-run"]])
-def test_bad_input_is_one_line_and_exit_2(argv: list[str],
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--endpoint-url", "notaurl", "jobs", "list", "s3://b/t"],
+        ["jobs", "list", "s3://b/t", "--endpoint-url", "ftp://127.0.0.1:21"],
+        ["jobs", "list", "s3://b/t", "--endpoint-url", "http://127.0.0.1:99999"],
+        ["jobs", "list", "s3://b/t", "--endpoint-url", "http://user:pw@127.0.0.1:9000"],
+        ["jobs", "list", "notaurl"],
+        ["jobs", "list", "s3://B_ad/t"],
+        ["jobs", "list", "s3://"],
+        ["uploads", "list", "s3://b/t/../x"],
+        ["jobs", "show", "s3://b/t", "not-a-uuid"],
+        ["uploads", "abort", "s3://b/t", "--all-older-than", "5q", "--dry-run"],
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert "Traceback" not in err

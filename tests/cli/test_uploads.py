@@ -22,8 +22,9 @@ from zero_rename.core.committer import Committer
 pytestmark = pytest.mark.s3
 
 
-def test_list_shows_each_upload_with_its_job_state(cli: Cli, committer: Committer,
-                                                   dest: str) -> None:
+def test_list_shows_each_upload_with_its_job_state(
+    cli: Cli, committer: Committer, dest: str
+) -> None:
     done = committed_job(committer)
     stray = stray_upload(committer, done)
     running = running_job(committer)
@@ -32,8 +33,9 @@ def test_list_shows_each_upload_with_its_job_state(cli: Cli, committer: Committe
     data = ran.json()
     states = {u["key"]: (u["job_id"], u["job_state"]) for u in data["uploads"]}
     assert states[stray] == (done.job_id, "committed")
-    assert sorted(k for k, v in states.items() if v == (running.job_id, "setup")) == \
-        pending(committer, running.job_id)
+    assert sorted(k for k, v in states.items() if v == (running.job_id, "setup")) == pending(
+        committer, running.job_id
+    )
     assert data["count"] == 2 and all(u["age_seconds"] >= 0 for u in data["uploads"])
 
     only = cli("uploads", "list", dest, "--job", running.job_id, "--json").json()
@@ -48,7 +50,8 @@ def test_list_shows_each_upload_with_its_job_state(cli: Cli, committer: Committe
 
 
 def test_committed_jobs_strays_are_aborted_and_nothing_else(
-        cli: Cli, committer: Committer, dest: str, other: Callable[[str], Committer]) -> None:
+    cli: Cli, committer: Committer, dest: str, other: Callable[[str], Committer]
+) -> None:
     """Same table, another job; ``table10`` beside ``table``, even with the same job id."""
     done = committed_job(committer)
     stray_upload(committer, done, "00008")
@@ -78,8 +81,7 @@ def test_dry_run_changes_nothing(cli: Cli, committer: Committer, dest: str) -> N
     assert "would abort 1" in human.out
 
 
-def test_uploads_of_a_committing_job_are_refused(cli: Cli, committer: Committer,
-                                                 dest: str) -> None:
+def test_uploads_of_a_committing_job_are_refused(cli: Cli, committer: Committer, dest: str) -> None:
     job = committing_job(committer)
     before = pending(committer, job.job_id)
     assert len(before) == 2
@@ -93,15 +95,17 @@ def test_uploads_of_a_committing_job_are_refused(cli: Cli, committer: Committer,
 
 
 def test_uploads_of_a_job_in_setup_are_refused_with_the_way_out(
-        cli: Cli, committer: Committer, dest: str) -> None:
+    cli: Cli, committer: Committer, dest: str
+) -> None:
     job = running_job(committer)
     ran = cli("uploads", "abort", dest, "--job", job.job_id)
     assert ran.code == ExitCode.REFUSED and "jobs abort" in ran.err
     assert len(pending(committer, job.job_id)) == 1
 
 
-def test_orphaned_uploads_without_a_record_are_aborted(cli: Cli, committer: Committer,
-                                                       dest: str) -> None:
+def test_orphaned_uploads_without_a_record_are_aborted(
+    cli: Cli, committer: Committer, dest: str
+) -> None:
     job_id = str(uuid.uuid4())
     bucket, prefix = committer.dest.bucket, committer.dest.dir
     committer.store.create_upload(bucket, f"{prefix}dt=1/part-00000-{job_id}.c000.csv")
@@ -140,19 +144,25 @@ def test_sweep_by_age(cli: Cli, committer: Committer, dest: str) -> None:
     ran = cli("uploads", "abort", dest, "--all-older-than", "0s", "--json")
     assert ran.code == ExitCode.REFUSED, ran.err  # the committing job's uploads were kept
     actions = {j["job_id"]: j["action"] for j in ran.json()["jobs"]}
-    assert actions == {done.job_id: "abort", abandoned.job_id: "abort-job",
-                       stuck.job_id: "refuse", orphan_key.split("-", 2)[-1][:36]: "abort",
-                       None: "keep"}
+    assert actions == {
+        done.job_id: "abort",
+        abandoned.job_id: "abort-job",
+        stuck.job_id: "refuse",
+        orphan_key.split("-", 2)[-1][:36]: "abort",
+        None: "keep",
+    }
     assert ran.json()["aborted"] == 3
-    assert sorted(u["key"] for u in ran.json()["kept"]) == \
-        sorted([*pending(committer, stuck.job_id), foreign_key])
+    assert sorted(u["key"] for u in ran.json()["kept"]) == sorted(
+        [*pending(committer, stuck.job_id), foreign_key]
+    )
     assert pending(committer) == sorted([*pending(committer, stuck.job_id), foreign_key])
     assert committer.job(abandoned.job_id).state == "aborted"
     assert committer.commit_job(stuck.job_id).files == 2
 
 
 def test_sweep_from_a_parent_directory_still_sees_a_tables_committing_job(
-        cli: Cli, bucket: str, other: Callable[[str], Committer]) -> None:
+    cli: Cli, bucket: str, other: Callable[[str], Committer]
+) -> None:
     table = other("warehouse/events")
     stuck = committing_job(table)
     done = committed_job(table)
@@ -180,7 +190,8 @@ def test_many_uploads_are_aborted_in_parallel(cli: Cli, committer: Committer, de
 
 
 def test_a_stray_at_the_same_key_as_a_committed_file_leaves_the_file_intact(
-        cli: Cli, committer: Committer, dest: str) -> None:
+    cli: Cli, committer: Committer, dest: str
+) -> None:
     """File names carry the task, not the attempt: a losing attempt's upload has the key
     of the committed file. Aborting it by upload id must not touch the object."""
     done = committed_job(committer)

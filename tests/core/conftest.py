@@ -28,13 +28,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # backend's tests together.
     if "s3_backend" in metafunc.fixturenames:
         backends = backends_for(metafunc.definition, metafunc.config)
-        metafunc.parametrize("s3_backend", backends, indirect=True, scope="session",
-                             ids=backends)
+        metafunc.parametrize("s3_backend", backends, indirect=True, scope="session", ids=backends)
 
 
 def backends_for(definition: pytest.Item, config: pytest.Config) -> list[str]:
     chosen: list[str] = config.option.s3_backends
     if config.option.s3_full_matrix or any(
-            definition.get_closest_marker(m) is not None for m in ("every_backend", "moto_xfail")):
+        definition.get_closest_marker(m) is not None for m in ("every_backend", "moto_xfail")
+    ):
         return chosen
     return chosen[:1]

@@ -29,13 +29,16 @@ def opts(mode: str, **more: Any) -> dict[str, Any]:
 
 def _slow(client: Any, op: str, seconds: float) -> Any:
     """Delay every ``op`` on this client, so it is still in flight when the test acts."""
+
     def delay(**_: Any) -> None:
         time.sleep(seconds)
+
     client.meta.events.register(f"before-call.s3.{op}", delay, unique_id=f"slow-{op}")
     return lambda: client.meta.events.unregister(f"before-call.s3.{op}", unique_id=f"slow-{op}")
 
 
 # -- BackgroundUploads alone ---------------------------------------------------
+
 
 def test_the_memory_bound_holds_the_writer_until_bodies_are_sent() -> None:
     uploads = BackgroundUploads(threads=4, max_bytes=10)
@@ -102,10 +105,10 @@ def test_stop_drops_queued_work_and_waits_for_running_work() -> None:
 
 # -- task attempts on a real store ------------------------------------------------
 
+
 @pytest.mark.s3
 @pytest.mark.parametrize("mode", ["magic", "staging"])
-def test_background_files_commit_with_exactly_their_parts(committer: Committer,
-                                                          mode: str) -> None:
+def test_background_files_commit_with_exactly_their_parts(committer: Committer, mode: str) -> None:
     job = committer.setup_job(opts(mode, partition_columns="dt"))
     attempt = committer.task_attempt(job, "00000", upload_threads=THREADS)
     bodies = {f"2024-01-{d:02d}": bytes([d]) * (1000 * d) for d in range(1, 9)}
@@ -116,14 +119,16 @@ def test_background_files_commit_with_exactly_their_parts(committer: Committer,
             out.write(body)
     manifest = attempt.commit()
     assert {u.partition["dt"]: u.bytes for u in manifest.uploads} == {
-        d: len(b) for d, b in bodies.items()}
+        d: len(b) for d, b in bodies.items()
+    }
     for upload in manifest.uploads:
         assert [p.number for p in upload.parts] == list(range(1, len(upload.parts) + 1))
         assert sum(p.size for p in upload.parts) == upload.bytes
     assert visible(committer) == {}  # pending until the job commit
     committer.commit_job(job.job_id)
-    found = {path.split("/")[0].removeprefix("dt="): body
-             for path, body in visible(committer).items()}
+    found = {
+        path.split("/")[0].removeprefix("dt="): body for path, body in visible(committer).items()
+    }
     assert found == bodies
     assert pending_in_bucket(committer) == []
 
@@ -146,7 +151,8 @@ def test_magic_creates_a_small_files_upload_only_when_it_closes(committer: Commi
 @pytest.mark.parametrize("op,nth", [("CreateMultipartUpload", 2), ("UploadPart", 3)])
 @pytest.mark.every_backend
 def test_a_failed_background_request_fails_the_commit_and_leaves_nothing(
-        committer: Committer, mode: str, op: str, nth: int) -> None:
+    committer: Committer, mode: str, op: str, nth: int
+) -> None:
     job = committer.setup_job(opts(mode))
     attempt = committer.task_attempt(job, "00000", upload_threads=THREADS)
     fault = inject(committer.store.client, op, nth=nth)
@@ -186,7 +192,8 @@ def test_abort_waits_for_uploads_still_being_created(committer: Committer, mode:
 @pytest.mark.s3
 @pytest.mark.every_backend
 def test_a_zombie_with_background_uploads_adds_nothing_to_an_aborted_job(
-        committer: Committer) -> None:
+    committer: Committer,
+) -> None:
     job = committer.setup_job(opts("magic"))
     zombie = committer.task_attempt(job, "00000", upload_threads=THREADS)
     with zombie.open() as out:

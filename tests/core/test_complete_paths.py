@@ -85,8 +85,7 @@ def test_botocore_path_when_asked(dest: str, store_config: StoreConfig) -> None:
     _committed_once(c, job_id)
 
 
-def test_a_client_made_elsewhere_keeps_every_request(dest: str,
-                                                    store_config: StoreConfig) -> None:
+def test_a_client_made_elsewhere_keeps_every_request(dest: str, store_config: StoreConfig) -> None:
     """An Airflow connection's client carries credentials of its own: the commit
     never opens connections around it."""
     c = Committer(dest, store=S3Store(make_client(store_config)))
@@ -126,6 +125,7 @@ def test_hooks_go_with_their_client(store_config: StoreConfig) -> None:
     remove_request_hook(client, hook)
     remove_request_hook(client, hook)  # twice: no error
     from zero_rename.core.completers import _hooks
+
     assert _hooks(client) == ()
     with pytest.raises(ConfigError):
         StoreConfig(request_path="fast")

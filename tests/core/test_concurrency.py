@@ -50,7 +50,8 @@ def outcome(future: Future[object]) -> str:
 
 # -- task commits racing the job commit ----------------------------------------------
 def test_task_published_while_sealed_before_listing_is_committed(
-        committer: Committer, store_config: StoreConfig) -> None:
+    committer: Committer, store_config: StoreConfig
+) -> None:
     job = committer.setup_job({"conflict_mode": "append"})
     write_task(committer, job, "00000", [b"early"])
     deciding = Committer(committer.dest, store_config)
@@ -71,7 +72,8 @@ def test_task_published_while_sealed_before_listing_is_committed(
 
 
 def test_task_published_after_listing_is_refused_and_leaves_nothing(
-        committer: Committer, store_config: StoreConfig) -> None:
+    committer: Committer, store_config: StoreConfig
+) -> None:
     job = committer.setup_job({"conflict_mode": "append"})
     write_task(committer, job, "00000", [b"listed"])
     deciding = Committer(committer.dest, store_config)
@@ -101,7 +103,8 @@ def _wait_for_manifest(c: Committer, job: JobRecord, task_id: str) -> None:
 @pytest.mark.atomic_writes
 @pytest.mark.parametrize("round_number", range(3))
 def test_tasks_racing_the_job_commit_are_in_or_out_never_lost(
-        s3_server: object, bucket: str, store_config: StoreConfig, round_number: int) -> None:
+    s3_server: object, bucket: str, store_config: StoreConfig, round_number: int
+) -> None:
     """Without expected_tasks (the library's default), every task told "committed" is
     in the output and every other task left nothing behind."""
     dest = f"s3://{bucket}/race{round_number}"
@@ -141,8 +144,9 @@ def _job(c: Committer, mode: str, body: bytes, **more: object) -> JobRecord:
 
 @pytest.mark.parametrize("second", MODES)
 @pytest.mark.parametrize("first", MODES)
-def test_two_jobs_on_one_partition(committer: Committer, store_config: StoreConfig,
-                                   first: str, second: str) -> None:
+def test_two_jobs_on_one_partition(
+    committer: Committer, store_config: StoreConfig, first: str, second: str
+) -> None:
     """The first job is frozen holding its claim, past its point of no return; the
     second either proceeds (two appends) or is refused naming the first, changing
     nothing. Once the first is committed, the second's retry sees its files."""
@@ -177,8 +181,9 @@ def test_two_jobs_on_one_partition(committer: Committer, store_config: StoreConf
     assert Claims(committer.store, committer.dest).read()[0].claims == ()
 
 
-def test_waiting_job_commits_after_the_holder(committer: Committer,
-                                              store_config: StoreConfig) -> None:
+def test_waiting_job_commits_after_the_holder(
+    committer: Committer, store_config: StoreConfig
+) -> None:
     a, b = Committer(committer.dest, store_config), Committer(committer.dest, store_config)
     job_a = _job(a, "replace", b"A")
     job_b = _job(b, "replace", b"B", on_conflict="wait", wait_timeout=60)
@@ -194,8 +199,9 @@ def test_waiting_job_commits_after_the_holder(committer: Committer,
     assert list(visible(committer).values()) == [b"B"]
 
 
-def test_waiting_gives_up_after_its_timeout(committer: Committer,
-                                           store_config: StoreConfig) -> None:
+def test_waiting_gives_up_after_its_timeout(
+    committer: Committer, store_config: StoreConfig
+) -> None:
     a, b = Committer(committer.dest, store_config), Committer(committer.dest, store_config)
     job_a = _job(a, "append", b"A")
     job_b = _job(b, "fail", b"B", on_conflict="wait", wait_timeout=1)
@@ -210,8 +216,9 @@ def test_waiting_gives_up_after_its_timeout(committer: Committer,
         commit_a.result(timeout=60)
 
 
-def test_unpartitioned_job_claims_the_whole_destination(committer: Committer,
-                                                        store_config: StoreConfig) -> None:
+def test_unpartitioned_job_claims_the_whole_destination(
+    committer: Committer, store_config: StoreConfig
+) -> None:
     a, b = Committer(committer.dest, store_config), Committer(committer.dest, store_config)
     job_a = _job(a, "append", b"A")
     job_b = b.setup_job({"conflict_mode": "replace"})
@@ -244,7 +251,8 @@ def test_claim_of_a_decided_job_is_broken(committer: Committer, store_config: St
 @pytest.mark.atomic_writes
 @pytest.mark.parametrize("round_number", range(4))
 def test_racing_replace_jobs_leave_exactly_one_copy(
-        s3_server: object, bucket: str, store_config: StoreConfig, round_number: int) -> None:
+    s3_server: object, bucket: str, store_config: StoreConfig, round_number: int
+) -> None:
     """Two replace jobs on one partition, started together: whatever the interleaving,
     a reader ends with one job's files, and _SUCCESS names only files that exist."""
     dest = f"s3://{bucket}/replace{round_number}"
@@ -273,8 +281,9 @@ def test_racing_replace_jobs_leave_exactly_one_copy(
 
 
 @pytest.mark.atomic_writes
-def test_two_commits_of_one_job_publish_once(committer: Committer,
-                                             store_config: StoreConfig) -> None:
+def test_two_commits_of_one_job_publish_once(
+    committer: Committer, store_config: StoreConfig
+) -> None:
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
     for i in range(6):
         write_task(committer, job, f"{i:05d}", {DAY: f"part {i}".encode()})

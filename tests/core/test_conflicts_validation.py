@@ -36,8 +36,10 @@ def test_partitioned_fail_refuses_and_changes_nothing(committer: Committer) -> N
     with pytest.raises(ConflictError, match="nothing was changed"):
         committer.commit_job(job.job_id)
     assert committer.job(job.job_id).state == "sealed"
-    assert visible(committer) == {"dt=2024-01-01/old.parquet": b"old",
-                                  "dt=2024-01-03/other.parquet": b"o"}
+    assert visible(committer) == {
+        "dt=2024-01-01/old.parquet": b"old",
+        "dt=2024-01-03/other.parquet": b"o",
+    }
     committer.abort_job(job.job_id)
     assert pending_in_bucket(committer) == []
 
@@ -51,8 +53,15 @@ def test_partitioned_fail_ignores_other_partitions(committer: Committer) -> None
 
 
 def test_partitioned_replace_replaces_only_written_partitions(committer: Committer) -> None:
-    seed(committer, {"dt=2024-01-01/old-a.parquet": b"a", "dt=2024-01-01/old-b.parquet": b"b",
-                     "dt=2024-01-02/keep.parquet": b"k", "dt=2024-01-01/_hidden": b"h"})
+    seed(
+        committer,
+        {
+            "dt=2024-01-01/old-a.parquet": b"a",
+            "dt=2024-01-01/old-b.parquet": b"b",
+            "dt=2024-01-02/keep.parquet": b"k",
+            "dt=2024-01-01/_hidden": b"h",
+        },
+    )
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
     write_task(committer, job, "00000", {"2024-01-01": b"new"})
     summary = committer.commit_job(job.job_id)
@@ -126,8 +135,13 @@ def test_validation_refuses_foreign_and_escaping_manifests(committer: Committer)
     with pytest.raises(ValidationError, match=f"belongs to job {other.job_id}"):
         committer.commit_job(job.job_id, [mine, foreign])
     upload = mine.uploads[0]
-    escaping = mine.model_copy(update={"uploads": (upload.model_copy(
-        update={"key": "elsewhere/" + upload.key.rsplit("/", 1)[-1]}),)})
+    escaping = mine.model_copy(
+        update={
+            "uploads": (
+                upload.model_copy(update={"key": "elsewhere/" + upload.key.rsplit("/", 1)[-1]}),
+            )
+        }
+    )
     with pytest.raises(ValidationError, match="outside the destination"):
         committer.validate(job.job_id, [escaping])
     doubled = mine.model_copy(update={"uploads": (upload, upload)})
@@ -168,8 +182,11 @@ def test_recorded_parts_are_left_to_complete(committer: Committer) -> None:
     m = write_task(committer, job, "00000", [b"def"], publish=False)
     assert m is not None
     u = m.uploads[0]
-    wrong = u.model_copy(update={"parts": (u.parts[0].model_copy(
-        update={"etag": '"0123456789abcdef0123456789abcdef"'}),)})
+    wrong = u.model_copy(
+        update={
+            "parts": (u.parts[0].model_copy(update={"etag": '"0123456789abcdef0123456789abcdef"'}),)
+        }
+    )
     with pytest.raises(ManifestError, match=f"refused the parts recorded for {u.key}"):
         committer.commit_job(job.job_id, [m.model_copy(update={"uploads": (wrong,)})])
 
@@ -184,13 +201,20 @@ def test_malformed_published_manifest_is_named(committer: Committer) -> None:
 
 
 def test_a_stage_step_the_record_cannot_take_leaves_the_saved_stage_whole(
-        committer: Committer) -> None:
+    committer: Committer,
+) -> None:
     job = committer.setup_job({"conflict_mode": "append"})
     m = write_task(committer, job, "00000", [b"staged"], publish=False)
     assert m is not None
     # Every write of the job record fails: the manifest is saved, the step is not.
-    fault = inject(committer.store.client, "PutObject", key_contains="job.json", times=10**6,
-                   code="InternalError", status=500)
+    fault = inject(
+        committer.store.client,
+        "PutObject",
+        key_contains="job.json",
+        times=10**6,
+        code="InternalError",
+        status=500,
+    )
     try:
         committer.save_stage_manifest(job.job_id, [m], engine="test")
     finally:
@@ -227,10 +251,16 @@ def test_missing_bucket(store_config: StoreConfig) -> None:
         Committer("s3://no-such-bucket-zr/table", store_config).setup_job({})
 
 
-@pytest.mark.moto_xfail(reason="accepts any credentials (no signature check without IAM "
-                               "emulation)", raises=pytest.fail.Exception)
-def test_wrong_credentials(dest: str, store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch,
-                           caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.moto_xfail(
+    reason="accepts any credentials (no signature check without IAM emulation)",
+    raises=pytest.fail.Exception,
+)
+def test_wrong_credentials(
+    dest: str,
+    store_config: StoreConfig,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     with pytest.raises(DestinationError, match="credentials") as err:
         Committer(dest, store_config).setup_job({})
@@ -253,8 +283,7 @@ def test_invalid_partition_values(committer: Committer) -> None:
         f.write(b"x")
     attempt.commit()
     committer.commit_job(job.job_id)
-    assert list(visible(committer)) == [
-        f"dt=..%2F..%2Fescape/part-00000-{job.job_id}.c000.parquet"]
+    assert list(visible(committer)) == [f"dt=..%2F..%2Fescape/part-00000-{job.job_id}.c000.parquet"]
 
 
 def test_manifest_json_is_versioned(committer: Committer) -> None:

@@ -21,12 +21,14 @@ EXPECTED = {
 
 
 @pytest.mark.every_backend
-def test_doctor_on_each_server(s3_backend: S3Server, committer: Committer,
-                               request: pytest.FixtureRequest,
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_on_each_server(
+    s3_backend: S3Server,
+    committer: Committer,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     backend = request.node.callspec.params["s3_backend"]
-    code = main(["--endpoint-url", s3_backend.endpoint_url, "doctor", committer.dest.url,
-                 "--json"])
+    code = main(["--endpoint-url", s3_backend.endpoint_url, "doctor", committer.dest.url, "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["safe"] is True, data
     profile = data["profile"]

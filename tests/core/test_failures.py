@@ -32,8 +32,15 @@ pytestmark = pytest.mark.s3
 FILES = {f"2024-01-0{d}": f"day {d}".encode() for d in range(1, 4)}
 
 
-def crash_at(dest: str, config: StoreConfig, op: str, step: Callable[[Committer], object],
-             when: str = "before", nth: int = 1, key_contains: str | None = None) -> None:
+def crash_at(
+    dest: str,
+    config: StoreConfig,
+    op: str,
+    step: Callable[[Committer], object],
+    when: str = "before",
+    nth: int = 1,
+    key_contains: str | None = None,
+) -> None:
     """Run ``step`` in a child process that dies at the ``nth`` matching ``op``."""
 
     def child() -> None:
@@ -45,8 +52,9 @@ def crash_at(dest: str, config: StoreConfig, op: str, step: Callable[[Committer]
 
 
 def tasks_written(c: Committer, conflict_mode: str = "replace", mode: str = "magic") -> JobRecord:
-    job = c.setup_job({"committer": mode, "partition_columns": "dt",
-                       "conflict_mode": conflict_mode, "threads": 4})
+    job = c.setup_job(
+        {"committer": mode, "partition_columns": "dt", "conflict_mode": conflict_mode, "threads": 4}
+    )
     for i, (day, body) in enumerate(FILES.items()):
         write_task(c, job, f"{i:05d}", {day: body})
     return job
@@ -75,10 +83,12 @@ COMMIT_CRASHES = [
     pytest.param("PutObject", "before", 1, "plan-", "sealed", id="before-plan-saved"),
     pytest.param("PutObject", "before", 2, "job.json", "sealed", id="before-point-of-no-return"),
     pytest.param("PutObject", "after", 2, "job.json", "committing", id="after-point-of-no-return"),
-    pytest.param("CompleteMultipartUpload", "before", 1, None, "committing",
-                 id="before-first-complete"),
-    pytest.param("CompleteMultipartUpload", "after", 2, None, "committing",
-                 id="after-second-complete"),
+    pytest.param(
+        "CompleteMultipartUpload", "before", 1, None, "committing", id="before-first-complete"
+    ),
+    pytest.param(
+        "CompleteMultipartUpload", "after", 2, None, "committing", id="after-second-complete"
+    ),
     pytest.param("PutObject", "after", 1, "journal/", "committing", id="after-journal"),
     pytest.param("PutObject", "before", 1, "_SUCCESS", "committing", id="before-success-marker"),
     pytest.param("PutObject", "after", 3, "job.json", "committed", id="after-final-record"),
@@ -89,9 +99,16 @@ COMMIT_CRASHES = [
 
 @pytest.mark.parametrize("op,when,nth,key,state", COMMIT_CRASHES)
 @pytest.mark.every_backend
-def test_job_commit_crash_then_retry_commits_once(committer: Committer, dest: str,
-                                                  store_config: StoreConfig, op: str, when: str,
-                                                  nth: int, key: str | None, state: str) -> None:
+def test_job_commit_crash_then_retry_commits_once(
+    committer: Committer,
+    dest: str,
+    store_config: StoreConfig,
+    op: str,
+    when: str,
+    nth: int,
+    key: str | None,
+    state: str,
+) -> None:
     job = tasks_written(committer, conflict_mode="append")
     crash_at(dest, store_config, op, lambda c: c.commit_job(job.job_id), when, nth, key)
     assert committer.job(job.job_id).state == state
@@ -108,30 +125,42 @@ def test_job_commit_crash_then_retry_commits_once(committer: Committer, dest: st
 
 
 @pytest.mark.parametrize("nth,state", [(1, "setup"), (2, "sealed")])
-def test_crash_before_decision_then_abort_leaves_nothing(committer: Committer, dest: str,
-                                                         store_config: StoreConfig, nth: int,
-                                                         state: str) -> None:
+def test_crash_before_decision_then_abort_leaves_nothing(
+    committer: Committer, dest: str, store_config: StoreConfig, nth: int, state: str
+) -> None:
     """Abort wins over a commit that did not pass its point of no return, sealed or not."""
     job = tasks_written(committer)
-    crash_at(dest, store_config, "PutObject", lambda c: c.commit_job(job.job_id), nth=nth,
-             key_contains="job.json")
+    crash_at(
+        dest,
+        store_config,
+        "PutObject",
+        lambda c: c.commit_job(job.job_id),
+        nth=nth,
+        key_contains="job.json",
+    )
     assert committer.job(job.job_id).state == state
     committer.abort_job(job.job_id)
     assert visible(committer) == {} and pending_in_bucket(committer) == []
-    hidden = {o.key for o in committer.store.list_objects(committer.dest.bucket,
-                                                          committer.dest.dir)}
-    assert hidden <= {committer.dest.job(job.job_id).record_key,
-                      committer.dest.hidden_dir + "claims.json"}
+    hidden = {
+        o.key for o in committer.store.list_objects(committer.dest.bucket, committer.dest.dir)
+    }
+    assert hidden <= {
+        committer.dest.job(job.job_id).record_key,
+        committer.dest.hidden_dir + "claims.json",
+    }
     assert Claims(committer.store, committer.dest).read()[0].claims == ()
 
 
 def test_replace_crash_between_complete_and_delete_rolls_forward(
-        committer: Committer, dest: str, store_config: StoreConfig) -> None:
+    committer: Committer, dest: str, store_config: StoreConfig
+) -> None:
     """S3A deletes before completing; we delete after, so a crash never empties a partition."""
     for day in FILES:
-        committer.store.put_object(committer.dest.bucket,
-                                   f"{committer.dest.dir}dt={day}/old.parquet",
-                                   b"old " + day.encode())
+        committer.store.put_object(
+            committer.dest.bucket,
+            f"{committer.dest.dir}dt={day}/old.parquet",
+            b"old " + day.encode(),
+        )
     job = tasks_written(committer, conflict_mode="replace")
     crash_at(dest, store_config, "DeleteObjects", lambda c: c.commit_job(job.job_id))
     during = visible(committer)
@@ -151,14 +180,21 @@ def test_lost_complete_response_is_checked_not_guessed(committer: Committer) -> 
     assert_committed_once(committer, job)
 
 
-def test_resumed_commit_never_completes_twice(committer: Committer, dest: str,
-                                             store_config: StoreConfig) -> None:
+def test_resumed_commit_never_completes_twice(
+    committer: Committer, dest: str, store_config: StoreConfig
+) -> None:
     """A resumed commit lists the job's pending uploads and checks the rest by ETag,
     so it never sends a second complete, whose answer differs by store (here
     MinIO's NoSuchUpload is played for any complete of a completed upload)."""
     job = tasks_written(committer, conflict_mode="append")
-    crash_at(dest, store_config, "CompleteMultipartUpload", lambda c: c.commit_job(job.job_id),
-             when="after", nth=2)
+    crash_at(
+        dest,
+        store_config,
+        "CompleteMultipartUpload",
+        lambda c: c.commit_job(job.job_id),
+        when="after",
+        nth=2,
+    )
     assert committer.job(job.job_id).state == "committing"
     like_minio = _no_such_upload_once_completed(committer, store_config)
     committer.commit_job(job.job_id)
@@ -180,13 +216,18 @@ class _NoSuchUploadOnceCompleted:
     def answer(self, context: dict, **_: object) -> None:
         if context.get("completed-already"):
             self.answered += 1
-            raise ClientError({"Error": {"Code": "NoSuchUpload", "Message": "gone"},
-                               "ResponseMetadata": {"HTTPStatusCode": 404}},
-                              "CompleteMultipartUpload")
+            raise ClientError(
+                {
+                    "Error": {"Code": "NoSuchUpload", "Message": "gone"},
+                    "ResponseMetadata": {"HTTPStatusCode": 404},
+                },
+                "CompleteMultipartUpload",
+            )
 
 
-def _no_such_upload_once_completed(c: Committer,
-                                   store_config: StoreConfig) -> _NoSuchUploadOnceCompleted:
+def _no_such_upload_once_completed(
+    c: Committer, store_config: StoreConfig
+) -> _NoSuchUploadOnceCompleted:
     hooks = _NoSuchUploadOnceCompleted(Committer(c.dest, store_config))
     events = c.store.client.meta.events
     events.register("before-parameter-build.s3.CompleteMultipartUpload", hooks.mark)
@@ -210,8 +251,9 @@ def test_commit_refuses_to_guess_when_an_upload_vanished(committer: Committer) -
     assert committer.job(job.job_id).state == "committing"
 
 
-def test_concurrent_commit_and_abort_one_wins(committer: Committer,
-                                              store_config: StoreConfig) -> None:
+def test_concurrent_commit_and_abort_one_wins(
+    committer: Committer, store_config: StoreConfig
+) -> None:
     """The job record's compare-and-swap lets exactly one of a commit and an abort decide."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -237,11 +279,12 @@ def test_concurrent_commit_and_abort_one_wins(committer: Committer,
 
 
 # -- job abort and cleanup ----------------------------------------------------
-@pytest.mark.parametrize("op,key", [("PutObject", "job.json"), ("AbortMultipartUpload", None),
-                                    ("DeleteObjects", None)])
-def test_abort_crash_then_retry_leaves_nothing(committer: Committer, dest: str,
-                                               store_config: StoreConfig, op: str,
-                                               key: str | None) -> None:
+@pytest.mark.parametrize(
+    "op,key", [("PutObject", "job.json"), ("AbortMultipartUpload", None), ("DeleteObjects", None)]
+)
+def test_abort_crash_then_retry_leaves_nothing(
+    committer: Committer, dest: str, store_config: StoreConfig, op: str, key: str | None
+) -> None:
     job = tasks_written(committer)
     crash_at(dest, store_config, op, lambda c: c.abort_job(job.job_id), key_contains=key)
     committer.abort_job(job.job_id)
@@ -264,8 +307,9 @@ def test_setup_lost_response_is_read_back(committer: Committer) -> None:
 
 # -- task attempts ------------------------------------------------------------
 @pytest.mark.parametrize("op,nth", [("CreateMultipartUpload", 2), ("UploadPart", 2)])
-def test_staging_task_commit_failure_aborts_its_uploads(committer: Committer, op: str,
-                                                        nth: int) -> None:
+def test_staging_task_commit_failure_aborts_its_uploads(
+    committer: Committer, op: str, nth: int
+) -> None:
     job = committer.setup_job({"committer": "staging", "conflict_mode": "append"})
     attempt = committer.task_attempt(job, "00000")
     for body in (b"one", b"two", b"three"):
@@ -287,8 +331,9 @@ def test_staging_task_commit_failure_aborts_its_uploads(committer: Committer, op
 
 @pytest.mark.parametrize("op,nth", [("CreateMultipartUpload", 1), ("UploadPart", 2)])
 def test_magic_write_failure_then_task_abort(committer: Committer, op: str, nth: int) -> None:
-    job = committer.setup_job({"committer": "magic", "conflict_mode": "append",
-                               "part_size": 5 * 1024 * 1024})
+    job = committer.setup_job(
+        {"committer": "magic", "conflict_mode": "append", "part_size": 5 * 1024 * 1024}
+    )
     attempt = committer.task_attempt(job, "00000")
     with attempt.open() as f:
         f.write(b"first file")
@@ -302,10 +347,12 @@ def test_magic_write_failure_then_task_abort(committer: Committer, op: str, nth:
     assert visible(committer) == {}
 
 
-def test_task_killed_mid_write_then_retried(committer: Committer, dest: str,
-                                            store_config: StoreConfig) -> None:
-    job = committer.setup_job({"committer": "magic", "conflict_mode": "append",
-                               "part_size": 5 * 1024 * 1024})
+def test_task_killed_mid_write_then_retried(
+    committer: Committer, dest: str, store_config: StoreConfig
+) -> None:
+    job = committer.setup_job(
+        {"committer": "magic", "conflict_mode": "append", "part_size": 5 * 1024 * 1024}
+    )
 
     def write(c: Committer) -> None:
         attempt = c.task_attempt(job, "00000", 0)
@@ -321,11 +368,17 @@ def test_task_killed_mid_write_then_retried(committer: Committer, dest: str,
     assert pending_in_bucket(committer) == []
 
 
-def test_task_killed_after_publishing_counts_as_committed(committer: Committer, dest: str,
-                                                          store_config: StoreConfig) -> None:
+def test_task_killed_after_publishing_counts_as_committed(
+    committer: Committer, dest: str, store_config: StoreConfig
+) -> None:
     job = committer.setup_job({"conflict_mode": "append"})
-    crash_at(dest, store_config, "GetObject",  # the fence read after publishing
-             lambda c: write_task(c, job, "00000", [b"published"]), key_contains="job.json")
+    crash_at(
+        dest,
+        store_config,
+        "GetObject",  # the fence read after publishing
+        lambda c: write_task(c, job, "00000", [b"published"]),
+        key_contains="job.json",
+    )
     committer.commit_job(job.job_id, expected=1)
     assert list(visible(committer).values()) == [b"published"]
 

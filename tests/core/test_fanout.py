@@ -31,8 +31,9 @@ def prepare(server: S3Server, bucket: str, count: int, prefix: str = "f/") -> li
     def one(i: int) -> Item:
         key = f"{prefix}part {i:04d}+./x.bin"  # a space, a plus, a dot segment
         upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
-        etag = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1,
-                                  Body=os.urandom(64))["ETag"]
+        etag = client.upload_part(
+            Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=os.urandom(64)
+        )["ETag"]
         return i, key, upload_id, [(1, etag)]
 
     with ThreadPoolExecutor(16) as pool:
@@ -45,8 +46,9 @@ def bogus(count: int) -> Iterator[Item]:
         yield i, f"missing/{i}", f"no-such-upload-{i}", [(1, '"0"')]
 
 
-def check_completed(server: S3Server, bucket: str, items: list[Item],
-                    done: list[Completion]) -> None:
+def check_completed(
+    server: S3Server, bucket: str, items: list[Item], done: list[Completion]
+) -> None:
     client = server.client()
     assert sorted(c.index for c in done) == [i for i, *_ in items]
     assert all(c.ok for c in done), [c.failure for c in done if not c.ok][:3]
@@ -65,12 +67,20 @@ def alive(pid: int) -> bool:
 
 # The light path in-process is exercised by the proxy tests below.
 @pytest.mark.parametrize("processes,path", [(1, "botocore"), (3, "light")])
-def test_completes_every_upload(s3_backend: S3Server, store_config: StoreConfig, bucket: str,
-                                processes: int, path: str) -> None:
+def test_completes_every_upload(
+    s3_backend: S3Server, store_config: StoreConfig, bucket: str, processes: int, path: str
+) -> None:
     items = prepare(s3_backend, bucket, 30)
     stats = RequestStats()
-    with complete_uploads(store_config, bucket, iter(items), processes=processes, threads=6,
-                          request_path=path, stats=stats) as stream:
+    with complete_uploads(
+        store_config,
+        bucket,
+        iter(items),
+        processes=processes,
+        threads=6,
+        request_path=path,
+        stats=stats,
+    ) as stream:
         done = list(stream)
     check_completed(s3_backend, bucket, items, done)
     # Statistics add up: one complete per upload, each worker's counted once.
@@ -80,18 +90,21 @@ def test_completes_every_upload(s3_backend: S3Server, store_config: StoreConfig,
     assert sum(total_requests(s) for s in stream.worker_stats) == stats.total_requests
 
 
-@pytest.mark.moto_xfail(reason="answers 500, not NoSuchUpload, for an upload that is not "
-                               "pending", raises=AssertionError)
+@pytest.mark.moto_xfail(
+    reason="answers 500, not NoSuchUpload, for an upload that is not pending", raises=AssertionError
+)
 @pytest.mark.parametrize("processes", [1, 2])
 @pytest.mark.every_backend
-def test_no_such_upload_fails_that_item_only(s3_backend: S3Server, store_config: StoreConfig,
-                                             bucket: str, processes: int) -> None:
+def test_no_such_upload_fails_that_item_only(
+    s3_backend: S3Server, store_config: StoreConfig, bucket: str, processes: int
+) -> None:
     items = prepare(s3_backend, bucket, 10)
     gone = items[4]
     s3_backend.client().abort_multipart_upload(Bucket=bucket, Key=gone[1], UploadId=gone[2])
     config = dataclasses.replace(store_config, max_attempts=2)
-    done = {c.index: c for c in complete_uploads(config, bucket, items, processes=processes,
-                                                 threads=4)}
+    done = {
+        c.index: c for c in complete_uploads(config, bucket, items, processes=processes, threads=4)
+    }
     failed = done.pop(4)
     assert failed.failure is not None and failed.etag is None
     assert (failed.failure.code, failed.failure.status) == ("NoSuchUpload", 404)
@@ -100,12 +113,17 @@ def test_no_such_upload_fails_that_item_only(s3_backend: S3Server, store_config:
     assert all(c.ok for c in done.values()) and len(done) == 9
 
 
-@pytest.mark.parametrize("processes,exc", [(1, ValueError), (2, ValueError),
-                                           (2, KeyboardInterrupt)])
+@pytest.mark.parametrize(
+    "processes,exc", [(1, ValueError), (2, ValueError), (2, KeyboardInterrupt)]
+)
 @pytest.mark.every_backend
 def test_an_error_in_the_callers_items_stops_the_workers(
-        s3_backend: S3Server, store_config: StoreConfig, bucket: str, processes: int,
-        exc: type[BaseException]) -> None:
+    s3_backend: S3Server,
+    store_config: StoreConfig,
+    bucket: str,
+    processes: int,
+    exc: type[BaseException],
+) -> None:
     pulled = 0
 
     def items() -> Iterator[Item]:
@@ -131,7 +149,8 @@ def test_an_error_in_the_callers_items_stops_the_workers(
 
 
 def test_closing_the_stream_early_stops_the_workers(
-        s3_backend: S3Server, store_config: StoreConfig, bucket: str) -> None:
+    s3_backend: S3Server, store_config: StoreConfig, bucket: str
+) -> None:
     config = dataclasses.replace(store_config, max_attempts=1)
     with complete_uploads(config, bucket, bogus(100_000), processes=2, threads=4) as stream:
         first = next(stream)
@@ -141,7 +160,8 @@ def test_closing_the_stream_early_stops_the_workers(
 
 
 def test_a_worker_that_dies_is_an_error_not_a_hang(
-        s3_backend: S3Server, store_config: StoreConfig, bucket: str) -> None:
+    s3_backend: S3Server, store_config: StoreConfig, bucket: str
+) -> None:
     config = dataclasses.replace(store_config, max_attempts=1)
     stream = complete_uploads(config, bucket, bogus(100_000), processes=2, threads=4)
     next(stream)
@@ -164,20 +184,32 @@ def proxied_config(proxy: S3Proxy) -> StoreConfig:
     return StoreConfig(endpoint_url=proxy.endpoint_url, max_pool_connections=8, max_attempts=3)
 
 
-def complete_one(config: StoreConfig, bucket: str, item: Item, path: str,
-                 stats: RequestStats | None = None) -> Completion:
-    (done,) = list(complete_uploads(config, bucket, [item], processes=1, threads=1,
-                                    request_path=path, stats=stats))
+def complete_one(
+    config: StoreConfig, bucket: str, item: Item, path: str, stats: RequestStats | None = None
+) -> Completion:
+    (done,) = list(
+        complete_uploads(
+            config, bucket, [item], processes=1, threads=1, request_path=path, stats=stats
+        )
+    )
     return done
 
 
 @pytest.mark.parametrize("path", ["light", "botocore"])
-@pytest.mark.parametrize("status,code", [(500, "InternalError"), (503, "SlowDown"),
-                                         (200, "InternalError")],
-                         ids=["500", "503-slowdown", "200-with-error-body"])
-def test_a_transient_error_is_retried(s3_backend: S3Server, proxy: S3Proxy,
-                                      proxied_config: StoreConfig, bucket: str, path: str,
-                                      status: int, code: str) -> None:
+@pytest.mark.parametrize(
+    "status,code",
+    [(500, "InternalError"), (503, "SlowDown"), (200, "InternalError")],
+    ids=["500", "503-slowdown", "200-with-error-body"],
+)
+def test_a_transient_error_is_retried(
+    s3_backend: S3Server,
+    proxy: S3Proxy,
+    proxied_config: StoreConfig,
+    bucket: str,
+    path: str,
+    status: int,
+    code: str,
+) -> None:
     (item,) = prepare(s3_backend, bucket, 1)
     proxy.add(OP, "error", status=status, code=code)
     stats = RequestStats()
@@ -188,9 +220,9 @@ def test_a_transient_error_is_retried(s3_backend: S3Server, proxy: S3Proxy,
 
 
 @pytest.mark.parametrize("path", ["light", "botocore"])
-def test_a_dropped_connection_is_retried(s3_backend: S3Server, proxy: S3Proxy,
-                                         proxied_config: StoreConfig, bucket: str,
-                                         path: str) -> None:
+def test_a_dropped_connection_is_retried(
+    s3_backend: S3Server, proxy: S3Proxy, proxied_config: StoreConfig, bucket: str, path: str
+) -> None:
     (item,) = prepare(s3_backend, bucket, 1)
     proxy.add(OP, "reset")
     assert complete_one(proxied_config, bucket, item, path).ok
@@ -198,8 +230,8 @@ def test_a_dropped_connection_is_retried(s3_backend: S3Server, proxy: S3Proxy,
 
 @pytest.mark.parametrize("path", ["light", "botocore"])
 def test_a_5xx_after_every_attempt_is_an_unknown_outcome(
-        s3_backend: S3Server, proxy: S3Proxy, proxied_config: StoreConfig, bucket: str,
-        path: str) -> None:
+    s3_backend: S3Server, proxy: S3Proxy, proxied_config: StoreConfig, bucket: str, path: str
+) -> None:
     (item,) = prepare(s3_backend, bucket, 1)
     proxy.add(OP, "error", status=200, code="InternalError", times=None)
     stats = RequestStats()
@@ -217,21 +249,28 @@ def error_body(code: str) -> bytes:
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("status,body,code,retried", [
-    (200, b'<CompleteMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
-          b"<ETag>&quot;abc-1&quot;</ETag></CompleteMultipartUploadResult>", None, None),
-    (200, error_body("InternalError"), "InternalError", 0.05),
-    (200, b"<CompleteMultipartUploadResult><ETag>", "500", 0.05),  # cut short
-    (404, error_body("NoSuchUpload"), "NoSuchUpload", None),
-    (400, error_body("InvalidPart"), "InvalidPart", None),
-    (412, error_body("PreconditionFailed"), "PreconditionFailed", None),
-    (503, error_body("SlowDown"), "SlowDown", 1.0),
-    (400, error_body("RequestTimeout"), "RequestTimeout", 0.05),
-    (429, b"", "429", 1.0),
-    (502, b"<html>bad gateway</html>", "502", 0.05),
-])
-def test_judging_answers(status: int, body: bytes, code: str | None,
-                         retried: float | None) -> None:
+@pytest.mark.parametrize(
+    "status,body,code,retried",
+    [
+        (
+            200,
+            b'<CompleteMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            b"<ETag>&quot;abc-1&quot;</ETag></CompleteMultipartUploadResult>",
+            None,
+            None,
+        ),
+        (200, error_body("InternalError"), "InternalError", 0.05),
+        (200, b"<CompleteMultipartUploadResult><ETag>", "500", 0.05),  # cut short
+        (404, error_body("NoSuchUpload"), "NoSuchUpload", None),
+        (400, error_body("InvalidPart"), "InvalidPart", None),
+        (412, error_body("PreconditionFailed"), "PreconditionFailed", None),
+        (503, error_body("SlowDown"), "SlowDown", 1.0),
+        (400, error_body("RequestTimeout"), "RequestTimeout", 0.05),
+        (429, b"", "429", 1.0),
+        (502, b"<html>bad gateway</html>", "502", 0.05),
+    ],
+)
+def test_judging_answers(status: int, body: bytes, code: str | None, retried: float | None) -> None:
     outcome, scale = _judge(status, body)
     assert scale == retried
     if code is None:

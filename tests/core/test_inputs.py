@@ -20,12 +20,15 @@ from zero_rename.errors import AbortRefusedError, ConfigError, ManifestError
 JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"
 
 
-@pytest.mark.parametrize("url", [
-    "s3://AKIAEXAMPLE:wJalrXUtnFEMI/K7MDENG@bucket/t",
-    "s3://AKIAEXAMPLE:wJalrXUtnFEMIK7MDENG@bucket/t",
-    "s3a://wJalrXUtnFEMIK7MDENG@bucket/t#frag",
-    "http://AKIAEXAMPLE:wJalrXUtnFEMIK7MDENG@bucket/t",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://AKIAEXAMPLE:wJalrXUtnFEMI/K7MDENG@bucket/t",
+        "s3://AKIAEXAMPLE:wJalrXUtnFEMIK7MDENG@bucket/t",
+        "s3a://wJalrXUtnFEMIK7MDENG@bucket/t#frag",
+        "http://AKIAEXAMPLE:wJalrXUtnFEMIK7MDENG@bucket/t",
+    ],
+)
 def test_credentials_in_a_destination_are_refused_unechoed(url: str) -> None:
     with pytest.raises(ConfigError) as err:
         Destination.parse(url)
@@ -33,17 +36,33 @@ def test_credentials_in_a_destination_are_refused_unechoed(url: str) -> None:
     assert "***@bucket" in str(err.value)
 
 
-@pytest.mark.parametrize("url", ["s3://bucket/events#x", "s3://bucket/events?versionId=1",
-                                 "s3://bucket/a//b", "s3://bucket/a/./b"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://bucket/events#x",
+        "s3://bucket/events?versionId=1",
+        "s3://bucket/a//b",
+        "s3://bucket/a/./b",
+    ],
+)
 def test_urls_a_parser_would_rewrite_are_refused(url: str) -> None:
     """``s3://b/events#x`` must never silently become ``s3://b/events``."""
     with pytest.raises(ConfigError):
         Destination.parse(url)
 
 
-@pytest.mark.parametrize("job_id", [
-    "{0B7F3C1E-5D2A-4C8E-9F1A-2B3C4D5E6F70}", "0B7F3C1E-5D2A-4C8E-9F1A-2B3C4D5E6F70",
-    "0b7f3c1e5d2a4c8e9f1a2b3c4d5e6f70", "urn:uuid:" + JOB, JOB + "\n", " " + JOB, "nope"])
+@pytest.mark.parametrize(
+    "job_id",
+    [
+        "{0B7F3C1E-5D2A-4C8E-9F1A-2B3C4D5E6F70}",
+        "0B7F3C1E-5D2A-4C8E-9F1A-2B3C4D5E6F70",
+        "0b7f3c1e5d2a4c8e9f1a2b3c4d5e6f70",
+        "urn:uuid:" + JOB,
+        JOB + "\n",
+        " " + JOB,
+        "nope",
+    ],
+)
 def test_job_ids_must_be_canonical_uuids(job_id: str) -> None:
     with pytest.raises(ConfigError, match="UUID|canonical"):
         check_job_id(job_id)
@@ -79,9 +98,16 @@ def test_job_scoped_keys_follow_the_layout() -> None:
     assert not is_job_data_key(nest, JOB, f"nest10/{name}")
 
 
-@pytest.mark.parametrize("field,value", [("max_attempts", 0), ("max_attempts", "3"),
-                                         ("max_pool_connections", 0), ("read_timeout", 0),
-                                         ("profile", "dynamo")])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("max_attempts", 0),
+        ("max_attempts", "3"),
+        ("max_pool_connections", 0),
+        ("read_timeout", 0),
+        ("profile", "dynamo"),
+    ],
+)
 def test_store_config_is_checked_at_construction(field: str, value: object) -> None:
     with pytest.raises(ConfigError, match=field if field != "profile" else "store profile"):
         StoreConfig(**{field: value})  # type: ignore[arg-type]

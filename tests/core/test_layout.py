@@ -1,5 +1,3 @@
-
-
 def test_partition_key() -> None:
     from zero_rename.core.layout import partition_key
 

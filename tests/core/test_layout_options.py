@@ -19,49 +19,60 @@ from zero_rename.errors import ConfigError
 JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"
 
 
-@pytest.mark.parametrize("url,bucket,prefix", [
-    ("s3://bucket/table", "bucket", "table"),
-    ("s3a://bucket/a/b/", "bucket", "a/b"),
-    ("S3://bucket/t", "bucket", "t"),
-])
+@pytest.mark.parametrize(
+    "url,bucket,prefix",
+    [
+        ("s3://bucket/table", "bucket", "table"),
+        ("s3a://bucket/a/b/", "bucket", "a/b"),
+        ("S3://bucket/t", "bucket", "t"),
+    ],
+)
 def test_destination_parses(url: str, bucket: str, prefix: str) -> None:
     d = Destination.parse(url)
     assert (d.bucket, d.prefix, d.dir) == (bucket, prefix, prefix + "/")
 
 
-@pytest.mark.parametrize("url,message", [
-    ("s3://bucket", "bucket root"),
-    ("s3://bucket/", "bucket root"),
-    ("hdfs://x/y", "s3:// or s3a://"),
-    ("s3://B_ad/t", "invalid bucket"),
-    ("s3://bucket/a/../b", "unsafe"),
-    ("s3://bucket/_zero_rename/x", "unsafe"),
-    ("s3://bucket//a//b", "empty or unsafe path element ''"),
-    ("s3://bucket/events#x", "fragment"),
-    ("s3://bucket/events?v=1", "query"),
-    ("s3://bucket/ev\tents", "control character"),
-])
+@pytest.mark.parametrize(
+    "url,message",
+    [
+        ("s3://bucket", "bucket root"),
+        ("s3://bucket/", "bucket root"),
+        ("hdfs://x/y", "s3:// or s3a://"),
+        ("s3://B_ad/t", "invalid bucket"),
+        ("s3://bucket/a/../b", "unsafe"),
+        ("s3://bucket/_zero_rename/x", "unsafe"),
+        ("s3://bucket//a//b", "empty or unsafe path element ''"),
+        ("s3://bucket/events#x", "fragment"),
+        ("s3://bucket/events?v=1", "query"),
+        ("s3://bucket/ev\tents", "control character"),
+    ],
+)
 def test_destination_refuses(url: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Destination.parse(url)
 
 
 def test_adjacent_destinations_never_share_a_prefix() -> None:
-    assert not Destination.parse("s3://bkt/out/ds10").dir.startswith(Destination.parse("s3://bkt/out/ds1").dir)
+    assert not Destination.parse("s3://bkt/out/ds10").dir.startswith(
+        Destination.parse("s3://bkt/out/ds1").dir
+    )
 
 
-@pytest.mark.parametrize("value,escaped", [
-    ("2024-01-01", "2024-01-01"),
-    ("a/b", "a%2Fb"),
-    ("a=b", "a%3Db"),
-    ("100%", "100%25"),
-    ("12:30", "12%3A30"),
-    ("new york", "new york"),
-    ("zürich", "zürich"),
-    ("..", ".."),
-    (None, "__HIVE_DEFAULT_PARTITION__"),
-    ("", "__HIVE_DEFAULT_PARTITION__"),
-])
+@pytest.mark.parametrize(
+    "value,escaped",
+    [
+        ("2024-01-01", "2024-01-01"),
+        ("a/b", "a%2Fb"),
+        ("a=b", "a%3Db"),
+        ("100%", "100%25"),
+        ("12:30", "12%3A30"),
+        ("new york", "new york"),
+        ("zürich", "zürich"),
+        ("..", ".."),
+        (None, "__HIVE_DEFAULT_PARTITION__"),
+        ("", "__HIVE_DEFAULT_PARTITION__"),
+    ],
+)
 def test_partition_values_escape_as_spark_does(value: str | None, escaped: str) -> None:
     assert escape_partition_value(value) == escaped
     assert unescape_partition_value(escaped) == (value or None)
@@ -101,8 +112,15 @@ def test_data_key_checks() -> None:
 
 
 def test_options_parse_strings_and_defaults() -> None:
-    o = parse_options({"partition_columns": "dt, region", "part_size": str(16 * MIB),
-                       "committer": "staging", "threads": "8", "verify_uploads": "false"})
+    o = parse_options(
+        {
+            "partition_columns": "dt, region",
+            "part_size": str(16 * MIB),
+            "committer": "staging",
+            "threads": "8",
+            "verify_uploads": "false",
+        }
+    )
     assert o.partition_columns == ("dt", "region")
     assert (o.part_size, o.threads, o.verify_uploads) == (16 * MIB, 8, False)
     assert o.mode_name == "partitioned"
@@ -110,15 +128,18 @@ def test_options_parse_strings_and_defaults() -> None:
     assert (defaults.committer, defaults.conflict_mode, defaults.threads) == ("magic", "fail", 64)
 
 
-@pytest.mark.parametrize("options,message", [
-    ({"conflict": "replace"}, "unknown option.*'conflict'"),
-    ({"conflict_mode": "merge"}, "conflict_mode"),
-    ({"committer": "directory"}, "committer"),
-    ({"part_size": 1024}, "part_size"),
-    ({"threads": 0}, "threads"),
-    ({"partition_columns": "dt,dt"}, "twice"),
-    ({"partition_columns": "a/b"}, "may not contain"),
-])
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"conflict": "replace"}, "unknown option.*'conflict'"),
+        ({"conflict_mode": "merge"}, "conflict_mode"),
+        ({"committer": "directory"}, "committer"),
+        ({"part_size": 1024}, "part_size"),
+        ({"threads": 0}, "threads"),
+        ({"partition_columns": "dt,dt"}, "twice"),
+        ({"partition_columns": "a/b"}, "may not contain"),
+    ],
+)
 def test_options_refuse_what_they_cannot_use(options: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_options(options)

@@ -15,25 +15,30 @@ pytestmark = pytest.mark.unit
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 
-def answer(count: int, *, truncated: bool = False, next_key: str = "",
-           encoding: str = "") -> Iterator[bytes]:
-    yield (f'<?xml version="1.0" encoding="UTF-8"?><ListMultipartUploadsResult xmlns="{NS}">'
-           f"<Bucket>b</Bucket><KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
-           + (f"<EncodingType>{encoding}</EncodingType>" if encoding else "")
-           + f"<NextKeyMarker>{next_key}</NextKeyMarker><NextUploadIdMarker>u{count}"
-           f"</NextUploadIdMarker><MaxUploads>1000</MaxUploads>"
-           f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>").encode()
+def answer(
+    count: int, *, truncated: bool = False, next_key: str = "", encoding: str = ""
+) -> Iterator[bytes]:
+    yield (
+        f'<?xml version="1.0" encoding="UTF-8"?><ListMultipartUploadsResult xmlns="{NS}">'
+        f"<Bucket>b</Bucket><KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
+        + (f"<EncodingType>{encoding}</EncodingType>" if encoding else "")
+        + f"<NextKeyMarker>{next_key}</NextKeyMarker><NextUploadIdMarker>u{count}"
+        f"</NextUploadIdMarker><MaxUploads>1000</MaxUploads>"
+        f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>"
+    ).encode()
     for i in range(count):
-        yield (f"<Upload><Key>t/dt%3D1/f{i}</Key><UploadId>u{i}</UploadId>"
-               f"<Initiator><ID>x</ID></Initiator><StorageClass>STANDARD</StorageClass>"
-               f"<Initiated>2026-11-23T01:02:03.000Z</Initiated></Upload>").encode()
+        yield (
+            f"<Upload><Key>t/dt%3D1/f{i}</Key><UploadId>u{i}</UploadId>"
+            f"<Initiator><ID>x</ID></Initiator><StorageClass>STANDARD</StorageClass>"
+            f"<Initiated>2026-11-23T01:02:03.000Z</Initiated></Upload>"
+        ).encode()
     yield b"</ListMultipartUploadsResult>"
 
 
 def rechunked(chunks: Iterator[bytes], size: int) -> Iterator[bytes]:
     """The same bytes cut at arbitrary places, as a socket delivers them."""
     data = b"".join(chunks)
-    return (data[i:i + size] for i in range(0, len(data), size))
+    return (data[i : i + size] for i in range(0, len(data), size))
 
 
 def test_uploads_come_one_by_one_whatever_the_chunks() -> None:

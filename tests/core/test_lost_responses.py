@@ -21,8 +21,9 @@ WRITES = [*JOB_WRITES, pytest.param("DeleteObjects", None, 1, id="cleanup-delete
 
 
 @pytest.mark.parametrize("op,key,nth", WRITES)
-def test_one_lost_answer_anywhere_still_commits_once(committer: Committer, op: str,
-                                                    key: str | None, nth: int) -> None:
+def test_one_lost_answer_anywhere_still_commits_once(
+    committer: Committer, op: str, key: str | None, nth: int
+) -> None:
     lost = inject(committer.store.client, op, when="after", nth=nth, key_contains=key)
     job_id = run_job(committer, cleanup=False)
     assert lost.fired == 1
@@ -35,8 +36,9 @@ def test_one_lost_answer_anywhere_still_commits_once(committer: Committer, op: s
 def test_lost_answer_to_the_abort_still_aborts(committer: Committer, nth: int) -> None:
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
     write_task(committer, job, "00000", {"2024-01-01": b"x"})
-    lost = inject(committer.store.client, "PutObject", when="after", nth=nth,
-                  key_contains="job.json")
+    lost = inject(
+        committer.store.client, "PutObject", when="after", nth=nth, key_contains="job.json"
+    )
     assert committer.abort_job(job.job_id).aborted_uploads == 1
     assert lost.fired == 1
     assert committer.job(job.job_id).state == "aborted"

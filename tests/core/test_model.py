@@ -15,30 +15,47 @@ JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"
 
 
 def upload(key: str = "t/part-0", parts: int = 2) -> PendingUpload:
-    ps = tuple(Part(number=i + 1, etag=f'"{hashlib.md5(bytes([i])).hexdigest()}"', size=10)
-               for i in range(parts))
+    ps = tuple(
+        Part(number=i + 1, etag=f'"{hashlib.md5(bytes([i])).hexdigest()}"', size=10)
+        for i in range(parts)
+    )
     return PendingUpload(key=key, upload_id="u1", parts=ps, bytes=10 * parts, rows=3)
 
 
 def test_manifest_round_trips() -> None:
-    m = TaskManifest(job_id=JOB, task_id="00001", attempt=0, task_attempt_id="a", committer="magic",
-                     uploads=(upload(),))
+    m = TaskManifest(
+        job_id=JOB,
+        task_id="00001",
+        attempt=0,
+        task_attempt_id="a",
+        committer="magic",
+        uploads=(upload(),),
+    )
     again = load(TaskManifest, dump(m), "here")
     assert again == m
     assert json.loads(dump(m))["kind"] == "zero-rename/task-manifest"
 
 
-@pytest.mark.parametrize("mutate,message", [
-    (lambda d: d.update(version=2), "version"),
-    (lambda d: d.update(kind="zero-rename/job"), "kind"),
-    (lambda d: d.update(extra="x"), "extra"),
-    (lambda d: d["uploads"][0].update(bytes=5), "add up"),
-    (lambda d: d["uploads"][0]["parts"].reverse(), "numbered"),
-    (lambda d: d["uploads"][0].update(parts=[]), "parts"),
-])
+@pytest.mark.parametrize(
+    "mutate,message",
+    [
+        (lambda d: d.update(version=2), "version"),
+        (lambda d: d.update(kind="zero-rename/job"), "kind"),
+        (lambda d: d.update(extra="x"), "extra"),
+        (lambda d: d["uploads"][0].update(bytes=5), "add up"),
+        (lambda d: d["uploads"][0]["parts"].reverse(), "numbered"),
+        (lambda d: d["uploads"][0].update(parts=[]), "parts"),
+    ],
+)
 def test_manifest_refuses_bad_documents(mutate, message: str) -> None:  # noqa: ANN001
-    m = TaskManifest(job_id=JOB, task_id="00001", attempt=0, task_attempt_id="a", committer="magic",
-                     uploads=(upload(),))
+    m = TaskManifest(
+        job_id=JOB,
+        task_id="00001",
+        attempt=0,
+        task_attempt_id="a",
+        committer="magic",
+        uploads=(upload(),),
+    )
     doc = json.loads(dump(m))
     mutate(doc)
     with pytest.raises(ManifestError, match="not a valid TaskManifest"):

@@ -14,24 +14,33 @@ JOB = "5f0c9a4e-2b1d-4c8e-9f3a-1d2e3f4a5b6c"
 
 
 def _success(*files: CommittedFile) -> SuccessData:
-    return SuccessData(committer="magic", jobId=JOB, timestamp=0, date="", files=files,
-                       partitions=("dt=1",))
+    return SuccessData(
+        committer="magic", jobId=JOB, timestamp=0, date="", files=files, partitions=("dt=1",)
+    )
 
 
 def test_compare_reports_each_kind_of_problem() -> None:
     name = f"part-00000-{JOB}.c000.csv"
-    success = _success(CommittedFile(path=f"dt=1/a-{name}", bytes=3, etag='"e1"'),
-                       CommittedFile(path=f"dt=1/b-{name}", bytes=3, etag='"e2"'),
-                       CommittedFile(path=f"dt=1/c-{name}", bytes=3, etag='"e3"'),
-                       CommittedFile(path=f"dt=1/d-{name}", bytes=3, etag='"e4"'))
-    found = {f"dt=1/a-{name}": ObjectInfo("k", 3, '"e1"'),
-             f"dt=1/c-{name}": ObjectInfo("k", 4, '"e3"'),
-             f"dt=1/d-{name}": ObjectInfo("k", 3, '"other"'),
-             f"dt=1/z-{name}": ObjectInfo("k", 1, '"z"'),
-             "dt=1/part-from-another-job.csv": ObjectInfo("k", 1, '"y"')}
+    success = _success(
+        CommittedFile(path=f"dt=1/a-{name}", bytes=3, etag='"e1"'),
+        CommittedFile(path=f"dt=1/b-{name}", bytes=3, etag='"e2"'),
+        CommittedFile(path=f"dt=1/c-{name}", bytes=3, etag='"e3"'),
+        CommittedFile(path=f"dt=1/d-{name}", bytes=3, etag='"e4"'),
+    )
+    found = {
+        f"dt=1/a-{name}": ObjectInfo("k", 3, '"e1"'),
+        f"dt=1/c-{name}": ObjectInfo("k", 4, '"e3"'),
+        f"dt=1/d-{name}": ObjectInfo("k", 3, '"other"'),
+        f"dt=1/z-{name}": ObjectInfo("k", 1, '"z"'),
+        "dt=1/part-from-another-job.csv": ObjectInfo("k", 1, '"y"'),
+    }
     problems = check.compare(success, success.files, found)
     assert [(p.kind, p.path[5]) for p in problems] == [
-        (check.MISSING, "b"), (check.SIZE, "c"), (check.ETAG, "d"), (check.UNLISTED, "z")]
+        (check.MISSING, "b"),
+        (check.SIZE, "c"),
+        (check.ETAG, "d"),
+        (check.UNLISTED, "z"),
+    ]
 
 
 def test_partitioned_jobs_are_checked_in_their_partitions() -> None:

@@ -26,38 +26,65 @@ def test_job_id_comes_from_the_file_name_only() -> None:
 
 def test_job_records_are_looked_for_at_dest_first_then_along_the_key() -> None:
     dest = Destination("b", "warehouse/events")
-    found = [d.prefix for d in pend.candidate_destinations(
-        dest, "warehouse/events/dt=1/region=eu/part-x")]
-    assert found == ["warehouse/events", "warehouse", "warehouse/events/dt=1",
-                     "warehouse/events/dt=1/region=eu"]
+    found = [
+        d.prefix
+        for d in pend.candidate_destinations(dest, "warehouse/events/dt=1/region=eu/part-x")
+    ]
+    assert found == [
+        "warehouse/events",
+        "warehouse",
+        "warehouse/events/dt=1",
+        "warehouse/events/dt=1/region=eu",
+    ]
 
 
 # -- what may go -----------------------------------------------------------
-@pytest.mark.parametrize("state, action", [(None, pend.ABORT), ("aborted", pend.ABORT),
-                                           ("committed", pend.ABORT),
-                                           ("committing", pend.REFUSE),
-                                           ("setup", pend.REFUSE)])
+@pytest.mark.parametrize(
+    "state, action",
+    [
+        (None, pend.ABORT),
+        ("aborted", pend.ABORT),
+        ("committed", pend.ABORT),
+        ("committing", pend.REFUSE),
+        ("setup", pend.REFUSE),
+    ],
+)
 def test_job_scoped_abort_decisions(state: str | None, action: str) -> None:
     assert pend.decide_for_job(pend.Owner(JOB, state)).action == action
 
 
-@pytest.mark.parametrize("job, state, action", [
-    (JOB, None, pend.ABORT), (JOB, "aborted", pend.ABORT),
-    (JOB, "committed", pend.ABORT), (JOB, "committing", pend.REFUSE),
-    (JOB, "setup", pend.ABORT_JOB), (None, None, pend.KEEP)])
+@pytest.mark.parametrize(
+    "job, state, action",
+    [
+        (JOB, None, pend.ABORT),
+        (JOB, "aborted", pend.ABORT),
+        (JOB, "committed", pend.ABORT),
+        (JOB, "committing", pend.REFUSE),
+        (JOB, "setup", pend.ABORT_JOB),
+        (None, None, pend.KEEP),
+    ],
+)
 def test_sweep_decisions(job: str | None, state: str | None, action: str) -> None:
     assert pend.decide_for_sweep(pend.Owner(job, state)).action == action
 
 
 def test_a_sweep_decides_each_job_once_in_order_of_first_appearance() -> None:
     other = str(uuid.uuid4())
-    owners = {JOB: pend.Owner(JOB, "committed"), other: pend.Owner(other, "committing"),
-              None: pend.Owner(None)}
-    old = [pend.Pending(UploadInfo(f"k{n}", f"u{n}", None), owners[job])
-           for n, job in enumerate([other, JOB, None, other, JOB])]
+    owners = {
+        JOB: pend.Owner(JOB, "committed"),
+        other: pend.Owner(other, "committing"),
+        None: pend.Owner(None),
+    }
+    old = [
+        pend.Pending(UploadInfo(f"k{n}", f"u{n}", None), owners[job])
+        for n, job in enumerate([other, JOB, None, other, JOB])
+    ]
     plan = pend.plan_sweep(old)
     assert [(j.owner.job_id, len(j.uploads), j.decision.action) for j in plan] == [
-        (other, 2, pend.REFUSE), (JOB, 2, pend.ABORT), (None, 1, pend.KEEP)]
+        (other, 2, pend.REFUSE),
+        (JOB, 2, pend.ABORT),
+        (None, 1, pend.KEEP),
+    ]
     assert [p.upload.upload_id for p in plan[0].uploads] == ["u0", "u3"]
 
 
@@ -104,13 +131,17 @@ def test_the_sweep_gives_up_after_its_rounds(committer: Committer) -> None:
 
 @pytest.mark.s3
 def test_a_job_whose_commit_wins_the_race_against_the_sweep_is_refused(
-        committer: Committer) -> None:
+    committer: Committer,
+) -> None:
     """The sweep saw the job in setup; by the time it aborts, the commit decided first."""
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
     write_task(committer, job, "00000", {"2024-01-01": b"a"})
     committer.commit_job(job.job_id)
-    seen = pend.JobSweep(pend.Owner(job.job_id, "setup", committer.dest), (),
-                         pend.Decision(pend.ABORT_JOB, "seen in setup"))
+    seen = pend.JobSweep(
+        pend.Owner(job.job_id, "setup", committer.dest),
+        (),
+        pend.Decision(pend.ABORT_JOB, "seen in setup"),
+    )
     carried, aborted = pend.abort_abandoned_job(committer.store, seen, "abandoned")
     assert aborted == 0
     assert carried.decision.action == pend.REFUSE

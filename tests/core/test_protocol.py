@@ -45,8 +45,9 @@ def test_commit_lifecycle(committer: Committer, mode: str) -> None:
     assert all(job.job_id in name for name in files)
     assert (summary.files, summary.rows, summary.tasks) == (3, 5, 2)
     assert pending_in_bucket(committer) == []
-    success = json.loads(committer.store.get_object(committer.dest.bucket,
-                                                    committer.dest.success_key)[0])
+    success = json.loads(
+        committer.store.get_object(committer.dest.bucket, committer.dest.success_key)[0]
+    )
     assert success["name"] == "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
     assert success["jobId"] == job.job_id and success["success"] is True
     assert success["committer"] == ("magic" if mode == "magic" else "directory")
@@ -61,8 +62,7 @@ def test_commit_lifecycle(committer: Committer, mode: str) -> None:
     # the destination's claim table, released
     assert history_only(committer, job.job_id)
     claims = committer.dest.hidden_dir + "claims.json"
-    assert json.loads(committer.store.get_object(committer.dest.bucket,
-                                                 claims)[0])["claims"] == []
+    assert json.loads(committer.store.get_object(committer.dest.bucket, claims)[0])["claims"] == []
     record = committer.job(job.job_id)
     assert record.claimed == ("",) and record.store_profile is not None
 
@@ -203,8 +203,7 @@ def test_late_attempt_after_abort_adds_nothing(committer: Committer, mode: str) 
     assert visible(committer) == {} and pending_in_bucket(committer) == []
 
 
-def test_parallel_jobs_to_adjacent_paths(bucket: str, store_config: StoreConfig,
-                                         mode: str) -> None:
+def test_parallel_jobs_to_adjacent_paths(bucket: str, store_config: StoreConfig, mode: str) -> None:
     c1 = Committer(f"s3://{bucket}/out/ds1", store_config)
     c10 = Committer(f"s3://{bucket}/out/ds10", store_config)
     j1, j10 = c1.setup_job(opts(mode)), c10.setup_job(opts(mode))
@@ -219,8 +218,9 @@ def test_parallel_jobs_to_adjacent_paths(bucket: str, store_config: StoreConfig,
     assert pending_in_bucket(c1) == []
 
 
-def test_parallel_jobs_to_one_destination(committer: Committer, store_config: StoreConfig,
-                                          mode: str) -> None:
+def test_parallel_jobs_to_one_destination(
+    committer: Committer, store_config: StoreConfig, mode: str
+) -> None:
     """Two jobs write other partitions of one table at once; each cleanup spares the other."""
     other = Committer(committer.dest, store_config)
     j1 = committer.setup_job(opts(mode, partition_columns="dt"))
@@ -241,6 +241,7 @@ def test_job_setup_is_idempotent_for_one_job_id(committer: Committer) -> None:
     again = committer.setup_job({"conflict_mode": "append"}, job_id=job.job_id)
     assert again.job_id == job.job_id and again.created == job.created
     from zero_rename.errors import ConfigError
+
     with pytest.raises(ConfigError, match="already exists"):
         committer.setup_job({"conflict_mode": "replace"}, job_id=job.job_id)
 
@@ -263,9 +264,14 @@ def test_tasks_commit_concurrently(committer: Committer, mode: str) -> None:
     job = committer.setup_job(opts(mode, partition_columns="dt"))
     bodies = {f"{i:05d}": f"task {i}".encode() for i in range(24)}
     with ThreadPoolExecutor(12) as pool:
-        list(pool.map(lambda item: write_task(committer, job, item[0],
-                                              {f"2024-01-{int(item[0]) % 3 + 1:02d}": item[1]}),
-                      bodies.items()))
+        list(
+            pool.map(
+                lambda item: write_task(
+                    committer, job, item[0], {f"2024-01-{int(item[0]) % 3 + 1:02d}": item[1]}
+                ),
+                bodies.items(),
+            )
+        )
     summary = committer.commit_job(job.job_id, expected=list(bodies))
     assert summary.files == 24 and len(summary.partitions) == 3
     assert sorted(visible(committer).values()) == sorted(bodies.values())

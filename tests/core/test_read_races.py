@@ -48,8 +48,9 @@ def run_job(c: Committer, mode: str, tag: str, days: tuple[str, ...]) -> None:
     c.commit_job(record.job_id)
 
 
-def after(state: dict[str, set[str]], mode: str, tag: str,
-          days: tuple[str, ...]) -> dict[str, set[str]]:
+def after(
+    state: dict[str, set[str]], mode: str, tag: str, days: tuple[str, ...]
+) -> dict[str, set[str]]:
     new = {d: set(tags) for d, tags in state.items()}
     for day in days:
         rows = {f"{tag}/{n}" for n in range(FILES_PER_DAY)}
@@ -63,22 +64,22 @@ def frozen(state: dict[str, set[str]]) -> State:
 
 def read_state(dest: str, config: StoreConfig) -> State:
     table = read_table(dest, store_config=config)
-    rows = list(zip(table.column("dt").to_pylist(), table.column("tag").to_pylist(),
-                    strict=True))
+    rows = list(zip(table.column("dt").to_pylist(), table.column("tag").to_pylist(), strict=True))
     assert len(rows) == len(set(rows)), "a row read twice"
     return frozenset(rows)
 
 
 @pytest.mark.parametrize("mode", ["append", "replace"])
 @pytest.mark.every_backend
-def test_every_read_is_a_committed_state(committer: Committer, store_config: StoreConfig,
-                                         mode: str) -> None:
+def test_every_read_is_a_committed_state(
+    committer: Committer, store_config: StoreConfig, mode: str
+) -> None:
     c = committer
     state: dict[str, set[str]] = {}
     run_job(c, "append", "base", DAYS)
     state = after(state, "append", "base", DAYS)
     committed = {frozen(state)}
-    jobs = [(mode, f"{mode}{r}", DAYS[r % 2: r % 2 + 2]) for r in range(ROUNDS)]
+    jobs = [(mode, f"{mode}{r}", DAYS[r % 2 : r % 2 + 2]) for r in range(ROUNDS)]
     for job_mode, tag, days in jobs:
         state = after(state, job_mode, tag, days)
         committed.add(frozen(state))

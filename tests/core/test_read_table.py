@@ -20,8 +20,7 @@ pytestmark = pytest.mark.s3
 
 def parquet(ids: list[int]) -> bytes:
     out = io.BytesIO()
-    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()),
-                             "name": [f"n{i}" for i in ids]}), out)
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]}), out)
     return out.getvalue()
 
 
@@ -37,12 +36,15 @@ def write_job(c: Committer, mode: str, days: dict[str | None, list[int]]) -> Job
 
 
 def rows(table: pa.Table) -> list[tuple[object, ...]]:
-    return sorted(zip(*(table.column(n).to_pylist() for n in ("id", "dt")), strict=True),
-                  key=lambda r: (r[0], str(r[1])))
+    return sorted(
+        zip(*(table.column(n).to_pylist() for n in ("id", "dt")), strict=True),
+        key=lambda r: (r[0], str(r[1])),
+    )
 
 
-def test_reads_committed_rows_with_partition_columns(committer: Committer,
-                                                     store_config: StoreConfig) -> None:
+def test_reads_committed_rows_with_partition_columns(
+    committer: Committer, store_config: StoreConfig
+) -> None:
     c = committer
     first = write_job(c, "append", {"2026-11-20": [1, 2], "2026-11-21": [3]})
     c.commit_job(first.job_id)
@@ -57,8 +59,9 @@ def test_filters_and_columns(committer: Committer, store_config: StoreConfig) ->
     c = committer
     job = write_job(c, "append", {"a": [1], "b": [2, 3]})
     c.commit_job(job.job_id)
-    table = read_table(c.dest.url, filters=[("dt", "=", "b")], columns=["id"],
-                       store_config=store_config)
+    table = read_table(
+        c.dest.url, filters=[("dt", "=", "b")], columns=["id"], store_config=store_config
+    )
     assert table.column_names == ["id"]
     assert sorted(table.column("id").to_pylist()) == [2, 3]
     dataset = read_dataset(c.dest.url, store_config=store_config)
@@ -73,9 +76,11 @@ def test_integer_partitions_and_nulls(committer: Committer, store_config: StoreC
     table = read_table(c.dest.url, store_config=store_config)
     assert pa.types.is_integer(table.schema.field("dt").type)
     assert rows(table) == [(1, 7), (2, None)]
-    named = read_table(c.dest.url, store_config=store_config,
-                       schema=pa.schema([("id", pa.int64()), ("name", pa.string()),
-                                         ("dt", pa.string())]))
+    named = read_table(
+        c.dest.url,
+        store_config=store_config,
+        schema=pa.schema([("id", pa.int64()), ("name", pa.string()), ("dt", pa.string())]),
+    )
     assert rows(named) == [(1, "7"), (2, None)]
 
 
@@ -86,19 +91,26 @@ def test_replace_and_as_of(committer: Committer, store_config: StoreConfig) -> N
     second = write_job(c, "replace", {"d1": [10, 11]})
     c.commit_job(second.job_id)
     assert rows(read_table(c.dest.url, store_config=store_config)) == [
-        (2, "d2"), (10, "d1"), (11, "d1")]
+        (2, "d2"),
+        (10, "d1"),
+        (11, "d1"),
+    ]
     third = write_job(c, "append", {"d3": [30]})
     c.commit_job(third.job_id)
-    assert rows(read_table(c.dest.url, store_config=store_config,
-                           as_of_job=second.job_id)) == [(2, "d2"), (10, "d1"), (11, "d1")]
+    assert rows(read_table(c.dest.url, store_config=store_config, as_of_job=second.job_id)) == [
+        (2, "d2"),
+        (10, "d1"),
+        (11, "d1"),
+    ]
 
 
 def test_empty_destination(committer: Committer, store_config: StoreConfig) -> None:
     assert read_table(committer.dest.url, store_config=store_config).num_rows == 0
 
 
-def test_endpoint_from_the_environment(committer: Committer, store_config: StoreConfig,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_endpoint_from_the_environment(
+    committer: Committer, store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     job = write_job(committer, "append", {"a": [1]})
     committer.commit_job(job.job_id)
     # No store settings: botocore and Arrow both take AWS_ENDPOINT_URL.

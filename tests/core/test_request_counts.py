@@ -52,8 +52,7 @@ class Requests:
 def test_library_path_with_expected_tasks(committer: Committer) -> None:
     committer.setup_job({})  # the process has probed the store (once per bucket)
     requests = Requests(committer.store.client)
-    job = committer.setup_job({"conflict_mode": "append", "threads": 16},
-                              expected_tasks=TASKS)
+    job = committer.setup_job({"conflict_mode": "append", "threads": 16}, expected_tasks=TASKS)
 
     def task(index: int) -> None:
         attempt = committer.task_attempt(job, f"{index:05d}")

@@ -52,8 +52,9 @@ def write_days(c: Committer, mode: str = "replace") -> str:
 
 
 @pytest.mark.s3
-def test_a_job_across_shards_commits_and_lists_every_file(committer: Committer,
-                                                          small_shards: int) -> None:
+def test_a_job_across_shards_commits_and_lists_every_file(
+    committer: Committer, small_shards: int
+) -> None:
     job_id = write_days(committer)
     summary = committer.commit_job(job_id)
     assert summary.files == 8 and summary.partition_count == 4
@@ -68,8 +69,9 @@ def test_a_job_across_shards_commits_and_lists_every_file(committer: Committer,
 
 
 @pytest.mark.s3
-def test_crash_between_shards_resumes_once(committer: Committer, dest: str,
-                                           store_config: StoreConfig, small_shards: int) -> None:
+def test_crash_between_shards_resumes_once(
+    committer: Committer, dest: str, store_config: StoreConfig, small_shards: int
+) -> None:
     """Killed after the first shard is done: the retry skips it by the journal and
     completes the rest, each file once."""
     job_id = write_days(committer)
@@ -89,30 +91,38 @@ def test_crash_between_shards_resumes_once(committer: Committer, dest: str,
 
 
 @pytest.mark.s3
-def test_replace_across_shards_deletes_every_old_file(committer: Committer,
-                                                      small_shards: int) -> None:
+def test_replace_across_shards_deletes_every_old_file(
+    committer: Committer, small_shards: int
+) -> None:
     for day in DAYS:
         for n in range(2):
-            committer.store.put_object(committer.dest.bucket,
-                                       f"{committer.dest.dir}dt={day}/old-{n}.parquet", b"old")
+            committer.store.put_object(
+                committer.dest.bucket, f"{committer.dest.dir}dt={day}/old-{n}.parquet", b"old"
+            )
     job_id = write_days(committer)
     assert committer.commit_job(job_id).replaced_files == 8
     assert sorted(visible(committer).values()) == sorted(
-        f"{d} {x}".encode() for d in DAYS for x in "ab")
+        f"{d} {x}".encode() for d in DAYS for x in "ab"
+    )
 
 
 @pytest.mark.s3
 def test_stage_manifest_in_shards(committer: Committer, small_shards: int) -> None:
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
-    manifests = [write_task(committer, job, f"{i:05d}", {d: b"s", DAYS[0]: b"t"}, publish=False)
-                 for i, d in enumerate(DAYS[1:])]
+    manifests = [
+        write_task(committer, job, f"{i:05d}", {d: b"s", DAYS[0]: b"t"}, publish=False)
+        for i, d in enumerate(DAYS[1:])
+    ]
     staged = [m for m in manifests if isinstance(m, TaskManifest)]
     committer.save_stage_manifest(job.job_id, staged, engine="test")
     committer.save_stage_manifest(job.job_id, list(reversed(staged)), engine="test")  # a retry
     summary = committer.stage_summary(job.job_id)
     assert summary is not None and (summary.tasks, summary.files) == (3, 6)
     assert sorted(m.task_id for m in committer.load_manifests(job.job_id)) == [
-        "00000", "00001", "00002"]
+        "00000",
+        "00001",
+        "00002",
+    ]
     assert committer.commit_job(job.job_id).files == 6
 
 
@@ -127,8 +137,9 @@ def test_the_commit_reuses_the_plan_its_steps_prepared(committer: Committer) -> 
     assert resolved.files == 8 and resolved.partition_count == 4
     prepared = committer.job(job_id).prepared_plan
     manifest_reads = inject(committer.store.client, "GetObject", nth=10**6, key_contains="tasks/")
-    partition_listings = inject(committer.store.client, "ListObjectsV2", nth=10**6,
-                                key_contains="dt=")
+    partition_listings = inject(
+        committer.store.client, "ListObjectsV2", nth=10**6, key_contains="dt="
+    )
     uploads_listed = inject(committer.store.client, "ListMultipartUploads", nth=10**6)
     committer.commit_job(job_id)
     assert committer.job(job_id).plan_key == prepared
@@ -139,7 +150,8 @@ def test_the_commit_reuses_the_plan_its_steps_prepared(committer: Committer) -> 
 
 @pytest.mark.s3
 def test_a_manifest_published_after_the_steps_makes_the_commit_plan_again(
-        committer: Committer) -> None:
+    committer: Committer,
+) -> None:
     job_id = write_days(committer, mode="append")
     committer.validate(job_id)
     committer.resolve_conflicts(job_id)

@@ -82,14 +82,20 @@ def test_replace_supersedes_old_files_before_deleting_them(committer: Committer)
         thread = in_background(lambda: committer.commit_job(new.job_id))
         assert held.reached.wait(60)
         assert committer.job(new.job_id).state == "committed"
-        listed = [o.key for o in committer.store.list_objects(committer.dest.bucket,
-                                                               committer.dest.dir + "dt=d1/")]
+        listed = [
+            o.key
+            for o in committer.store.list_objects(
+                committer.dest.bucket, committer.dest.dir + "dt=d1/"
+            )
+        ]
         assert any(old.job_id in k for k in listed)  # still there ...
         state = files(committer)  # ... but not read
         held.release()
         thread.join(60)
     assert sorted((p.split("/")[0], j) for p, j in state.items()) == [
-        ("dt=d1", new.job_id), ("dt=d2", old.job_id)]
+        ("dt=d1", new.job_id),
+        ("dt=d2", old.job_id),
+    ]
     assert files(committer) == state
 
 
@@ -111,8 +117,10 @@ def test_foreign_files_are_read_until_a_replace(committer: Committer) -> None:
     c.store.put_object(c.dest.bucket, c.dest.dir + "dt=d1/from-another-tool.parquet", b"f")
     c.store.put_object(c.dest.bucket, c.dest.dir + "dt=d2/from-another-tool.parquet", b"f")
     c.store.put_object(c.dest.bucket, c.dest.dir + "_SUCCESS", b"{}")  # hidden
-    assert sorted(files(c)) == ["dt=d1/from-another-tool.parquet",
-                                "dt=d2/from-another-tool.parquet"]
+    assert sorted(files(c)) == [
+        "dt=d1/from-another-tool.parquet",
+        "dt=d2/from-another-tool.parquet",
+    ]
     new = job(c, "replace", {"d1": b"new"})
     c.commit_job(new.job_id)
     state = files(c)
@@ -167,8 +175,7 @@ def test_a_job_committed_during_the_listing_is_listed_again(committer: Committer
 
 
 @pytest.mark.parametrize("finish", ["commit", "cleanup"])
-def test_deletes_cut_short_after_committed_are_finished(committer: Committer,
-                                                        finish: str) -> None:
+def test_deletes_cut_short_after_committed_are_finished(committer: Committer, finish: str) -> None:
     c = committer
     old = job(c, "append", {"d1": b"old"})
     c.commit_job(old.job_id)
@@ -188,4 +195,3 @@ def test_deletes_cut_short_after_committed_are_finished(committer: Committer,
     listed = [o.key for o in c.store.list_objects(c.dest.bucket, c.dest.dir + "dt=d1/")]
     assert [k for k in listed if old.job_id in k] == []
     assert list(files(c).values()) == [new.job_id]
-

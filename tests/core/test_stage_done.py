@@ -11,12 +11,12 @@ from zero_rename.core.runs import stage_done
 pytestmark = pytest.mark.s3
 
 
-def test_the_stage_runs_until_its_manifest_is_saved_then_never_again(
-        committer: Committer) -> None:
+def test_the_stage_runs_until_its_manifest_is_saved_then_never_again(committer: Committer) -> None:
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
     assert stage_done(committer, job.job_id) is None
-    manifest = write_task(committer, job, "00000", {"2024-01-01": b"a", "2024-01-02": b"b"},
-                          publish=False, rows=5)
+    manifest = write_task(
+        committer, job, "00000", {"2024-01-01": b"a", "2024-01-02": b"b"}, publish=False, rows=5
+    )
     assert manifest is not None
     assert stage_done(committer, job.job_id) is None  # a task commit is not a stage
     committer.save_stage_manifest(job.job_id, [manifest], engine="test")

@@ -49,8 +49,11 @@ def test_upload_listing_is_paged_and_prefix_exact(store: S3Store, bucket: str) -
         list(store.list_uploads(bucket, "out/ds1"))
 
 
-@pytest.mark.moto_xfail(reason="ListMultipartUploads ignores MaxUploads and KeyMarker: every "
-                               "upload in one page, IsTruncated false", raises=AssertionError)
+@pytest.mark.moto_xfail(
+    reason="ListMultipartUploads ignores MaxUploads and KeyMarker: every "
+    "upload in one page, IsTruncated false",
+    raises=AssertionError,
+)
 def test_upload_listing_follows_the_pages(store: S3Store, bucket: str) -> None:
     """The listing above on a server that really pages: more than one request."""
     keys = [f"pg/k{i}" for i in range(5)]
@@ -72,7 +75,8 @@ def _uploads_paged_by_id_alone(store: S3Store, bucket: str, keys: list[str]) -> 
 
 
 def test_a_store_paging_by_upload_id_alone_is_listed_in_one_streamed_answer(
-        store: S3Store, bucket: str) -> None:
+    store: S3Store, bucket: str
+) -> None:
     keys = sorted(f"st/k{i:02d}" for i in range(7))
     _uploads_paged_by_id_alone(store, bucket, keys)
     store.create_upload(bucket, "stx/outside")
@@ -86,7 +90,8 @@ def test_a_store_paging_by_upload_id_alone_is_listed_in_one_streamed_answer(
 
 
 def test_with_a_proxy_configured_the_pages_are_followed_instead(
-        store: S3Store, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: S3Store, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     keys = sorted(f"st/k{i:02d}" for i in range(5))
     _uploads_paged_by_id_alone(store, bucket, keys)
     # A proxy urllib3 would not use; botocore bypasses it for this loopback server.
@@ -128,10 +133,13 @@ def test_missing_bucket(store: S3Store) -> None:
         store.check_bucket("no-such-bucket-here")
 
 
-@pytest.mark.moto_xfail(reason="accepts any credentials (no signature check without IAM "
-                               "emulation)", raises=pytest.fail.Exception)
-def test_bad_credentials(store_config: StoreConfig, bucket: str,
-                         monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.moto_xfail(
+    reason="accepts any credentials (no signature check without IAM emulation)",
+    raises=pytest.fail.Exception,
+)
+def test_bad_credentials(
+    store_config: StoreConfig, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
     bad = S3Store.connect(store_config)
     with pytest.raises(DestinationError, match="access refused") as err:
@@ -160,8 +168,9 @@ def test_slowdown_and_5xx_are_retried_with_backoff(store: S3Store, bucket: str) 
 
 
 def test_pool_is_sized_to_the_commit_threads(store_config: StoreConfig) -> None:
-    store = S3Store.connect(StoreConfig(endpoint_url=store_config.endpoint_url,
-                                        max_pool_connections=96))
+    store = S3Store.connect(
+        StoreConfig(endpoint_url=store_config.endpoint_url, max_pool_connections=96)
+    )
     assert store.pool_size == 96
     assert StoreConfig().max_pool_connections == 64
 
@@ -187,12 +196,18 @@ class _Raw:
 
 
 def test_a_repeated_upload_is_listed_once_unless_repeats_are_fine(
-        store: S3Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: S3Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A store that lists an upload on two pages (unsorted listings may).
-    pages = [{"Uploads": [{"Key": "p/a", "UploadId": "1"}, {"Key": "p/b", "UploadId": "2"}]},
-             {"Uploads": [{"Key": "p/a", "UploadId": "1"}]}]
+    pages = [
+        {"Uploads": [{"Key": "p/a", "UploadId": "1"}, {"Key": "p/b", "UploadId": "2"}]},
+        {"Uploads": [{"Key": "p/a", "UploadId": "1"}]},
+    ]
     monkeypatch.setattr(store, "_pages", lambda *args, **kwargs: iter(pages))
     assert [u.key for u in store.list_uploads("bucket-x", "p/")] == ["p/a", "p/b"]
     # A job commit's listing remembers nothing (a million uploads): repeats pass.
-    assert [u.key for u in store.list_uploads("bucket-x", "p/", unique=False)] == \
-        ["p/a", "p/b", "p/a"]
+    assert [u.key for u in store.list_uploads("bucket-x", "p/", unique=False)] == [
+        "p/a",
+        "p/b",
+        "p/a",
+    ]

@@ -32,17 +32,18 @@ LOST = [
 
 @pytest.mark.parametrize("op,key,nth", LOST)
 @pytest.mark.every_backend
-def test_a_lost_response_anywhere_commits_once_in_one_pass(proxy: S3Proxy, proxied: Committer,
-                                                          op: str, key: str | None,
-                                                          nth: int) -> None:
+def test_a_lost_response_anywhere_commits_once_in_one_pass(
+    proxy: S3Proxy, proxied: Committer, op: str, key: str | None, nth: int
+) -> None:
     rule = proxy.add(op, "lose", key_contains=key, nth=nth)
     job_id = run_job(proxied, losing_attempt=True)
     assert rule.fired == 1
     assert_committed_once(proxied, job_id)
 
 
-def test_conflict_409_on_every_conditional_write_is_a_lost_round(proxy: S3Proxy,
-                                                                proxied: Committer) -> None:
+def test_conflict_409_on_every_conditional_write_is_a_lost_round(
+    proxy: S3Proxy, proxied: Committer
+) -> None:
     """AWS answers racing conditional writes with 409, which botocore does not retry."""
     proxy.enable("aws_conflict_409")
     job_id = run_job(proxied)
@@ -51,8 +52,9 @@ def test_conflict_409_on_every_conditional_write_is_a_lost_round(proxy: S3Proxy,
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_five_percent_faults_over_a_whole_job(proxy: S3Proxy, proxied: Committer,
-                                             seed: int) -> None:
+def test_five_percent_faults_over_a_whole_job(
+    proxy: S3Proxy, proxied: Committer, seed: int
+) -> None:
     """500s, SlowDown, resets, lost responses and delays on 5% of requests: botocore's
     retries and the protocol's read-backs leave exactly one copy."""
     proxy.chaos(0.05, seed=seed)
@@ -64,8 +66,7 @@ def test_five_percent_faults_over_a_whole_job(proxy: S3Proxy, proxied: Committer
 
 def test_max_attempts_is_every_attempt(proxy: S3Proxy, bucket: str) -> None:
     def store(attempts: int) -> S3Store:
-        return S3Store.connect(StoreConfig(endpoint_url=proxy.endpoint_url,
-                                           max_attempts=attempts))
+        return S3Store.connect(StoreConfig(endpoint_url=proxy.endpoint_url, max_attempts=attempts))
 
     proxy.add("PutObject", "error", status=503, code="SlowDown", times=None)
     with pytest.raises(StoreError, match="SlowDown"):
@@ -79,9 +80,9 @@ def test_max_attempts_is_every_attempt(proxy: S3Proxy, bucket: str) -> None:
 
 
 # -- other stores' quirks ---------------------------------------------------------------
-def test_minio_upload_listing_falls_back_to_the_whole_bucket(proxy: S3Proxy,
-                                                             proxied: Committer,
-                                                             store_config: StoreConfig) -> None:
+def test_minio_upload_listing_falls_back_to_the_whole_bucket(
+    proxy: S3Proxy, proxied: Committer, store_config: StoreConfig
+) -> None:
     """MinIO takes a ListMultipartUploads prefix as one exact key: a prefix listing
     finds nothing. The probe at setup sees it, and abort lists without a prefix."""
     proxy.enable("minio_upload_prefix")
@@ -96,7 +97,8 @@ def test_minio_upload_listing_falls_back_to_the_whole_bucket(proxy: S3Proxy,
     assert proxied.abort_job(job.job_id).aborted_uploads == 2
     assert visible(proxied) == {}
     assert [u.key for u in other.pending_uploads()] == [
-        u.key for u in other.pending_uploads(other_job.job_id)]  # the other job's, untouched
+        u.key for u in other.pending_uploads(other_job.job_id)
+    ]  # the other job's, untouched
     assert len(other.pending_uploads()) == 1
 
 
@@ -119,7 +121,8 @@ def test_unknown_profile_listing_is_right_on_minio(proxy: S3Proxy, proxied: Comm
 
 
 def test_store_without_preconditions_is_refused_before_anything_is_written(
-        proxy: S3Proxy, proxied: Committer) -> None:
+    proxy: S3Proxy, proxied: Committer
+) -> None:
     proxy.enable("no_preconditions")
     with pytest.raises(StoreCapabilityError, match="ignores If-None-Match"):
         proxied.setup_job({"conflict_mode": "append"})
@@ -134,8 +137,9 @@ def test_named_gcs_profile_is_refused_without_probing(proxy: S3Proxy, dest: str)
     assert proxy.counts["PutObject"] == 0
 
 
-@pytest.mark.moto_xfail(reason="moto ignores MaxUploads: its listings are never truncated",
-                        raises=pytest.fail.Exception)
+@pytest.mark.moto_xfail(
+    reason="moto ignores MaxUploads: its listings are never truncated", raises=pytest.fail.Exception
+)
 def test_truncated_listing_without_marker_is_an_error(proxy: S3Proxy, proxied: Committer) -> None:
     job = proxied.setup_job({"conflict_mode": "append"})
     write_task(proxied, job, "00000", [b"a", b"b", b"c"], commit=False)
@@ -157,15 +161,18 @@ def test_examine_reports_each_store_family(proxy: S3Proxy, proxied: Committer) -
     profile, checks = examine(proxied.store, proxied.dest)
     assert len(profile.problems()) == 2
     assert [c.behaviour for c in checks if c.status == "unsafe"][:2] == [
-        "PutObject If-None-Match: *", "PutObject If-Match (compare-and-swap)"]
+        "PutObject If-None-Match: *",
+        "PutObject If-Match (compare-and-swap)",
+    ]
     proxy.disable("no_preconditions")
     assert list(proxied.store.list_objects(proxied.dest.bucket, proxied.dest.dir)) == []
     assert pending_in_bucket(proxied) == []
 
 
 @pytest.mark.parametrize("action", ["error", "reset", "lose"])
-def test_a_streamed_upload_listing_that_fails_is_asked_again(proxy: S3Proxy, bucket: str,
-                                                              action: str) -> None:
+def test_a_streamed_upload_listing_that_fails_is_asked_again(
+    proxy: S3Proxy, bucket: str, action: str
+) -> None:
     store = S3Store.connect(StoreConfig(endpoint_url=proxy.endpoint_url))
     keys = sorted(f"st/k{i:02d}" for i in range(6))
     for key in keys:

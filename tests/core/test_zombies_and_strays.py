@@ -37,7 +37,8 @@ def test_commit_after_own_abort_is_refused(committer: Committer) -> None:
 @pytest.mark.parametrize("decide", ["aborted", "committed"])
 @pytest.mark.every_backend
 def test_zombie_whose_uploads_were_swept_learns_the_job_is_decided(
-        committer: Committer, store_config: StoreConfig, decide: str) -> None:
+    committer: Committer, store_config: StoreConfig, decide: str
+) -> None:
     """A magic attempt still writing when the job is decided finds its upload gone at
     the next part: it is told why (JobDecidedError), not NoSuchUpload."""
     job = committer.setup_job({"conflict_mode": "append", "part_size": 5 * MIB})
@@ -70,8 +71,9 @@ def test_retried_commit_of_a_committed_job_cleans_up(committer: Committer) -> No
     assert list(visible(committer).values()) == [b"kept"]
 
 
-def test_unknown_manifest_publish_keeps_the_uploads_it_names(committer: Committer,
-                                                             store_config: StoreConfig) -> None:
+def test_unknown_manifest_publish_keeps_the_uploads_it_names(
+    committer: Committer, store_config: StoreConfig
+) -> None:
     """The PUT landed but its answer was lost and reading it back failed too: the
     attempt cannot tell, so it keeps its uploads; the job commit includes them, and
     a new attempt of the task learns the first one committed."""
@@ -96,7 +98,8 @@ def test_unknown_manifest_publish_keeps_the_uploads_it_names(committer: Committe
 
 
 def test_abort_spares_a_nested_destination_that_reused_the_job_id(
-        bucket: str, store_config: StoreConfig) -> None:
+    bucket: str, store_config: StoreConfig
+) -> None:
     outer = Committer(f"s3://{bucket}/nest", store_config)
     inner = Committer(f"s3://{bucket}/nest/inner", store_config)
     job = outer.setup_job({"conflict_mode": "append"})

@@ -17,13 +17,18 @@ pytestmark = pytest.mark.dagster
 
 def abort_run(instance: Any, destination: str, job_id: str) -> Any:
     return manual_abort_job.execute_in_process(
-        instance=instance, raise_on_error=False, resources={"zero_rename": ZeroRenameResource()},
-        run_config={"ops": {"abort_job": {"config": {"destination": destination,
-                                                     "job_id": job_id}}}})
+        instance=instance,
+        raise_on_error=False,
+        resources={"zero_rename": ZeroRenameResource()},
+        run_config={
+            "ops": {"abort_job": {"config": {"destination": destination, "job_id": job_id}}}
+        },
+    )
 
 
 def test_the_manual_abort_job_aborts_and_refuses_a_committed_job(
-        daily: Committer, instance: Any) -> None:
+    daily: Committer, instance: Any
+) -> None:
     running = daily.setup_job({"partition_columns": "dt"})
     write_task(daily, running, "00000", {"2024-01-05": b"x" * 100})
     assert pending(daily, running.job_id)
@@ -49,7 +54,8 @@ def test_the_manual_abort_job_aborts_and_refuses_a_committed_job(
 
 
 def test_the_sensor_reports_jobs_left_in_setup_and_requests_their_abort(
-        daily: Committer, instance: Any) -> None:
+    daily: Committer, instance: Any
+) -> None:
     resources = {"zero_rename": ZeroRenameResource()}
     left = daily.setup_job({"partition_columns": "dt"})
     quiet = stale_jobs_sensor([daily.dest.url], older_than=timedelta(hours=1))
@@ -67,5 +73,6 @@ def test_the_sensor_reports_jobs_left_in_setup_and_requests_their_abort(
     assert (config["destination"], config["job_id"]) == (daily.dest.url, left.job_id)
     # The requested run, executed, aborts the job.
     assert manual_abort_job.execute_in_process(
-        instance=instance, resources=resources, run_config=request.run_config).success
+        instance=instance, resources=resources, run_config=request.run_config
+    ).success
     assert daily.job(left.job_id).state == "aborted"

@@ -25,8 +25,11 @@ DAY = "2024-01-01"
 
 def materialize(defs: Any, instance: Any, day: str, rows: int) -> Any:
     return defs.resolve_job_def("daily_events_job").execute_in_process(
-        partition_key=day, instance=instance, raise_on_error=False,
-        run_config={"ops": {"daily_events": {"config": {"rows": rows}}}})
+        partition_key=day,
+        instance=instance,
+        raise_on_error=False,
+        run_config={"ops": {"daily_events": {"config": {"rows": rows}}}},
+    )
 
 
 def rows_of(c: Committer) -> int:
@@ -38,7 +41,8 @@ def job_files(c: Committer) -> dict[str, bytes]:
 
 
 def test_a_materialized_day_is_committed_once_with_its_metadata(
-        dagster_spark: None, daily: Committer, instance: Any) -> None:
+    dagster_spark: None, daily: Committer, instance: Any
+) -> None:
     defs = load_defs(daily.dest.url)
     result = materialize(defs, instance, DAY, 300)
 
@@ -61,13 +65,15 @@ def test_a_materialized_day_is_committed_once_with_its_metadata(
 
 
 def test_the_same_day_again_through_the_steps_job_replaces_it(
-        dagster_spark: None, daily: Committer, instance: Any) -> None:
+    dagster_spark: None, daily: Committer, instance: Any
+) -> None:
     defs = load_defs(daily.dest.url)
     assert materialize(defs, instance, DAY, 300).success
     first = set(job_files(daily))
     # The steps job: one op per protocol step, the same job options (replace).
     result = defs.resolve_job_def("daily_events_steps").execute_in_process(
-        partition_key=DAY, instance=instance, raise_on_error=False)
+        partition_key=DAY, instance=instance, raise_on_error=False
+    )
 
     assert result.success
     steps = ("setup_job", "stage", "validate", "resolve_conflicts", "commit", "cleanup_job")
@@ -83,20 +89,26 @@ def failing_write(context: Any, job: Any, options: dict[str, str]) -> None:
     """A Spark write whose last task fails after the others wrote their files."""
     spark = context.resources.pyspark.spark_session
     df = spark.range(0, 400, 1, 4).selectExpr(
-        "id", "'2024-01-02' as dt", "assert_true(id < 390, 'injected task failure') as ok")
+        "id", "'2024-01-02' as dt", "assert_true(id < 390, 'injected task failure') as ok"
+    )
     df.write.format("zero-rename").options(**options).mode("append").save(job.destination)
 
 
 def test_a_failed_stage_ends_in_an_aborted_job_and_a_failed_run(
-        dagster_spark: None, daily: Committer, instance: Any) -> None:
+    dagster_spark: None, daily: Committer, instance: Any
+) -> None:
     defs = load_defs(daily.dest.url)
     failing = commit_lifecycle_job(
-        "failing_steps", daily.dest.url,
+        "failing_steps",
+        daily.dest.url,
         stage_op(failing_write, required_resource_keys={"pyspark"}),
-        options={"partition_columns": "dt", "conflict_mode": "replace"})
-    result = failing.execute_in_process(instance=instance, raise_on_error=False,
-                                        resources=defs.resolve_job_def("daily_events_steps")
-                                        .resource_defs)
+        options={"partition_columns": "dt", "conflict_mode": "replace"},
+    )
+    result = failing.execute_in_process(
+        instance=instance,
+        raise_on_error=False,
+        resources=defs.resolve_job_def("daily_events_steps").resource_defs,
+    )
 
     assert not result.success
     assert job_files(daily) == {} and pending_in_bucket(daily) == []
@@ -105,18 +117,23 @@ def test_a_failed_stage_ends_in_an_aborted_job_and_a_failed_run(
 
 
 def test_a_conflict_fails_for_good_and_the_failure_hook_aborts_the_job(
-        dagster_spark: None, daily: Committer, instance: Any) -> None:
+    dagster_spark: None, daily: Committer, instance: Any
+) -> None:
     defs = load_defs(daily.dest.url)
     assert materialize(defs, instance, DAY, 100).success
     before = job_files(daily)
     # conflict mode fail on a day that holds files: resolve_conflicts refuses, no retry.
     steps = defs.resolve_job_def("daily_events_steps")
     strict = commit_lifecycle_job(
-        "strict_steps", daily.dest.url, steps.graph.node_named("stage").definition,
+        "strict_steps",
+        daily.dest.url,
+        steps.graph.node_named("stage").definition,
         options={"partition_columns": "dt", "conflict_mode": "fail"},
-        partitions_def=steps.partitions_def)
-    result = strict.execute_in_process(instance=instance, raise_on_error=False,
-                                       partition_key=DAY, resources=steps.resource_defs)
+        partitions_def=steps.partitions_def,
+    )
+    result = strict.execute_in_process(
+        instance=instance, raise_on_error=False, partition_key=DAY, resources=steps.resource_defs
+    )
 
     assert not result.success
     failed = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
@@ -136,8 +153,16 @@ class FlakyCommitStore(ZeroRenameResource):
     def store(self) -> S3Store:
         store = super().store()
         if not any(f.fired for f in FAULTS):
-            FAULTS.append(inject(store.client, "CompleteMultipartUpload", nth=2, times=10**6,
-                                 code="InternalError", status=500))
+            FAULTS.append(
+                inject(
+                    store.client,
+                    "CompleteMultipartUpload",
+                    nth=2,
+                    times=10**6,
+                    code="InternalError",
+                    status=500,
+                )
+            )
         return store
 
 
@@ -145,13 +170,17 @@ FAULTS: list[Fault] = []
 
 
 def test_a_commit_failing_after_its_point_of_no_return_is_finished_by_the_retry(
-        dagster_spark: None, daily: Committer, instance: Any) -> None:
+    dagster_spark: None, daily: Committer, instance: Any
+) -> None:
     defs = load_defs(daily.dest.url)
     steps = defs.resolve_job_def("daily_events_steps")
     FAULTS.clear()
     result = steps.execute_in_process(
-        partition_key=DAY, instance=instance, raise_on_error=False,
-        resources={**steps.resource_defs, "zero_rename": FlakyCommitStore()})
+        partition_key=DAY,
+        instance=instance,
+        raise_on_error=False,
+        resources={**steps.resource_defs, "zero_rename": FlakyCommitStore()},
+    )
 
     assert result.success
     assert any(f.fired for f in FAULTS)

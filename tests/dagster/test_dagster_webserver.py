@@ -43,9 +43,20 @@ def webserver(dagster_home: Path, daily: Committer, tmp_path: Path) -> Iterator[
     env = {**os.environ, "ZERO_RENAME_DAGSTER_DESTINATION": daily.dest.url}
     log = (tmp_path / "webserver.log").open("wb")
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster-webserver"), "-h", "127.0.0.1",
-         "-p", str(port), "-f", str(DEFS)], env=env, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True)
+        [
+            str(Path(sys.executable).parent / "dagster-webserver"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-f",
+            str(DEFS),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -74,22 +85,28 @@ def graphql(url: str, query: str) -> Any:
 
 
 def test_the_webserver_shows_the_steps_and_the_materialization(
-        dagster_spark: None, daily: Committer, dagster_home: Path, webserver: str) -> None:
+    dagster_spark: None, daily: Committer, dagster_home: Path, webserver: str
+) -> None:
     from dagster import DagsterInstance
 
     defs = load_defs(daily.dest.url)
     with DagsterInstance.get() as instance:  # the webserver's, from DAGSTER_HOME
         steps = defs.resolve_job_def("daily_events_steps").execute_in_process(
-            partition_key="2024-01-03", instance=instance)
+            partition_key="2024-01-03", instance=instance
+        )
         asset = defs.resolve_job_def("daily_events_job").execute_in_process(
-            partition_key="2024-01-04", instance=instance,
-            run_config={"ops": {"daily_events": {"config": {"rows": 200}}}})
+            partition_key="2024-01-04",
+            instance=instance,
+            run_config={"ops": {"daily_events": {"config": {"rows": 200}}}},
+        )
     assert steps.success and asset.success
 
     runs = {r["runId"]: r for r in graphql(webserver, RUN_QUERY)["runsOrError"]["results"]}
     seen = {s["stepKey"]: s["status"] for s in runs[steps.run_id]["stepStats"]}
-    assert seen == {s: "SUCCESS" for s in ("setup_job", "stage", "validate",
-                                            "resolve_conflicts", "commit", "cleanup_job")}
+    assert seen == {
+        s: "SUCCESS"
+        for s in ("setup_job", "stage", "validate", "resolve_conflicts", "commit", "cleanup_job")
+    }
     assert runs[asset.run_id]["status"] == "SUCCESS"
 
     found = graphql(webserver, ASSET_QUERY)["assetOrError"]["assetMaterializations"]

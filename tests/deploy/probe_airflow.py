@@ -29,21 +29,35 @@ def main(dags: str) -> None:
     spark = SparkSubmitHook(conn_id=stage._conn_id)._connection  # noqa: SLF001
     aws = BaseHook.get_connection(stage.aws_conn_id)
     hook = ZeroRenameHook(aws_conn_id=stage.aws_conn_id)
-    print(json.dumps({
-        "import_errors": {str(k): str(v)[:500] for k, v in bag.import_errors.items()},
-        "destination_conf": conf.get("zero_rename", "daily_destination", fallback=None),
-        "stage": {"conn_id": stage._conn_id, "aws_conn_id": stage.aws_conn_id,  # noqa: SLF001
-                  "destination": stage.destination,
-                  "application": str(Path(stage.application).relative_to(dags))},
-        "commit": {"aws_conn_id": commit.aws_conn_id, "destination": commit.destination},
-        "spark": {"master": spark["master"], "deploy_mode": spark["deploy_mode"],
-                  "binary": spark["spark_binary"]},
-        "aws": {"conn_type": aws.conn_type, "login": aws.login, "password": aws.password,
-                "endpoint_url": hook.endpoint_url,
-                "region": hook.conn_config.region_name},
-        "execution_api": conf.get("core", "execution_api_server_url"),
-        "jwt_secret_set": bool(conf.get("api_auth", "jwt_secret", fallback="")),
-    }))
+    print(
+        json.dumps(
+            {
+                "import_errors": {str(k): str(v)[:500] for k, v in bag.import_errors.items()},
+                "destination_conf": conf.get("zero_rename", "daily_destination", fallback=None),
+                "stage": {
+                    "conn_id": stage._conn_id,
+                    "aws_conn_id": stage.aws_conn_id,  # noqa: SLF001
+                    "destination": stage.destination,
+                    "application": str(Path(stage.application).relative_to(dags)),
+                },
+                "commit": {"aws_conn_id": commit.aws_conn_id, "destination": commit.destination},
+                "spark": {
+                    "master": spark["master"],
+                    "deploy_mode": spark["deploy_mode"],
+                    "binary": spark["spark_binary"],
+                },
+                "aws": {
+                    "conn_type": aws.conn_type,
+                    "login": aws.login,
+                    "password": aws.password,
+                    "endpoint_url": hook.endpoint_url,
+                    "region": hook.conn_config.region_name,
+                },
+                "execution_api": conf.get("core", "execution_api_server_url"),
+                "jwt_secret_set": bool(conf.get("api_auth", "jwt_secret", fallback="")),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ def option(cmd: list[str], name: str) -> str:
 
 # --- the specification --------------------------------------------------------
 
+
 def test_the_compose_binary_accepts_the_file() -> None:
     result = run_compose("config", "-q")
     assert result.returncode == 0, result.stderr
@@ -64,8 +65,9 @@ def _variant(tmp_path: Path, change: Any) -> Path:
     """The compose file copied into tmp_path (with the env files it reads), changed."""
     data = yaml.safe_load(COMPOSE_FILE.read_text())
     change(data)
-    shutil.copytree(DEPLOY, tmp_path / "deploy",
-                    ignore=shutil.ignore_patterns(".stack", "__pycache__"))
+    shutil.copytree(
+        DEPLOY, tmp_path / "deploy", ignore=shutil.ignore_patterns(".stack", "__pycache__")
+    )
     path = tmp_path / "docker-compose.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -84,21 +86,23 @@ def _healthcheck_retries_as_word(data: dict[str, Any]) -> None:
 
 
 def _depends_on_missing_service(data: dict[str, Any]) -> None:
-    data["services"]["airflow-scheduler"]["depends_on"]["spark"] = {
-        "condition": "service_healthy"}
+    data["services"]["airflow-scheduler"]["depends_on"]["spark"] = {"condition": "service_healthy"}
 
 
 def _missing_env_file(data: dict[str, Any]) -> None:
     data["services"]["s3"]["env_file"] = ["deploy/missing.env"]
 
 
-@pytest.mark.parametrize("change, message", [
-    (_published_port_as_string, "ports must be a array"),
-    (_unknown_service_key, "additional properties 'comand' not allowed"),
-    (_healthcheck_retries_as_word, "retries"),
-    (_depends_on_missing_service, "undefined service"),
-    (_missing_env_file, "missing.env"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (_published_port_as_string, "ports must be a array"),
+        (_unknown_service_key, "additional properties 'comand' not allowed"),
+        (_healthcheck_retries_as_word, "retries"),
+        (_depends_on_missing_service, "undefined service"),
+        (_missing_env_file, "missing.env"),
+    ],
+)
 def test_the_check_rejects_an_invalid_variant(tmp_path: Path, change: Any, message: str) -> None:
     result = run_compose("config", "-q", compose_file=_variant(tmp_path, change))
     assert result.returncode == 1, (result.returncode, result.stderr)
@@ -112,6 +116,7 @@ def test_an_unchanged_copy_still_passes(tmp_path: Path) -> None:
 
 
 # --- services, health, ports --------------------------------------------------
+
 
 def test_the_stack_has_its_services(config: dict[str, Any]) -> None:
     assert set(services(config)) == SERVICES
@@ -131,8 +136,9 @@ def test_services_start_after_what_they_need(config: dict[str, Any]) -> None:
     for name in AIRFLOW_SERVICES:
         assert svc[name]["depends_on"]["postgres"]["condition"] == "service_healthy", name
     for name in set(AIRFLOW_SERVICES) - {"airflow-init"}:
-        assert (svc[name]["depends_on"]["airflow-init"]["condition"]
-                == "service_completed_successfully"), name
+        assert (
+            svc[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+        ), name
     # The scheduler runs the tasks: S3 must have its bucket and Spark a worker.
     scheduler = svc["airflow-scheduler"]["depends_on"]
     assert scheduler["s3-init"]["condition"] == "service_completed_successfully"
@@ -143,8 +149,9 @@ def test_services_start_after_what_they_need(config: dict[str, Any]) -> None:
 
 
 def test_published_ports_are_bound_to_loopback(config: dict[str, Any]) -> None:
-    published = {name: service["ports"] for name, service in services(config).items()
-                 if service.get("ports")}
+    published = {
+        name: service["ports"] for name, service in services(config).items() if service.get("ports")
+    }
     assert set(published) == {"s3", "spark-master", "spark-worker", "airflow-apiserver"}
     for name, ports in published.items():
         for port in ports:
@@ -161,13 +168,15 @@ def test_host_ports_can_be_moved() -> None:
 
 # --- images -------------------------------------------------------------------
 
+
 def test_images_are_built_from_the_deploy_dockerfiles(config: dict[str, Any]) -> None:
     for name, service in services(config).items():
         if name == "postgres" or name == "s3":
             assert "build" not in service, name
             continue
-        dockerfile = "deploy/airflow.Dockerfile" if name.startswith("airflow") else \
-            "deploy/spark.Dockerfile"
+        dockerfile = (
+            "deploy/airflow.Dockerfile" if name.startswith("airflow") else "deploy/spark.Dockerfile"
+        )
         assert service["build"]["dockerfile"] == dockerfile, name
         assert Path(service["build"]["context"]) == REPO, name
 
@@ -202,9 +211,11 @@ def test_the_images_install_the_tested_pins() -> None:
 @pytest.mark.parametrize("name", ["airflow", "spark"])
 def test_the_build_context_sends_what_the_dockerfile_copies(name: str) -> None:
     """The context is the whole repository; its ignore file lets through only the sources."""
-    ignore = [line.strip() for line in
-              (DEPLOY / f"{name}.Dockerfile.dockerignore").read_text().splitlines()
-              if line.strip() and not line.startswith("#")]
+    ignore = [
+        line.strip()
+        for line in (DEPLOY / f"{name}.Dockerfile.dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert ignore[0] == "*", "everything is left out unless let through"
     allowed = {line[1:] for line in ignore if line.startswith("!")}
     for line in (DEPLOY / f"{name}.Dockerfile").read_text().splitlines():
@@ -216,6 +227,7 @@ def test_the_build_context_sends_what_the_dockerfile_copies(name: str) -> None:
 
 
 # --- the environment ------------------------------------------------------------
+
 
 def airflow_env(config: dict[str, Any]) -> dict[str, str]:
     return services(config)["airflow-scheduler"]["environment"]
@@ -280,31 +292,49 @@ def test_the_dag_writes_into_the_bucket_the_init_job_creates() -> None:
 def test_executors_get_the_s3_credentials(config: dict[str, Any]) -> None:
     svc = services(config)
     for name in ("s3", "s3-init", "spark-worker", "airflow-scheduler"):
-        assert (svc[name]["environment"]["AWS_ACCESS_KEY_ID"]
-                == svc["s3"]["environment"]["AWS_ACCESS_KEY_ID"]), name
-        assert (svc[name]["environment"]["AWS_SECRET_ACCESS_KEY"]
-                == svc["s3"]["environment"]["AWS_SECRET_ACCESS_KEY"]), name
+        assert (
+            svc[name]["environment"]["AWS_ACCESS_KEY_ID"]
+            == svc["s3"]["environment"]["AWS_ACCESS_KEY_ID"]
+        ), name
+        assert (
+            svc[name]["environment"]["AWS_SECRET_ACCESS_KEY"]
+            == svc["s3"]["environment"]["AWS_SECRET_ACCESS_KEY"]
+        ), name
     # The driver and the executors start the Python of their own image.
     assert airflow_env(config)["PYSPARK_PYTHON"] == "python3"
 
 
 @pytest.mark.airflow
 def test_airflow_reads_the_dag_wiring_from_the_compose_environment(
-        config: dict[str, Any], tmp_path: Path) -> None:
+    config: dict[str, Any], tmp_path: Path
+) -> None:
     """The scheduler's environment given to Airflow: the DAG parses, and its
     connections resolve to the compose services."""
     probe = probe_airflow(airflow_env(config), tmp_path / "home")
     assert probe["import_errors"] == {}
     assert probe["destination_conf"] == "s3://warehouse/daily_events"
-    assert probe["stage"] == {"conn_id": "spark_default", "aws_conn_id": "aws_default",
-                              "destination": "s3://warehouse/daily_events",
-                              "application": "apps/daily_partitioned_write.py"}
-    assert probe["commit"] == {"aws_conn_id": "aws_default",
-                               "destination": "s3://warehouse/daily_events"}
-    assert probe["spark"] == {"master": "spark://spark-master:7077", "deploy_mode": "client",
-                              "binary": "spark-submit"}
-    assert probe["aws"] == {"conn_type": "aws", "login": None, "password": None,
-                            "endpoint_url": "http://s3:8333", "region": "us-east-1"}
+    assert probe["stage"] == {
+        "conn_id": "spark_default",
+        "aws_conn_id": "aws_default",
+        "destination": "s3://warehouse/daily_events",
+        "application": "apps/daily_partitioned_write.py",
+    }
+    assert probe["commit"] == {
+        "aws_conn_id": "aws_default",
+        "destination": "s3://warehouse/daily_events",
+    }
+    assert probe["spark"] == {
+        "master": "spark://spark-master:7077",
+        "deploy_mode": "client",
+        "binary": "spark-submit",
+    }
+    assert probe["aws"] == {
+        "conn_type": "aws",
+        "login": None,
+        "password": None,
+        "endpoint_url": "http://s3:8333",
+        "region": "us-east-1",
+    }
     assert probe["execution_api"] == "http://airflow-apiserver:8080/execution/"
 
 
@@ -334,9 +364,13 @@ def _assignments() -> list[tuple[str, str, str]]:
 def test_no_secret_is_written_down_without_an_override() -> None:
     """Every credential is ${VAR:-local-dev default}, so the environment replaces it."""
     secrets = [(f, k, v) for f, k, v in _assignments() if SECRET.search(k)]
-    assert {k for _, k, _ in secrets} >= {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                          "AIRFLOW__API_AUTH__JWT_SECRET",
-                                          "AIRFLOW__CORE__FERNET_KEY", "POSTGRES_PASSWORD"}
+    assert {k for _, k, _ in secrets} >= {
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AIRFLOW__API_AUTH__JWT_SECRET",
+        "AIRFLOW__CORE__FERNET_KEY",
+        "POSTGRES_PASSWORD",
+    }
     for file, key, value in secrets:
         assert re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*:-[^}]*\}", value), (file, key, value)
     # The database URL embeds the password the same way.
@@ -358,8 +392,11 @@ def test_overridden_secrets_reach_every_service_and_no_default_is_left() -> None
         assert svc[name]["environment"]["AWS_SECRET_ACCESS_KEY"] == "override-secret", name
     assert svc["postgres"]["environment"]["POSTGRES_PASSWORD"] == "override-pg"
     resolved = json.dumps(cfg)
-    for secret in ("zero-rename-local-secret", "zero-rename-local-development-jwt",
-                   "emVyby1yZW5hbWUtbG9jYWwtZGV2LWZlcm5ldC1rZXk="):
+    for secret in (
+        "zero-rename-local-secret",
+        "zero-rename-local-development-jwt",
+        "emVyby1yZW5hbWUtbG9jYWwtZGV2LWZlcm5ldC1rZXk=",
+    ):
         assert secret in default and secret not in resolved
 
 

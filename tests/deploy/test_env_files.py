@@ -22,8 +22,11 @@ from tests.deploy.support import COMPOSE_FILE, DEPLOY, compose_config, stack_mod
 
 PORTS = {
     "s3": {"s3.port": 9000, "master.port": 9333},
-    "spark": {"STACK_SPARK_PORT": 7078, "STACK_SPARK_UI_PORT": 18081,
-              "STACK_WORKER_UI_PORT": 18082},
+    "spark": {
+        "STACK_SPARK_PORT": 7078,
+        "STACK_SPARK_UI_PORT": 18081,
+        "STACK_WORKER_UI_PORT": 18082,
+    },
     "airflow": {"STACK_AIRFLOW_PORT": 8088, "STACK_SCHEDULER_HEALTH_PORT": 18974},
 }
 # What a caller's shell holds besides what the stack needs.
@@ -39,17 +42,27 @@ def stack(root: Path, caller: dict[str, str] | None = None) -> Any:
     return built
 
 
-@pytest.mark.parametrize("caller", [
-    pytest.param({}, id="defaults"),
-    pytest.param({"ZERO_RENAME_BUCKET": "lake", "ZERO_RENAME_S3_REGION": "eu-west-1",
-                  "ZERO_RENAME_S3_ACCESS_KEY": "dev-key",
-                  "AIRFLOW__API_AUTH__JWT_SECRET": "j" * 64}, id="overrides"),
-    # ':-' takes the default for an empty value too.
-    pytest.param({"ZERO_RENAME_BUCKET": ""}, id="empty"),
-])
+@pytest.mark.parametrize(
+    "caller",
+    [
+        pytest.param({}, id="defaults"),
+        pytest.param(
+            {
+                "ZERO_RENAME_BUCKET": "lake",
+                "ZERO_RENAME_S3_REGION": "eu-west-1",
+                "ZERO_RENAME_S3_ACCESS_KEY": "dev-key",
+                "AIRFLOW__API_AUTH__JWT_SECRET": "j" * 64,
+            },
+            id="overrides",
+        ),
+        # ':-' takes the default for an empty value too.
+        pytest.param({"ZERO_RENAME_BUCKET": ""}, id="empty"),
+    ],
+)
 @pytest.mark.parametrize("service", ["s3", "spark", "airflow"])
 def test_each_service_gets_its_compose_services_environment(
-        tmp_path: Path, service: str, caller: dict[str, str]) -> None:
+    tmp_path: Path, service: str, caller: dict[str, str]
+) -> None:
     plain = stack(tmp_path, caller)
     compose_service = stack_module().SERVICES[service].compose_service
     inputs = {**caller, **stack_module().variables(PORTS)}
@@ -63,22 +76,31 @@ def test_each_service_gets_its_compose_services_environment(
 
 def test_the_addresses_of_the_plain_stack_reach_the_connections(tmp_path: Path) -> None:
     env = stack(tmp_path).environment("airflow")
-    assert json.loads(env["AIRFLOW_CONN_AWS_DEFAULT"])["extra"]["endpoint_url"] \
+    assert (
+        json.loads(env["AIRFLOW_CONN_AWS_DEFAULT"])["extra"]["endpoint_url"]
         == "http://127.0.0.1:9000"
+    )
     assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])["host"] == "spark://127.0.0.1:7078"
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:8088/execution/"
     assert env["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT"] == "18974"
     assert env["PYSPARK_PYTHON"] == sys.executable
-    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] \
+    assert (
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
         == f"sqlite:///{tmp_path.resolve() / 'airflow' / 'airflow.db'}"
+    )
 
 
 def test_credentials_come_from_their_own_names_only(tmp_path: Path) -> None:
     """ZERO_RENAME_S3_* reach every service as AWS_*; AWS_* a shell exported for
     something else do not."""
-    plain = stack(tmp_path, {"ZERO_RENAME_S3_ACCESS_KEY": "dev-key",
-                             "AWS_SECRET_ACCESS_KEY": "real-secret",
-                             "AWS_SESSION_TOKEN": "real-token"})
+    plain = stack(
+        tmp_path,
+        {
+            "ZERO_RENAME_S3_ACCESS_KEY": "dev-key",
+            "AWS_SECRET_ACCESS_KEY": "real-secret",
+            "AWS_SESSION_TOKEN": "real-token",
+        },
+    )
     for service in ("s3", "spark", "airflow"):
         env = plain.environment(service)
         assert env["AWS_ACCESS_KEY_ID"] == "dev-key", service

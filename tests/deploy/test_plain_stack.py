@@ -47,8 +47,13 @@ class Stack:
         # The caller's ZERO_RENAME_* would move the stack; the script filters the rest.
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZERO_RENAME_")}
         env["PYTHON"] = sys.executable
-        return subprocess.run([str(DEPLOY / "stack.sh"), "--dir", str(self.root), *args],
-                              env=env, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [str(DEPLOY / "stack.sh"), "--dir", str(self.root), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def up(self, *services: str) -> None:
         result = self.run("up", *services, "--timeout", "400", timeout=900)
@@ -64,8 +69,12 @@ class Stack:
 
     def pids(self) -> set[int]:
         """Every live process of the stack: the groups it records and their members."""
-        leaders = {p["pid"] for s in self.status()["services"].values()
-                   for p in s.get("processes", {}).values() if p["alive"]}
+        leaders = {
+            p["pid"]
+            for s in self.status()["services"].values()
+            for p in s.get("processes", {}).values()
+            if p["alive"]
+        }
         found = set()
         for proc in psutil.process_iter(["pid"]):
             try:
@@ -81,8 +90,11 @@ class Stack:
     def listeners(self) -> list[tuple[str, int, int]]:
         """(address, port, pid) of every TCP socket the stack listens on."""
         pids = self.pids()
-        found = [(c.laddr.ip, c.laddr.port, c.pid) for c in psutil.net_connections("tcp")
-                 if c.status == psutil.CONN_LISTEN and c.pid in pids]
+        found = [
+            (c.laddr.ip, c.laddr.port, c.pid)
+            for c in psutil.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.pid in pids
+        ]
         self.seen_ports |= {port for _, port, _ in found}
         return found
 
@@ -107,20 +119,29 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 def get_json(url: str, method: str = "GET", body: Any = None) -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)
 
 
 def zero_rename(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / "zero-rename"), "--json", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(VENV_BIN / "zero-rename"), "--json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def shell_env(stack_env: dict[str, str]) -> dict[str, str]:
-    return {"PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
-            "HOME": os.environ.get("HOME", "/"), **stack_env}
+    return {
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+        "HOME": os.environ.get("HOME", "/"),
+        **stack_env,
+    }
 
 
 @pytest.mark.spark
@@ -152,8 +173,11 @@ def test_airflow_runs_the_daily_dag_on_the_stack(stack: Stack) -> None:
     api = stack.status()["services"]["airflow"]["url"]
     health = get_json(f"{api}/api/v2/monitor/health")
     assert {k: v["status"] for k, v in health.items()} == {
-        "metadatabase": "healthy", "scheduler": "healthy", "triggerer": "healthy",
-        "dag_processor": "healthy"}
+        "metadatabase": "healthy",
+        "scheduler": "healthy",
+        "triggerer": "healthy",
+        "dag_processor": "healthy",
+    }
     listeners = stack.listeners()
     assert int(api.rsplit(":", 1)[1]) in {port for _, port, _ in listeners}
     assert {ip for ip, _, _ in listeners} <= LOOPBACK, listeners
@@ -161,19 +185,29 @@ def test_airflow_runs_the_daily_dag_on_the_stack(stack: Stack) -> None:
     dag = get_json(f"{api}/api/v2/dags/{DAG_ID}", "PATCH", {"is_paused": False})
     assert dag["is_paused"] is False
     run = wait_for_run(api, timeout=900)
-    tasks = {t["task_id"]: t["state"] for t in get_json(
-        f"{api}/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances")
-        ["task_instances"]}
+    tasks = {
+        t["task_id"]: t["state"]
+        for t in get_json(f"{api}/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances")[
+            "task_instances"
+        ]
+    }
     assert run["state"] == "success", (tasks, stage_log(stack, run))
-    assert tasks == {"setup_job": "success", "stage": "success", "validate": "success",
-                     "resolve_conflicts": "success", "commit": "success",
-                     "abort_job": "skipped", "cleanup_job": "success"}
+    assert tasks == {
+        "setup_job": "success",
+        "stage": "success",
+        "validate": "success",
+        "resolve_conflicts": "success",
+        "commit": "success",
+        "abort_job": "skipped",
+        "cleanup_job": "success",
+    }
 
     # The stage ran on the cluster: the master lists the application, finished.
     ui = stack.status()["services"]["spark"]["health"]["ui"]
     apps = get_json(f"{ui}/json/")["completedapps"]
-    assert "FINISHED" in [a["state"] for a in apps
-                          if a["name"].startswith("daily_partitioned_write")], apps
+    assert "FINISHED" in [
+        a["state"] for a in apps if a["name"].startswith("daily_partitioned_write")
+    ], apps
 
     env = shell_env(stack.env())
     success = zero_rename(env, "success", "show", "s3://warehouse/daily_events")
@@ -200,8 +234,11 @@ def wait_for_run(api: str, timeout: float) -> dict[str, Any]:
 
 
 def stage_log(stack: Stack, run: dict[str, Any]) -> str:
-    logs = sorted((stack.root / "airflow" / "logs").glob(
-        f"dag_id={DAG_ID}/run_id={run['dag_run_id']}/task_id=*/attempt=*.log"))
+    logs = sorted(
+        (stack.root / "airflow" / "logs").glob(
+            f"dag_id={DAG_ID}/run_id={run['dag_run_id']}/task_id=*/attempt=*.log"
+        )
+    )
     return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in logs)
 
 

@@ -63,9 +63,10 @@ class FaultyWriter(ZeroRenameWriter):
     def _hits(self) -> bool:
         context = TaskContext.get()
         assert context is not None
-        return (context.partitionId() in self.partitions
-                and (self.attempts == "all"
-                     or context.attemptNumber() in {int(a) for a in self.attempts.split(",")}))
+        return context.partitionId() in self.partitions and (
+            self.attempts == "all"
+            or context.attemptNumber() in {int(a) for a in self.attempts.split(",")}
+        )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Any:
         if self.fault in ("raise", "exit", "slow") and self._hits():
@@ -77,8 +78,7 @@ class FaultyWriter(ZeroRenameWriter):
             try:
                 return super().write(iterator)
             finally:
-                client.meta.events.unregister("before-call.s3.UploadPart",
-                                              unique_id="spark-fault")
+                client.meta.events.unregister("before-call.s3.UploadPart", unique_id="spark-fault")
         return super().write(iterator)
 
     def _faulty(self, iterator: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -115,12 +115,18 @@ def _fail_after_first(client: Any, op: str, after: int = 1) -> None:
     def hook(**_: Any) -> None:
         calls["n"] += 1
         if calls["n"] > after:
-            raise ClientError({"Error": {"Code": "InternalError",
-                                         "Message": f"injected fault in {op} #{calls['n']}"},
-                               "ResponseMetadata": {"HTTPStatusCode": 500}}, op)
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": "InternalError",
+                        "Message": f"injected fault in {op} #{calls['n']}",
+                    },
+                    "ResponseMetadata": {"HTTPStatusCode": 500},
+                },
+                op,
+            )
 
     client.meta.events.register(f"before-call.s3.{op}", hook, unique_id="spark-fault")
     if op == "CompleteMultipartUpload":
         # Job commit's completes go out on the light path: the same fault there.
-        add_request_hook(client,
-                         lambda stage, key, context: hook() if stage == "before" else None)
+        add_request_hook(client, lambda stage, key, context: hook() if stage == "before" else None)

@@ -25,8 +25,11 @@ from zero_rename.core.snapshot import table_snapshot
 
 def data_files(c: Committer) -> list[str]:
     """Visible Parquet files under the destination, relative paths."""
-    return sorted(o.key[len(c.dest.dir):] for o in c.store.list_objects(c.dest.bucket, c.dest.dir)
-                  if is_visible(o.key[len(c.dest.dir):]))
+    return sorted(
+        o.key[len(c.dest.dir) :]
+        for o in c.store.list_objects(c.dest.bucket, c.dest.dir)
+        if is_visible(o.key[len(c.dest.dir) :])
+    )
 
 
 def spark_rows(spark: Any, c: Committer, tmp: Path, schema: Any = None) -> Any:
@@ -38,20 +41,24 @@ def spark_rows(spark: Any, c: Committer, tmp: Path, schema: Any = None) -> Any:
 def arrow_table(c: Committer, partitioning: pa.Schema | None = None) -> pa.Table:
     """The destination as pyarrow.dataset reads it from S3, Hive partitions decoded."""
     endpoint = os.environ["AWS_ENDPOINT_URL"]
-    fs = pafs.S3FileSystem(endpoint_override=endpoint.split("://", 1)[1],
-                           scheme=endpoint.split("://", 1)[0], region="us-east-1")
-    hive = (pads.partitioning(partitioning, flavor="hive") if partitioning is not None
-            else "hive")
-    return pads.dataset(f"{c.dest.bucket}/{c.dest.prefix}", filesystem=fs, format="parquet",
-                        partitioning=hive).to_table()
+    fs = pafs.S3FileSystem(
+        endpoint_override=endpoint.split("://", 1)[1],
+        scheme=endpoint.split("://", 1)[0],
+        region="us-east-1",
+    )
+    hive = pads.partitioning(partitioning, flavor="hive") if partitioning is not None else "hive"
+    return pads.dataset(
+        f"{c.dest.bucket}/{c.dest.prefix}", filesystem=fs, format="parquet", partitioning=hive
+    ).to_table()
 
 
 def row_counter(rows: list[Any]) -> Counter[tuple[Any, ...]]:
     return Counter(tuple(r) for r in rows)
 
 
-def assert_exactly(spark: Any, c: Committer, tmp: Path, expected: list[Any],
-                   columns: list[str], schema: Any = None) -> None:
+def assert_exactly(
+    spark: Any, c: Committer, tmp: Path, expected: list[Any], columns: list[str], schema: Any = None
+) -> None:
     """The destination holds exactly ``expected`` rows, once each, and nothing pending.
 
     ``schema`` (the source's) keeps partition discovery from reading, say, a

@@ -64,19 +64,32 @@ def app(spark: Any, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
-def submit(*args: str, timeout: float = 300,
-           endpoint_env: bool = True) -> subprocess.CompletedProcess[str]:
+def submit(
+    *args: str, timeout: float = 300, endpoint_env: bool = True
+) -> subprocess.CompletedProcess[str]:
     """spark-submit the application; without ``endpoint_env`` the S3 endpoint reaches
     it only through ``--option endpoint=``, as the Airflow stage passes it."""
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
-           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
     if not endpoint_env:
         env = {k: v for k, v in env.items() if not k.startswith("AWS_ENDPOINT_URL")}
-    command = [os.path.join(bin_dir, "spark-submit"), "--master", "local[2]",
-               "--conf", "spark.ui.enabled=false", str(APP), *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    command = [
+        os.path.join(bin_dir, "spark-submit"),
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        str(APP),
+        *args,
+    ]
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def summary_of(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
@@ -85,17 +98,30 @@ def summary_of(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
     return json.loads(line)
 
 
-def test_bad_arguments_exit_2_before_spark_starts(monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str],
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_bad_arguments_exit_2_before_spark_starts(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     app = load_app()
 
     def no_spark(day: object) -> None:
         raise AssertionError("Spark was started")
 
     monkeypatch.setattr(app, "start_spark", no_spark)
-    assert app.main(["--destination", "s3://bucket-x/t", "--date", "2024-01-01",
-                     "--option", "max_rows_per_file=lots"]) == 2
+    assert (
+        app.main(
+            [
+                "--destination",
+                "s3://bucket-x/t",
+                "--date",
+                "2024-01-01",
+                "--option",
+                "max_rows_per_file=lots",
+            ]
+        )
+        == 2
+    )
     assert "max_rows_per_file" in caplog.text
     with pytest.raises(SystemExit) as refused:
         app.main(["--destination", "s3://bucket-x/t", "--date", "2024-13-01"])
@@ -104,8 +130,12 @@ def test_bad_arguments_exit_2_before_spark_starts(monkeypatch: pytest.MonkeyPatc
 
 
 def test_daily_app_plain_then_orchestrated_rerun_replaces_the_day(
-        app: ModuleType, dest: str, committer: Committer, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    app: ModuleType,
+    dest: str,
+    committer: Committer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert app.main(["--destination", dest, "--date", "2024-01-01", "--rows", "500"]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert json.loads(printed[-1])["rows"] == 500
@@ -119,14 +149,30 @@ def test_daily_app_plain_then_orchestrated_rerun_replaces_the_day(
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
     # The input on S3, read from the store the endpoint option names.
     source = tmp_path / "input.parquet"
-    pq.write_table(pa.table({"id": list(range(1000, 1300)), "region": ["eu-west"] * 300,
-                             "dt": ["2024-01-01"] * 150 + ["2024-01-02"] * 150}), source)
+    pq.write_table(
+        pa.table(
+            {
+                "id": list(range(1000, 1300)),
+                "region": ["eu-west"] * 300,
+                "dt": ["2024-01-01"] * 150 + ["2024-01-02"] * 150,
+            }
+        ),
+        source,
+    )
     input_key = f"inputs/{job.job_id}/input.parquet"
     committer.store.put_object(committer.dest.bucket, input_key, source.read_bytes())
-    second = submit("--destination", dest, "--date", "2024-01-01", "--job-id", job.job_id,
-                    f"--input=s3://{committer.dest.bucket}/inputs/{job.job_id}/",
-                    "--option", f"endpoint={os.environ['AWS_ENDPOINT_URL']}",
-                    endpoint_env=False)
+    second = submit(
+        "--destination",
+        dest,
+        "--date",
+        "2024-01-01",
+        "--job-id",
+        job.job_id,
+        f"--input=s3://{committer.dest.bucket}/inputs/{job.job_id}/",
+        "--option",
+        f"endpoint={os.environ['AWS_ENDPOINT_URL']}",
+        endpoint_env=False,
+    )
     assert second.returncode == 0, second.stdout[-3000:]
     assert summary_of(second)["state"] == "staged" and summary_of(second)["rows"] == 150
     assert data_files(committer) == old  # nothing visible before the orchestrator commits
@@ -139,14 +185,25 @@ def test_daily_app_plain_then_orchestrated_rerun_replaces_the_day(
 
 
 def test_daily_app_failure_exits_non_zero_and_leaves_nothing(
-        app: ModuleType, dest: str, committer: Committer,
-        caplog: pytest.LogCaptureFixture) -> None:
+    app: ModuleType, dest: str, committer: Committer, caplog: pytest.LogCaptureFixture
+) -> None:
     # A job id that was never set up: the writer refuses on the driver.
     with caplog.at_level(logging.INFO, logger="daily_partitioned_write"):
-        code = app.main(["--destination", dest, "--date", "2024-01-01", "--rows", "10",
-                         "--job-id", "0e0c6a52-41a9-4c8e-8f0e-55a3c1f1b6a1"])
+        code = app.main(
+            [
+                "--destination",
+                dest,
+                "--date",
+                "2024-01-01",
+                "--rows",
+                "10",
+                "--job-id",
+                "0e0c6a52-41a9-4c8e-8f0e-55a3c1f1b6a1",
+            ]
+        )
     assert code == 1
-    reason = ("failed: zero_rename.errors.JobNotFoundError: "
-              "no job 0e0c6a52-41a9-4c8e-8f0e-55a3c1f1b6a1")
+    reason = (
+        "failed: zero_rename.errors.JobNotFoundError: no job 0e0c6a52-41a9-4c8e-8f0e-55a3c1f1b6a1"
+    )
     assert reason in caplog.text
     assert data_files(committer) == [] and pending_in_bucket(committer) == []

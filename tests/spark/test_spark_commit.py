@@ -40,8 +40,9 @@ def save(df: Any, dest: str, mode: str = "append", **options: str) -> None:
     writer.save(dest)
 
 
-def test_plain_write_commits_the_job_itself(spark: Any, dest: str, committer: Committer,
-                                            tmp_path: Path) -> None:
+def test_plain_write_commits_the_job_itself(
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     df = day_rows(spark)
     save(df, dest, partition_by="dt")
     [job] = committer.jobs()
@@ -59,7 +60,8 @@ def test_plain_write_commits_the_job_itself(spark: Any, dest: str, committer: Co
 
 
 def test_orchestrated_write_saves_the_stage_manifest_and_publishes_nothing(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     save(day_rows(spark, 100).where("dt = '2024-01-01'"), dest, partition_by="dt")
     old = data_files(committer)
     # What the Airflow DAG's setup step does before submitting the application.
@@ -81,15 +83,16 @@ def test_orchestrated_write_saves_the_stage_manifest_and_publishes_nothing(
     assert not set(old) & set(data_files(committer))
 
 
-def test_orchestrated_options_must_agree_with_the_job(spark: Any, dest: str,
-                                                      committer: Committer) -> None:
+def test_orchestrated_options_must_agree_with_the_job(
+    spark: Any, dest: str, committer: Committer
+) -> None:
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
-    with pytest.raises(Exception, match="option conflict_mode=\"append\" disagrees with job"):
-        save(day_rows(spark, 10), dest, partition_by="dt", conflict_mode="append",
-             job_id=job.job_id)
-    with pytest.raises(Exception, match="option partition_columns=\"value\" disagrees"):
-        save(day_rows(spark, 10), dest, mode="overwrite", partition_by="value",
-             job_id=job.job_id)
+    with pytest.raises(Exception, match='option conflict_mode="append" disagrees with job'):
+        save(
+            day_rows(spark, 10), dest, partition_by="dt", conflict_mode="append", job_id=job.job_id
+        )
+    with pytest.raises(Exception, match='option partition_columns="value" disagrees'):
+        save(day_rows(spark, 10), dest, mode="overwrite", partition_by="value", job_id=job.job_id)
     with pytest.raises(Exception, match="no job 6f1c"):
         save(day_rows(spark, 10), dest, job_id="6f1c0c3a-6a2b-4c1e-9a57-1c1f4c1e9a57")
     assert committer.job(job.job_id).state == "setup"
@@ -97,27 +100,41 @@ def test_orchestrated_options_must_agree_with_the_job(spark: Any, dest: str,
     # Options left out are taken from the job record.
     save(day_rows(spark, 10), dest, job_id=job.job_id)
     assert {m.task_id for m in committer.load_manifests(job.job_id)} == {
-        "00000", "00001", "00002", "00003"}
+        "00000",
+        "00001",
+        "00002",
+        "00003",
+    }
 
 
 # -- two live attempts of one task, driven directly ------------------------------
 
-SCHEMA = StructType([StructField("id", LongType()), StructField("value", StringType()),
-                     StructField("dt", StringType())])
+SCHEMA = StructType(
+    [
+        StructField("id", LongType()),
+        StructField("value", StringType()),
+        StructField("dt", StringType()),
+    ]
+)
 
 
 def batches(start: int, n: int) -> list[pa.RecordBatch]:
     ids = list(range(start, start + n))
-    return [pa.record_batch({"id": pa.array(ids[i:i + 50], pa.int64()),
-                             "value": [f"row-{j}" for j in ids[i:i + 50]],
-                             "dt": ["2024-01-01"] * len(ids[i:i + 50])})
-            for i in range(0, n, 50)]
+    return [
+        pa.record_batch(
+            {
+                "id": pa.array(ids[i : i + 50], pa.int64()),
+                "value": [f"row-{j}" for j in ids[i : i + 50]],
+                "dt": ["2024-01-01"] * len(ids[i : i + 50]),
+            }
+        )
+        for i in range(0, n, 50)
+    ]
 
 
 def new_writer(dest: str, committer_mode: str) -> ZeroRenameWriter:
     # What Spark does on the driver: the data source builds the writer (job setup).
-    source = ZeroRenameDataSource({"path": dest, "partition_by": "dt",
-                                   "committer": committer_mode})
+    source = ZeroRenameDataSource({"path": dest, "partition_by": "dt", "committer": committer_mode})
     return source.writer(SCHEMA, False)
 
 
@@ -127,7 +144,8 @@ def expected_rows() -> list[tuple[int, str, str]]:
 
 @pytest.mark.parametrize("mode", ["magic", "staging"])
 def test_two_finished_attempts_of_a_task_only_the_chosen_one_is_committed(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path, mode: str) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path, mode: str
+) -> None:
     writer = new_writer(dest, mode)
     first = writer.write_attempt(0, 100, iter(batches(0, 100)))
     speculative = writer.write_attempt(0, 101, iter(batches(0, 100)))
@@ -138,15 +156,17 @@ def test_two_finished_attempts_of_a_task_only_the_chosen_one_is_committed(
     writer.commit([speculative, other])  # Spark's coordinator let attempt 101 commit
 
     attempts = committer.committed_attempts(writer.job_id)
-    assert attempts == tuple(sorted(
-        [speculative.manifest().task_attempt_id, other.manifest().task_attempt_id]))
+    assert attempts == tuple(
+        sorted([speculative.manifest().task_attempt_id, other.manifest().task_attempt_id])
+    )
     assert first.manifest().task_attempt_id not in attempts
     assert_exactly(spark, committer, tmp_path, expected_rows(), ["id", "value", "dt"], SCHEMA)
     assert len(data_files(committer)) == 2
 
 
-def _gated(items: list[pa.RecordBatch], reached: threading.Event,
-           go: threading.Event) -> Iterator[pa.RecordBatch]:
+def _gated(
+    items: list[pa.RecordBatch], reached: threading.Event, go: threading.Event
+) -> Iterator[pa.RecordBatch]:
     yield items[0]
     reached.set()
     go.wait(60)
@@ -155,15 +175,15 @@ def _gated(items: list[pa.RecordBatch], reached: threading.Event,
 
 @pytest.mark.parametrize("mode", ["magic", "staging"])
 def test_an_attempt_still_writing_after_the_job_commit_adds_nothing(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path, mode: str) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path, mode: str
+) -> None:
     writer = new_writer(dest, mode)
     reached, go = threading.Event(), threading.Event()
     outcome: dict[str, Any] = {}
 
     def straggler() -> None:
         try:
-            outcome["message"] = writer.write_attempt(0, 200, _gated(batches(0, 100),
-                                                                     reached, go))
+            outcome["message"] = writer.write_attempt(0, 200, _gated(batches(0, 100), reached, go))
         except BaseException as exc:  # noqa: BLE001 - the test inspects it
             outcome["error"] = exc
 
@@ -182,7 +202,8 @@ def test_an_attempt_still_writing_after_the_job_commit_adds_nothing(
 
 
 def test_spark_abort_aborts_the_job_even_for_attempts_without_a_message(
-        spark: Any, dest: str, committer: Committer) -> None:
+    spark: Any, dest: str, committer: Committer
+) -> None:
     writer = new_writer(dest, "magic")
     done = writer.write_attempt(0, 300, iter(batches(0, 100)))
     # An attempt that wrote but never reported (its executor was lost).
@@ -198,14 +219,12 @@ def test_spark_abort_aborts_the_job_even_for_attempts_without_a_message(
     assert_nothing(committer)
 
 
-def test_commit_message_reports_the_task(dest: str, committer: Committer, s3_server: Any
-                                         ) -> None:
+def test_commit_message_reports_the_task(dest: str, committer: Committer, s3_server: Any) -> None:
     writer = new_writer(dest, "staging")
     message = writer.write_attempt(3, 7, iter(batches(0, 120)))
     assert isinstance(message, ZeroRenameCommitMessage)
     manifest = message.manifest()
-    assert (manifest.task_id, manifest.attempt, message.rows, message.files) == ("00003", 7,
-                                                                                 120, 1)
+    assert (manifest.task_id, manifest.attempt, message.rows, message.files) == ("00003", 7, 120, 1)
     assert message.bytes == manifest.bytes > 0 and message.peak_rss_bytes > 0
     assert manifest.uploads[0].rows == 120
     assert manifest.uploads[0].partition == {"dt": "2024-01-01"}

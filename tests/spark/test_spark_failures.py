@@ -50,39 +50,41 @@ def assert_one_clean_copy(spark: Any, c: Committer, tmp: Path, df: Any) -> None:
 
 @pytest.mark.parametrize("committer_mode", ["magic", "staging"])
 def test_failed_first_attempts_are_retried_and_written_once(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path,
-        committer_mode: str) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path, committer_mode: str
+) -> None:
     df = source(spark)
     faulty_write(df, dest, committer=committer_mode, fault="raise", fault_partitions="1,3")
     assert_one_clean_copy(spark, committer, tmp_path, df)
     # Tasks 1 and 3 committed a later attempt than their first.
     [job] = committer.jobs()
-    manifests = {a.split("_")[-2]: int(a.split("_")[-1])
-                 for a in committer.committed_attempts(job.job_id)}
+    manifests = {
+        a.split("_")[-2]: int(a.split("_")[-1]) for a in committer.committed_attempts(job.job_id)
+    }
     assert manifests["00001"] > manifests["00000"] and manifests["00003"] > manifests["00002"]
 
 
 @pytest.mark.parametrize("committer_mode", ["magic", "staging"])
 def test_failed_background_uploads_fail_the_attempt_and_leave_nothing(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path,
-        committer_mode: str) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path, committer_mode: str
+) -> None:
     """UploadPart fails on the upload threads of attempt 0 of tasks 0 and 2: the
     attempt fails (at its next file, or at its task commit), aborts what it
     created, and the retry writes."""
     df = source(spark)
-    faulty_write(df, dest, committer=committer_mode, fault="part_fault",
-                 fault_partitions="0,2")
+    faulty_write(df, dest, committer=committer_mode, fault="part_fault", fault_partitions="0,2")
     assert_one_clean_copy(spark, committer, tmp_path, df)
     assert pending_in_bucket(committer) == []
     [job] = committer.jobs()
-    attempts = {a.split("_")[-2]: int(a.split("_")[-1])
-                for a in committer.committed_attempts(job.job_id)}
+    attempts = {
+        a.split("_")[-2]: int(a.split("_")[-1]) for a in committer.committed_attempts(job.job_id)
+    }
     # Tasks 0 and 2 committed a retry, started after their neighbours' first attempts.
     assert attempts["00000"] > attempts["00001"] and attempts["00002"] > attempts["00003"]
 
 
 def test_python_worker_killed_mid_write_leaves_no_upload_behind(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     df = source(spark)
     # os._exit in attempt 0 after its first batch: its upload is pending and
     # nothing in that process aborts it; the job commit's sweep must.
@@ -91,18 +93,18 @@ def test_python_worker_killed_mid_write_leaves_no_upload_behind(
     assert pending_in_bucket(committer) == []
 
 
-def test_a_task_failing_every_attempt_aborts_the_job(spark: Any, dest: str,
-                                                     committer: Committer) -> None:
+def test_a_task_failing_every_attempt_aborts_the_job(
+    spark: Any, dest: str, committer: Committer
+) -> None:
     with pytest.raises(Exception, match="injected failure in a task attempt"):
-        faulty_write(source(spark), dest, fault="raise", fault_partitions="1",
-                     fault_attempts="all")
+        faulty_write(source(spark), dest, fault="raise", fault_partitions="1", fault_attempts="all")
     assert [j.state for j in committer.jobs()] == ["aborted"]
     assert_nothing(committer)
 
 
-def test_failure_after_every_task_succeeded_before_job_commit(spark: Any, dest: str,
-                                                              committer: Committer,
-                                                              tmp_path: Path) -> None:
+def test_failure_after_every_task_succeeded_before_job_commit(
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     df = source(spark, 400)
     faulty_write(df, dest)  # a first, good write
     good = data_files(committer)
@@ -116,11 +118,19 @@ def test_failure_after_every_task_succeeded_before_job_commit(spark: Any, dest: 
 
 
 def test_orchestrated_failure_aborts_the_job_and_the_orchestrator_finds_nothing(
-        spark: Any, dest: str, committer: Committer) -> None:
+    spark: Any, dest: str, committer: Committer
+) -> None:
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
     with pytest.raises(Exception, match="injected failure in a task attempt"):
-        faulty_write(source(spark, 400), dest, mode="overwrite", job_id=job.job_id,
-                     fault="raise", fault_partitions="0", fault_attempts="all")
+        faulty_write(
+            source(spark, 400),
+            dest,
+            mode="overwrite",
+            job_id=job.job_id,
+            fault="raise",
+            fault_partitions="0",
+            fault_attempts="all",
+        )
     assert committer.job(job.job_id).state == "aborted"
     committer.abort_job(job.job_id)  # the DAG's abort step: idempotent
     committer.cleanup_job(job.job_id)
@@ -128,7 +138,8 @@ def test_orchestrated_failure_aborts_the_job_and_the_orchestrator_finds_nothing(
 
 
 def test_job_commit_broken_after_its_point_of_no_return_is_finished_by_a_retry(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     df = source(spark, 400)
     with pytest.raises(Exception, match="passed its point of no return"):
         faulty_write(df, dest, fault="complete_fault")
@@ -141,7 +152,8 @@ def test_job_commit_broken_after_its_point_of_no_return_is_finished_by_a_retry(
 
 
 def test_speculation_on_with_a_straggler_writes_nothing_twice(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     assert spark.sparkContext.getConf().get("spark.speculation") == "true"
     df = source(spark)
     faulty_write(df, dest, fault="slow", fault_partitions="0", fault_seconds="3")

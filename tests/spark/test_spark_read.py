@@ -33,12 +33,13 @@ def test_types_as_written_partition_columns_included(spark: Any, dest: str) -> N
     # A string column of dates stays a string; an int partition column an int.
     assert dict(back.dtypes) == dict(df.dtypes)
     assert sorted(back.select(*df.columns).collect()) == sorted(df.collect())
-    assert back.where("dt = '2026-11-21' and shard = 1").count() == \
-        df.where("dt = '2026-11-21' and shard = 1").count()
+    assert (
+        back.where("dt = '2026-11-21' and shard = 1").count()
+        == df.where("dt = '2026-11-21' and shard = 1").count()
+    )
 
 
-def test_overwrite_then_read_and_as_of_job(spark: Any, dest: str,
-                                           committer: Committer) -> None:
+def test_overwrite_then_read_and_as_of_job(spark: Any, dest: str, committer: Committer) -> None:
     df = days_df(spark)
     df.write.format("zero-rename").mode("append").option("partition_by", "dt").save(dest)
     first = [j.job_id for j in committer.jobs() if j.state == "committed"]
@@ -53,10 +54,14 @@ def test_overwrite_then_read_and_as_of_job(spark: Any, dest: str,
         read(spark, dest, as_of_job=first[0]).count()
 
 
-def test_only_committed_jobs_and_foreign_files(spark: Any, dest: str,
-                                               committer: Committer) -> None:
-    (days_df(spark).write.format("zero-rename").mode("append")
-     .option("partition_by", "dt").save(dest))
+def test_only_committed_jobs_and_foreign_files(spark: Any, dest: str, committer: Committer) -> None:
+    (
+        days_df(spark)
+        .write.format("zero-rename")
+        .mode("append")
+        .option("partition_by", "dt")
+        .save(dest)
+    )
     # A job written, never committed: its uploads stay pending, nothing is read.
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
     write_task(committer, job, "00000", {"2026-11-20": b"not parquet"})
@@ -67,10 +72,14 @@ def test_only_committed_jobs_and_foreign_files(spark: Any, dest: str,
 def test_user_schema_and_empty_destination(spark: Any, dest: str) -> None:
     with pytest.raises(Exception, match="no committed files"):
         read(spark, dest).count()
-    (days_df(spark).write.format("zero-rename").mode("append")
-     .option("partition_by", "dt").save(dest))
-    back = spark.read.schema("id long, amount double, dt string").format("zero-rename") \
-        .load(dest)
+    (
+        days_df(spark)
+        .write.format("zero-rename")
+        .mode("append")
+        .option("partition_by", "dt")
+        .save(dest)
+    )
+    back = spark.read.schema("id long, amount double, dt string").format("zero-rename").load(dest)
     assert back.columns == ["id", "amount", "dt"]
     assert back.count() == 300
 
@@ -83,14 +92,18 @@ def test_unknown_and_secret_options_are_refused(spark: Any, dest: str) -> None:
 
 
 def test_filters_on_partition_columns_skip_files_with_pushdown_on(
-        spark: Any, dest: str, committer: Committer) -> None:
-    days_df(spark).write.format("zero-rename").mode("append").option("partition_by", "dt") \
-        .save(dest)
+    spark: Any, dest: str, committer: Committer
+) -> None:
+    days_df(spark).write.format("zero-rename").mode("append").option("partition_by", "dt").save(
+        dest
+    )
     # A file another tool left in one partition, which no Parquet reader can read:
     # a query reads it unless its filters rule out the partition.
-    committer.store.put_object(committer.dest.bucket,
-                               committer.dest.dir + "dt=2026-11-22/other-tool.parquet",
-                               b"not parquet")
+    committer.store.put_object(
+        committer.dest.bucket,
+        committer.dest.dir + "dt=2026-11-22/other-tool.parquet",
+        b"not parquet",
+    )
     query = "dt = '2026-11-21' and id >= 0"
     with pytest.raises(Exception, match="other-tool.parquet|Parquet"):
         read(spark, dest).where(query).count()  # pushdown off, Spark's default: no error either

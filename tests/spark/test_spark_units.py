@@ -25,18 +25,28 @@ pytestmark = pytest.mark.unit
 def test_options_map_to_job_store_and_file_options(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
-    config = parse_writer_options({
-        "path": "s3a://bucket/table", "Partition_By": "dt, region", "committer": "staging",
-        "part_size": "16MiB", "threads": "8", "max_file_size": "1g",
-        "max_rows_per_file": "1000", "compression": "ZSTD", "verify_uploads": "false"})
+    config = parse_writer_options(
+        {
+            "path": "s3a://bucket/table",
+            "Partition_By": "dt, region",
+            "committer": "staging",
+            "part_size": "16MiB",
+            "threads": "8",
+            "max_file_size": "1g",
+            "max_rows_per_file": "1000",
+            "compression": "ZSTD",
+            "verify_uploads": "false",
+        }
+    )
     assert config.destination.url == "s3://bucket/table"
     assert config.job.partition_columns == ("dt", "region")
     assert config.job.committer == "staging" and config.job.conflict_mode == "append"
     assert config.job.part_size == 16 << 20 and config.job.threads == 8
     assert config.job.verify_uploads is False
     assert config.store.endpoint_url == "http://127.0.0.1:9000"
-    assert config.files == FileOptions(compression="zstd", max_file_size=1 << 30,
-                                       max_rows_per_file=1000)
+    assert config.files == FileOptions(
+        compression="zstd", max_file_size=1 << 30, max_rows_per_file=1000
+    )
     assert config.files.extension == ".zstd.parquet"
     assert not config.orchestrated
     assert config.upload_threads == DEFAULT_UPLOAD_THREADS
@@ -56,12 +66,19 @@ def test_an_endpoint_option_wins_over_the_environment(monkeypatch: pytest.Monkey
         parse_writer_options({"path": "s3://bucket/t", "endpoint": "http://key:pw@host:9000"})
 
 
-@pytest.mark.parametrize(("overwrite", "given", "expected"), [
-    (False, None, "append"), (False, "fail", "fail"), (False, "replace", "replace"),
-    (True, None, "replace"), (True, "replace", "replace"),
-])
-def test_save_modes_map_to_conflict_modes(overwrite: bool, given: str | None,
-                                          expected: str) -> None:
+@pytest.mark.parametrize(
+    ("overwrite", "given", "expected"),
+    [
+        (False, None, "append"),
+        (False, "fail", "fail"),
+        (False, "replace", "replace"),
+        (True, None, "replace"),
+        (True, "replace", "replace"),
+    ],
+)
+def test_save_modes_map_to_conflict_modes(
+    overwrite: bool, given: str | None, expected: str
+) -> None:
     assert conflict_mode_for(overwrite, given) == expected
 
 
@@ -71,12 +88,17 @@ def test_overwrite_refuses_a_conflict_mode_that_keeps_files(given: str) -> None:
         conflict_mode_for(True, given)
 
 
-@pytest.mark.parametrize(("given", "conflict", "expected"), [
-    ("ErrorIfExists", None, ("error", "fail")), ("error", "append", ("error", "append")),
-    ("ignore", None, ("ignore", "append")),
-])
+@pytest.mark.parametrize(
+    ("given", "conflict", "expected"),
+    [
+        ("ErrorIfExists", None, ("error", "fail")),
+        ("error", "append", ("error", "append")),
+        ("ignore", None, ("ignore", "append")),
+    ],
+)
 def test_if_exists_stands_for_the_save_modes_spark_refuses(
-        given: str, conflict: str | None, expected: tuple[str, str]) -> None:
+    given: str, conflict: str | None, expected: tuple[str, str]
+) -> None:
     options = {"path": "s3://bucket/t", "if_exists": given}
     if conflict:
         options["conflict_mode"] = conflict
@@ -88,15 +110,24 @@ def test_if_exists_stands_for_the_save_modes_spark_refuses(
 
 def test_job_id_makes_the_write_orchestrated() -> None:
     job_id = "0b7e6f62-3c55-4a8e-9d58-2f7e0c7b6a10"
-    config = parse_writer_options({"path": "s3://bucket/t", "job_id": job_id,
-                                   "partition_by": "dt"}, overwrite=True)
+    config = parse_writer_options(
+        {"path": "s3://bucket/t", "job_id": job_id, "partition_by": "dt"}, overwrite=True
+    )
     assert config.orchestrated and config.job_id == job_id
     assert config.explicit == {"partition_columns", "conflict_mode"}
 
 
-@pytest.mark.parametrize(("text", "size"), [("8388608", 8 << 20), ("8m", 8 << 20),
-                                            ("8MiB", 8 << 20), ("8 MB", 8 << 20),
-                                            ("2g", 2 << 30), ("512k", 512 << 10)])
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("8388608", 8 << 20),
+        ("8m", 8 << 20),
+        ("8MiB", 8 << 20),
+        ("8 MB", 8 << 20),
+        ("2g", 2 << 30),
+        ("512k", 512 << 10),
+    ],
+)
 def test_sizes_read_as_spark_reads_them(text: str, size: int) -> None:
     from zero_rename.spark.reader import parse_reader_options
 
@@ -106,43 +137,73 @@ def test_sizes_read_as_spark_reads_them(text: str, size: int) -> None:
     assert read.max_partition_bytes == size
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("true", True), ("YES", True), (" on ", True), ("1", True),
-    ("false", False), ("No", False), ("off", False), ("0", False)])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("true", True),
+        ("YES", True),
+        (" on ", True),
+        ("1", True),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+        ("0", False),
+    ],
+)
 def test_flags_read_every_spelling(text: str, value: bool) -> None:
     from zero_rename.spark.reader import parse_reader_options
 
-    written = parse_writer_options({"path": "s3://bucket/t", "verify_uploads": text,
-                                    "path_style": text})
+    written = parse_writer_options(
+        {"path": "s3://bucket/t", "verify_uploads": text, "path_style": text}
+    )
     assert written.job.verify_uploads is value and written.store.path_style is value
-    assert parse_reader_options({"path": "s3://bucket/t", "path_style": text}
-                                ).store.path_style is value
+    assert (
+        parse_reader_options({"path": "s3://bucket/t", "path_style": text}).store.path_style
+        is value
+    )
 
 
 def test_empty_values_mean_not_given() -> None:
-    config = parse_writer_options({
-        "path": "s3://bucket/t", "max_file_size": "", "max_rows_per_file": "", "if_exists": " ",
-        "spool_dir": "", "job_id": "", "region": "", "store_profile": "", "endpoint": ""})
+    config = parse_writer_options(
+        {
+            "path": "s3://bucket/t",
+            "max_file_size": "",
+            "max_rows_per_file": "",
+            "if_exists": " ",
+            "spool_dir": "",
+            "job_id": "",
+            "region": "",
+            "store_profile": "",
+            "endpoint": "",
+        }
+    )
     assert config.files == FileOptions()
     assert (config.if_exists, config.job_id, config.spool_dir) == (None, None, None)
     assert (config.store.region, config.store.profile) == (None, "auto")
-    assert parse_writer_options({"path": "s3://bucket/t", "part_size": None,
-                                 "upload_threads": None}) == parse_writer_options(
-        {"path": "s3://bucket/t"})
+    assert parse_writer_options(
+        {"path": "s3://bucket/t", "part_size": None, "upload_threads": None}
+    ) == parse_writer_options({"path": "s3://bucket/t"})
     with pytest.raises(ConfigError, match="option 'part_size' must be a size"):
         parse_writer_options({"path": "s3://bucket/t", "part_size": ""})
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({}, "reads a destination"),
-    ({"path": "s3://bucket/t", "path_style": "maybe"},
-     r"option 'path_style' must be true or false \(got 'maybe'\)"),
-    ({"path": "s3://bucket/t", "max_partition_bytes": "big"},
-     "option 'max_partition_bytes' must be a size such as"),
-    ({"path": "s3://bucket/t", "as_of": "x"}, r"unknown option\(s\) \['as_of'\]"),
-    ({"path": "s3://bucket/t", "as_of_job": "x"}, "job id 'x' is not a UUID"),
-    ({"path": "s3://bucket/t", "secret_key": "abc"}, "credentials are never accepted"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "reads a destination"),
+        (
+            {"path": "s3://bucket/t", "path_style": "maybe"},
+            r"option 'path_style' must be true or false \(got 'maybe'\)",
+        ),
+        (
+            {"path": "s3://bucket/t", "max_partition_bytes": "big"},
+            "option 'max_partition_bytes' must be a size such as",
+        ),
+        ({"path": "s3://bucket/t", "as_of": "x"}, r"unknown option\(s\) \['as_of'\]"),
+        ({"path": "s3://bucket/t", "as_of_job": "x"}, "job id 'x' is not a UUID"),
+        ({"path": "s3://bucket/t", "secret_key": "abc"}, "credentials are never accepted"),
+    ],
+)
 def test_malformed_reader_options_are_named(options: dict[str, str], message: str) -> None:
     from zero_rename.spark.reader import parse_reader_options
 
@@ -151,34 +212,54 @@ def test_malformed_reader_options_are_named(options: dict[str, str], message: st
     assert "abc" not in str(failure.value)
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({}, "needs a destination"),
-    ({"path": "hdfs://x/y"}, "must be an s3:// or s3a:// URL"),
-    ({"path": "s3://bucket/t", "threads": "0"}, "threads"),
-    ({"path": "s3://bucket/t", "upload_threads": "-1"},
-     "option 'upload_threads' must be an integer"),
-    ({"path": "s3://bucket/t", "upload_threads": "four"}, "option 'upload_threads'"),
-    ({"path": "s3://bucket/t", "verify_uploads": "maybe"}, "option 'verify_uploads'"),
-    ({"path": "s3://bucket/t", "max_file_size": "0"}, "option 'max_file_size'"),
-    ({"path": "s3://bucket/t", "conflict_mode": "merge"}, "option 'conflict_mode'"),
-    ({"path": "s3://bucket/t", "session_token": "abc"}, "credentials are never accepted"),
-    ({"path": "s3://bucket/t", "fs.s3a.secret.key": "abc"}, "credentials are never accepted"),
-    ({"path": "s3://bucket/t", "compression": "rar"}, "option 'compression' must be one of"),
-    ({"path": "s3://bucket/t", "max_rows_per_file": "-3"}, "option 'max_rows_per_file'"),
-    ({"path": "s3://bucket/t", "job_id": "not-a-uuid"}, "job id 'not-a-uuid' is not a UUID"),
-    ({"path": "s3://bucket/t", "endpoint": "ftp://x"}, "option 'endpoint' must be an http"),
-    ({"path": "s3://bucket/t", "part_size": "lots"},
-     r"option 'part_size' must be a size such as 134217728, 128m or 128MiB \(got 'lots'\)"),
-    ({"path": "s3://bucket/t", "max_open_files": "0"},
-     r"option 'max_open_files' must be a positive integer \(got '0'\)"),
-    ({"path": "s3://bucket/t", "upload_threads": "1", "row_group_size": "x", "threads": "0"},
-     "option 'row_group_size' must be a positive integer"),
-    ({"path": "s3://bucket/t", "partiton_by": "dt"}, r"unknown option\(s\) \['partiton_by'\]"),
-    ({"path": "s3://bucket/t", "if_exists": "skip"},
-     r"option 'if_exists' must be one of \['error', 'errorifexists', 'ignore'\] \(got 'skip'\)"),
-    ({"path": "s3://bucket/t", "if_exists": "ignore",
-      "job_id": "1c35e82e-0afa-487d-b720-08fd69009377"}, "sets up its own job"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "needs a destination"),
+        ({"path": "hdfs://x/y"}, "must be an s3:// or s3a:// URL"),
+        ({"path": "s3://bucket/t", "threads": "0"}, "threads"),
+        (
+            {"path": "s3://bucket/t", "upload_threads": "-1"},
+            "option 'upload_threads' must be an integer",
+        ),
+        ({"path": "s3://bucket/t", "upload_threads": "four"}, "option 'upload_threads'"),
+        ({"path": "s3://bucket/t", "verify_uploads": "maybe"}, "option 'verify_uploads'"),
+        ({"path": "s3://bucket/t", "max_file_size": "0"}, "option 'max_file_size'"),
+        ({"path": "s3://bucket/t", "conflict_mode": "merge"}, "option 'conflict_mode'"),
+        ({"path": "s3://bucket/t", "session_token": "abc"}, "credentials are never accepted"),
+        ({"path": "s3://bucket/t", "fs.s3a.secret.key": "abc"}, "credentials are never accepted"),
+        ({"path": "s3://bucket/t", "compression": "rar"}, "option 'compression' must be one of"),
+        ({"path": "s3://bucket/t", "max_rows_per_file": "-3"}, "option 'max_rows_per_file'"),
+        ({"path": "s3://bucket/t", "job_id": "not-a-uuid"}, "job id 'not-a-uuid' is not a UUID"),
+        ({"path": "s3://bucket/t", "endpoint": "ftp://x"}, "option 'endpoint' must be an http"),
+        (
+            {"path": "s3://bucket/t", "part_size": "lots"},
+            r"option 'part_size' must be a size such as 134217728, 128m or 128MiB \(got 'lots'\)",
+        ),
+        (
+            {"path": "s3://bucket/t", "max_open_files": "0"},
+            r"option 'max_open_files' must be a positive integer \(got '0'\)",
+        ),
+        (
+            {"path": "s3://bucket/t", "upload_threads": "1", "row_group_size": "x", "threads": "0"},
+            "option 'row_group_size' must be a positive integer",
+        ),
+        ({"path": "s3://bucket/t", "partiton_by": "dt"}, r"unknown option\(s\) \['partiton_by'\]"),
+        (
+            {"path": "s3://bucket/t", "if_exists": "skip"},
+            r"option 'if_exists' must be one of "
+            r"\['error', 'errorifexists', 'ignore'\] \(got 'skip'\)",
+        ),
+        (
+            {
+                "path": "s3://bucket/t",
+                "if_exists": "ignore",
+                "job_id": "1c35e82e-0afa-487d-b720-08fd69009377",
+            },
+            "sets up its own job",
+        ),
+    ],
+)
 def test_malformed_options_are_named(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as failure:
         parse_writer_options(options)
@@ -196,17 +277,32 @@ def test_partition_columns_resolve_case_insensitively() -> None:
 
 
 def test_split_by_partition_formats_values_as_spark() -> None:
-    batch = pa.record_batch({
-        "v": [1, 2, 3, 4, 5],
-        "day": pa.array([datetime.date(2024, 1, 1), datetime.date(999, 3, 4), None,
-                         datetime.date(2024, 1, 1), datetime.date(2024, 1, 1)]),
-        "flag": [True, False, None, True, True],
-        "name": ["a/b", "", None, "a/b", "x"],
-    })
-    groups = {tuple(v.values()): b.column("v").to_pylist()
-              for v, b in split_by_partition(batch, ["day", "flag", "name"])}
-    assert groups == {("2024-01-01", "true", "a/b"): [1, 4], ("0999-03-04", "false", None): [2],
-                      (None, None, None): [3], ("2024-01-01", "true", "x"): [5]}
+    batch = pa.record_batch(
+        {
+            "v": [1, 2, 3, 4, 5],
+            "day": pa.array(
+                [
+                    datetime.date(2024, 1, 1),
+                    datetime.date(999, 3, 4),
+                    None,
+                    datetime.date(2024, 1, 1),
+                    datetime.date(2024, 1, 1),
+                ]
+            ),
+            "flag": [True, False, None, True, True],
+            "name": ["a/b", "", None, "a/b", "x"],
+        }
+    )
+    groups = {
+        tuple(v.values()): b.column("v").to_pylist()
+        for v, b in split_by_partition(batch, ["day", "flag", "name"])
+    }
+    assert groups == {
+        ("2024-01-01", "true", "a/b"): [1, 4],
+        ("0999-03-04", "false", None): [2],
+        (None, None, None): [3],
+        ("2024-01-01", "true", "x"): [5],
+    }
     values, rows = next(split_by_partition(batch.slice(0, 1), ["day"]))
     assert values == {"day": "2024-01-01"} and rows.schema.names == ["v", "flag", "name"]
 
@@ -219,8 +315,9 @@ class MemorySink(io.BytesIO):
         super().close()
 
 
-def _write(batches: list[pa.RecordBatch], columns: tuple[str, ...],
-           options: FileOptions) -> list[MemorySink]:
+def _write(
+    batches: list[pa.RecordBatch], columns: tuple[str, ...], options: FileOptions
+) -> list[MemorySink]:
     sinks: list[MemorySink] = []
 
     def open_file(values: dict[str, str | None]) -> MemorySink:
@@ -243,8 +340,7 @@ def test_files_roll_at_the_row_limit_exactly() -> None:
     assert rows == [("a", 100)] + [("a", 300)] * 3 + [("b", 100)] + [("b", 300)] * 3
     table = pq.read_table(pa.BufferReader(sinks[0].final))
     assert table.schema.names == ["id"] and table.schema.metadata[b"k"] == b"v"
-    assert all(s.rows == pq.ParquetFile(pa.BufferReader(s.final)).metadata.num_rows
-               for s in sinks)
+    assert all(s.rows == pq.ParquetFile(pa.BufferReader(s.final)).metadata.num_rows for s in sinks)
 
 
 def test_files_roll_near_the_size_limit_and_row_groups_stay_whole() -> None:
@@ -268,12 +364,17 @@ def test_spark_option_names_are_aliases() -> None:
     from zero_rename.errors import ConfigError
     from zero_rename.spark.options import parse_writer_options
 
-    config = parse_writer_options({"path": "s3://bucket-x/t", "partitionBy": "dt,region",
-                                   "maxRecordsPerFile": "1000"})
+    config = parse_writer_options(
+        {"path": "s3://bucket-x/t", "partitionBy": "dt,region", "maxRecordsPerFile": "1000"}
+    )
     assert config.job.partition_columns == ("dt", "region")
     assert config.files.max_rows_per_file == 1000
-    assert parse_writer_options({"path": "s3://bucket-x/t", "maxRecordsPerFile": "0"}
-                                ).files.max_rows_per_file is None
+    assert (
+        parse_writer_options(
+            {"path": "s3://bucket-x/t", "maxRecordsPerFile": "0"}
+        ).files.max_rows_per_file
+        is None
+    )
     with pytest.raises(ConfigError, match="same setting"):
         parse_writer_options({"path": "s3://bucket-x/t", "partitionBy": "dt", "partition_by": "dt"})
     with pytest.raises(ConfigError, match="max_rows_per_file"):

@@ -30,8 +30,9 @@ def sales(spark: Any, n: int = 2000, parts: int = 4, days: int = 3) -> Any:
         from range(0, {n}, 1, {parts})""")
 
 
-def write(df: Any, dest: str, mode: str = "append", fmt: str = "zero-rename",
-          **options: str) -> None:
+def write(
+    df: Any, dest: str, mode: str = "append", fmt: str = "zero-rename", **options: str
+) -> None:
     writer = df.write.format(fmt).mode(mode)
     for key, value in options.items():
         writer = writer.option(key, value)
@@ -44,9 +45,9 @@ def read_file(c: Committer, relative: str) -> pq.ParquetFile:
     return pq.ParquetFile(pa.BufferReader(found[0]))
 
 
-def test_partitioned_append_reads_back_in_spark_and_pyarrow(spark: Any, dest: str,
-                                                              committer: Committer,
-                                                              tmp_path: Path) -> None:
+def test_partitioned_append_reads_back_in_spark_and_pyarrow(
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     df = sales(spark)
     write(df, dest, partition_by="dt,region")
 
@@ -66,10 +67,12 @@ def test_partitioned_append_reads_back_in_spark_and_pyarrow(spark: Any, dest: st
 
     table = arrow_table(committer, pa.schema([("dt", pa.date32()), ("region", pa.string())]))
     source = df.toArrow()
-    assert [f.type for f in table.select(source.column_names).schema] == \
-        [f.type for f in source.schema]
-    assert sorted(table.select(source.column_names).to_pylist(), key=lambda r: r["id"]) == \
-        sorted(source.to_pylist(), key=lambda r: r["id"])
+    assert [f.type for f in table.select(source.column_names).schema] == [
+        f.type for f in source.schema
+    ]
+    assert sorted(table.select(source.column_names).to_pylist(), key=lambda r: r["id"]) == sorted(
+        source.to_pylist(), key=lambda r: r["id"]
+    )
 
 
 TYPES_SQL = """
@@ -86,7 +89,8 @@ TYPES_SQL = """
 
 
 def test_every_type_round_trips_unpartitioned_staging_via_s3a(
-        spark: Any, bucket: str, tmp_path: Path, store_config: StoreConfig) -> None:
+    spark: Any, bucket: str, tmp_path: Path, store_config: StoreConfig
+) -> None:
     dest = f"s3a://{bucket}/typed"
     committer = Committer(dest, store_config)
     df = spark.sql(TYPES_SQL)
@@ -122,7 +126,8 @@ def _relative_dirs(root: Path) -> set[str]:
 
 
 def test_partition_directories_are_named_as_spark_names_them(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     df = spark.sql(PARTITION_SQL).repartition(2)
     write(df, dest, partition_by="flag,n,day,k")
     # Spark's own Parquet writer, on local disk, is the reference.
@@ -131,8 +136,10 @@ def test_partition_directories_are_named_as_spark_names_them(
 
     ours = {os.path.dirname(f) for f in data_files(committer)}
     assert ours == _relative_dirs(reference)
-    assert "flag=__HIVE_DEFAULT_PARTITION__/n=__HIVE_DEFAULT_PARTITION__" \
-           "/day=__HIVE_DEFAULT_PARTITION__/k=__HIVE_DEFAULT_PARTITION__" in ours
+    assert (
+        "flag=__HIVE_DEFAULT_PARTITION__/n=__HIVE_DEFAULT_PARTITION__"
+        "/day=__HIVE_DEFAULT_PARTITION__/k=__HIVE_DEFAULT_PARTITION__" in ours
+    )
 
     # Types as written (Spark's own discovery would read flag as a string), values
     # as Spark's reader gives them for those types (the empty string as null).
@@ -142,16 +149,21 @@ def test_partition_directories_are_named_as_spark_names_them(
     columns = ["v", "k", "n", "flag", "day"]
     assert sorted(back.select(*columns).collect()) == sorted(expected.select(*columns).collect())
 
-    table = arrow_table(committer, pa.schema([("flag", pa.bool_()), ("n", pa.int32()),
-                                              ("day", pa.date32()), ("k", pa.string())]))
+    table = arrow_table(
+        committer,
+        pa.schema(
+            [("flag", pa.bool_()), ("n", pa.int32()), ("day", pa.date32()), ("k", pa.string())]
+        ),
+    )
     by_v = {r["v"]: r for r in table.to_pylist()}
     assert by_v[1]["k"] == "a/b" and by_v[2]["k"] == "k=v" and by_v[6]["k"] == "été 日本"
     assert by_v[8] == {"v": 8, "flag": None, "n": None, "day": None, "k": None}
     assert by_v[9]["k"] is None  # Spark writes an empty string as the null partition
 
 
-def test_new_file_past_row_limit_and_size_limit(spark: Any, bucket: str,
-                                                store_config: StoreConfig) -> None:
+def test_new_file_past_row_limit_and_size_limit(
+    spark: Any, bucket: str, store_config: StoreConfig
+) -> None:
     by_rows = Committer(f"s3://{bucket}/rows", store_config)
     write(spark.range(0, 2000, 1, 2), by_rows.dest.url, max_rows_per_file="300")
     counts = sorted(read_file(by_rows, f).metadata.num_rows for f in data_files(by_rows))
@@ -161,8 +173,9 @@ def test_new_file_past_row_limit_and_size_limit(spark: Any, bucket: str,
     noisy = spark.sql("select id, sha2(cast(id as string), 512) as h from range(0, 20000, 1, 1)")
     write(noisy, by_size.dest.url, max_file_size="256k", compression="none")
     files = data_files(by_size)
-    sizes = [len(by_size.store.get_object(by_size.dest.bucket, by_size.dest.dir + f)[0])
-             for f in files]
+    sizes = [
+        len(by_size.store.get_object(by_size.dest.bucket, by_size.dest.dir + f)[0]) for f in files
+    ]
     assert len(files) >= 4
     # A file closes at the first row-group boundary past the limit: at most a
     # quarter of the limit (one row group) over it.
@@ -170,15 +183,17 @@ def test_new_file_past_row_limit_and_size_limit(spark: Any, bucket: str,
     assert sum(read_file(by_size, f).metadata.num_rows for f in files) == 20000
 
 
-def test_overwrite_replaces_only_the_partitions_written(spark: Any, dest: str,
-                                                        committer: Committer,
-                                                        tmp_path: Path) -> None:
+def test_overwrite_replaces_only_the_partitions_written(
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     write(sales(spark, 900, days=3), dest, partition_by="dt")
     before = {f for f in data_files(committer) if f.startswith("dt=2024-01-01/")}
     # The table's own types (0.0 alone would be a decimal(1,1) column).
-    fresh = spark.sql("select id + 10000 as id, 0 as qty, cast(0 as double) as amount, "
-                      "'new' as item, date'2024-01-02' as dt, 'eu' as region "
-                      "from range(0, 50, 1, 2)")
+    fresh = spark.sql(
+        "select id + 10000 as id, 0 as qty, cast(0 as double) as amount, "
+        "'new' as item, date'2024-01-02' as dt, 'eu' as region "
+        "from range(0, 50, 1, 2)"
+    )
     write(fresh, dest, mode="overwrite", partition_by="dt")
 
     back = spark_rows(spark, committer, tmp_path)
@@ -190,7 +205,8 @@ def test_overwrite_replaces_only_the_partitions_written(spark: Any, dest: str,
 
 
 def test_overwrite_unpartitioned_replaces_everything_and_append_adds(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     write(spark.range(0, 100, 1, 2), dest)
     write(spark.range(100, 150, 1, 2), dest)  # append: no conflict mode means append
     assert spark_rows(spark, committer, tmp_path / "a").count() == 150
@@ -200,8 +216,9 @@ def test_overwrite_unpartitioned_replaces_everything_and_append_adds(
     assert len(data_files(committer)) == 2
 
 
-def test_conflict_mode_fail_changes_nothing(spark: Any, dest: str, committer: Committer,
-                                            tmp_path: Path) -> None:
+def test_conflict_mode_fail_changes_nothing(
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     write(sales(spark, 300, days=1), dest, partition_by="dt")
     before = data_files(committer)
     with pytest.raises(Exception, match="conflict mode 'fail'"):
@@ -210,14 +227,16 @@ def test_conflict_mode_fail_changes_nothing(spark: Any, dest: str, committer: Co
     assert pending_in_bucket(committer) == []
     assert [j.state for j in committer.jobs()] == ["committed", "aborted"]
     # Another partition is no conflict.
-    other = sales(spark, 30, days=1).selectExpr("id", "qty", "amount", "item",
-                                                "date'2024-05-05' as dt", "region")
+    other = sales(spark, 30, days=1).selectExpr(
+        "id", "qty", "amount", "item", "date'2024-05-05' as dt", "region"
+    )
     write(other, dest, partition_by="dt", conflict_mode="fail")
     assert spark_rows(spark, committer, tmp_path).count() == 330
 
 
 def test_if_exists_error_and_ignore_as_spark_documents_the_save_modes(
-        spark: Any, dest: str, committer: Committer, tmp_path: Path) -> None:
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     # On an empty destination both write, as Spark's errorifexists and ignore do.
     write(spark.range(0, 100, 1, 2), dest, if_exists="error")
     write(spark.range(0, 1, 1, 1), committer.dest.url + "-other", if_exists="ignore")
@@ -230,13 +249,14 @@ def test_if_exists_error_and_ignore_as_spark_documents_the_save_modes(
     assert data_files(committer) == before
     assert [j.job_id for j in committer.jobs()] == jobs
     assert pending_in_bucket(committer) == []
-    assert sorted(r.id for r in spark_rows(spark, committer, tmp_path).collect()) == \
-        list(range(100))
+    assert sorted(r.id for r in spark_rows(spark, committer, tmp_path).collect()) == list(
+        range(100)
+    )
 
 
-def test_empty_dataframe_writes_one_empty_file_with_the_schema(spark: Any, dest: str,
-                                                               committer: Committer,
-                                                               tmp_path: Path) -> None:
+def test_empty_dataframe_writes_one_empty_file_with_the_schema(
+    spark: Any, dest: str, committer: Committer, tmp_path: Path
+) -> None:
     df = spark.range(0, 0, 1, 2).selectExpr("id", "cast(id as string) as s")
     write(df, dest)
     assert len(data_files(committer)) == 1
@@ -246,18 +266,20 @@ def test_empty_dataframe_writes_one_empty_file_with_the_schema(spark: Any, dest:
 
 # Parsing is covered without Spark in test_spark_units.py; these check that
 # Spark surfaces the error, and that nothing is set up before it.
-@pytest.mark.parametrize(("options", "mode", "message"), [
-    ({"partiton_by": "dt"}, "append", "unknown option(s) ['partiton_by']"),
-    ({"part_size": "1m"}, "append", "part_size"),
-    ({"conflict_mode": "append"}, "overwrite", "contradicts option conflict_mode='append'"),
-    ({"partition_by": "amount"}, "append", "partition column 'amount' has type double"),
-    ({}, "error", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
-    ({}, "ignore", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
-])
-def test_bad_options_are_named_and_nothing_is_set_up(spark: Any, dest: str,
-                                                      committer: Committer,
-                                                      options: dict[str, str], mode: str,
-                                                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("options", "mode", "message"),
+    [
+        ({"partiton_by": "dt"}, "append", "unknown option(s) ['partiton_by']"),
+        ({"part_size": "1m"}, "append", "part_size"),
+        ({"conflict_mode": "append"}, "overwrite", "contradicts option conflict_mode='append'"),
+        ({"partition_by": "amount"}, "append", "partition column 'amount' has type double"),
+        ({}, "error", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
+        ({}, "ignore", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
+    ],
+)
+def test_bad_options_are_named_and_nothing_is_set_up(
+    spark: Any, dest: str, committer: Committer, options: dict[str, str], mode: str, message: str
+) -> None:
     with pytest.raises(Exception) as failure:
         write(sales(spark, 10, parts=1), dest, mode=mode, **options)
     assert message in str(failure.value)
@@ -265,8 +287,9 @@ def test_bad_options_are_named_and_nothing_is_set_up(spark: Any, dest: str,
     assert_nothing(committer)
 
 
-def test_credentials_are_refused_as_options_and_never_echoed(spark: Any, dest: str,
-                                                             committer: Committer) -> None:
+def test_credentials_are_refused_as_options_and_never_echoed(
+    spark: Any, dest: str, committer: Committer
+) -> None:
     secret = "do-not-print-this-value"
     with pytest.raises(Exception) as failure:
         write(sales(spark, 10, parts=1), dest, aws_secret_access_key=secret)

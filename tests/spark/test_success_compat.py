@@ -25,8 +25,9 @@ def _parse(spark: Any, text: str) -> Any:
     return parsed
 
 
-def test_hadoop_parses_and_validates_success(spark: Any, committer: Committer,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hadoop_parses_and_validates_success(
+    spark: Any, committer: Committer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(shards, "SHARD_SIZE", 2)  # a file list of several shards
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
     for i in range(3):

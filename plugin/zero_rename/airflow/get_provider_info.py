@@ -13,10 +13,14 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "zero-rename",
         "name": "zero-rename",
         "description": "A zero-rename output committer for S3-compatible object stores: "
-                       "the commit protocol's steps as operators, a sensor and a Commits page.",
+        "the commit protocol's steps as operators, a sensor and a Commits page.",
         "integrations": [{"integration-name": "zero-rename", "tags": ["aws", "software"]}],
-        "operators": [{"integration-name": "zero-rename",
-                       "python-modules": [f"{_PKG}.operators", f"{_PKG}.spark"]}],
+        "operators": [
+            {
+                "integration-name": "zero-rename",
+                "python-modules": [f"{_PKG}.operators", f"{_PKG}.spark"],
+            }
+        ],
         "sensors": [{"integration-name": "zero-rename", "python-modules": [f"{_PKG}.sensors"]}],
         "hooks": [{"integration-name": "zero-rename", "python-modules": [f"{_PKG}.hooks"]}],
         "triggers": [{"integration-name": "zero-rename", "python-modules": [f"{_PKG}.triggers"]}],
@@ -29,26 +33,41 @@ def get_provider_info() -> dict[str, Any]:
                 "options": {
                     "aws_conn_id": {
                         "description": "AWS connection the Commits page and the bundled DAGs use.",
-                        "version_added": "0.1.0", "type": "string", "example": None,
-                        "default": "aws_default"},
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": None,
+                        "default": "aws_default",
+                    },
                     "spark_conn_id": {
                         "description": "Spark connection of the bundled daily DAG.",
-                        "version_added": "0.1.0", "type": "string", "example": None,
-                        "default": "spark_default"},
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": None,
+                        "default": "spark_default",
+                    },
                     "destinations": {
                         "description": "Comma-separated destinations the Commits page lists "
-                                       "when none is given.",
-                        "version_added": "0.1.0", "type": "string",
-                        "example": "s3://warehouse/events,s3://warehouse/orders", "default": ""},
+                        "when none is given.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "s3://warehouse/events,s3://warehouse/orders",
+                        "default": "",
+                    },
                     "daily_destination": {
                         "description": "Destination of the bundled daily_partitioned_write DAG.",
-                        "version_added": "0.1.0", "type": "string", "example": None,
-                        "default": "s3://warehouse/daily_events"},
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": None,
+                        "default": "s3://warehouse/daily_events",
+                    },
                     "daily_application": {
                         "description": "The Spark application of the bundled daily DAG; "
-                                       "default: apps/daily_partitioned_write.py beside it.",
-                        "version_added": "0.1.0", "type": "string", "example": None,
-                        "default": ""},
+                        "default: apps/daily_partitioned_write.py beside it.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": None,
+                        "default": "",
+                    },
                 },
             },
         },

@@ -34,8 +34,13 @@ class ZeroRenameHook(S3Hook):
 
     hook_name = "zero-rename (S3)"
 
-    def __init__(self, aws_conn_id: str | None = S3Hook.default_conn_name, *,
-                 pool_size: int = DEFAULT_POOL_SIZE, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        aws_conn_id: str | None = S3Hook.default_conn_name,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(aws_conn_id=aws_conn_id, **kwargs)
         self.pool_size = pool_size
 

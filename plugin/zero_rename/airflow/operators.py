@@ -46,9 +46,15 @@ class JobStepOperator(BaseOperator):
     ui_color = "#d6eaf8"
     step = ""
 
-    def __init__(self, *, destination: str, job_id: str | None = None,
-                 aws_conn_id: str | None = "aws_default", pool_size: int = DEFAULT_POOL_SIZE,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        destination: str,
+        job_id: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        pool_size: int = DEFAULT_POOL_SIZE,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.destination = destination
         self.job_id = job_id
@@ -77,16 +83,30 @@ class JobStepOperator(BaseOperator):
             summary = decided_summary(record, self.destination)
             if summary is None:
                 return step(self.job)
-        self.log.info("job %s is already %s; its %s step ran before that", record.job_id,
-                      record.state, self.step)
+        self.log.info(
+            "job %s is already %s; its %s step ran before that",
+            record.job_id,
+            record.state,
+            self.step,
+        )
         return summary
 
     def report(self, context: Context, summary: JobSummary) -> dict[str, Any]:
         """Log and push the step's summary; returns it as pushed."""
-        self.log.info("%s of job %s at %s: %s file(s), %s byte(s), %s row(s), %s partition(s), "
-                      "%s task(s), %s S3 request(s), %.3f s", self.step, summary.job_id,
-                      summary.destination, summary.files, summary.bytes, summary.rows,
-                      len(summary.partitions), summary.tasks, summary.requests, summary.seconds)
+        self.log.info(
+            "%s of job %s at %s: %s file(s), %s byte(s), %s row(s), %s partition(s), "
+            "%s task(s), %s S3 request(s), %.3f s",
+            self.step,
+            summary.job_id,
+            summary.destination,
+            summary.files,
+            summary.bytes,
+            summary.rows,
+            len(summary.partitions),
+            summary.tasks,
+            summary.requests,
+            summary.seconds,
+        )
         pushed = xcom_summary(summary, self.step)
         context["ti"].xcom_push(key=SUMMARY_KEY, value=pushed)
         return pushed
@@ -116,18 +136,27 @@ class CommitJobSetupOperator(JobStepOperator):
     def execute(self, context: Context) -> str:
         with protocol_errors():
             # Where the Commits page links the job back to.
-            origin = {"airflow_dag_id": self.dag_id, "airflow_run_id": context["run_id"],
-                      "airflow_task_id": self.task_id}
+            origin = {
+                "airflow_dag_id": self.dag_id,
+                "airflow_run_id": context["run_id"],
+                "airflow_task_id": self.task_id,
+            }
             if self.job_id in _NO_JOB:
-                record = setup_run_job(self.committer, self.dag_id, context["run_id"],
-                                       self.options, origin)
+                record = setup_run_job(
+                    self.committer, self.dag_id, context["run_id"], self.options, origin
+                )
             else:
-                record = self.committer.setup_job(self.options, job_id=str(self.job_id),
-                                                  origin=origin)
+                record = self.committer.setup_job(
+                    self.options, job_id=str(self.job_id), origin=origin
+                )
         # Read back by the Commits link when the task finishes.
         self.job_id = record.job_id
-        self.report(context, JobSummary(job_id=record.job_id, destination=self.committer.dest.url,
-                                        state=record.state))
+        self.report(
+            context,
+            JobSummary(
+                job_id=record.job_id, destination=self.committer.dest.url, state=record.state
+            ),
+        )
         return record.job_id
 
 
@@ -213,13 +242,21 @@ class AbortJobOperator(JobStepOperator):
             with protocol_errors():
                 summary = self.committer.abort_job(self.job, reason=self._reason(context))
             pushed = self.report(context, summary)
-            self.log.info("job %s is aborted: nothing of it was published, %d pending upload(s) "
-                          "were aborted", summary.job_id, summary.aborted_uploads)
+            self.log.info(
+                "job %s is aborted: nothing of it was published, %d pending upload(s) were aborted",
+                summary.job_id,
+                summary.aborted_uploads,
+            )
         if self.fail_run:
             raise AirflowFailException(
                 f"{self._failed_upstream(context) or 'an upstream step'} failed; "
-                + (f"job {self.job_id} was aborted and nothing was published" if pushed
-                   else "no job was set up") + ". This task fails so that the run shows it.")
+                + (
+                    f"job {self.job_id} was aborted and nothing was published"
+                    if pushed
+                    else "no job was set up"
+                )
+                + ". This task fails so that the run shows it."
+            )
         return pushed
 
     def _reason(self, context: Context) -> str:
@@ -233,11 +270,14 @@ class AbortJobOperator(JobStepOperator):
         """The failed upstream task ids, for the message; empty if they cannot be read."""
         try:
             states = context["ti"].get_task_states(
-                dag_id=self.dag_id, task_ids=sorted(self.upstream_task_ids),
-                run_ids=[context["run_id"]])
+                dag_id=self.dag_id,
+                task_ids=sorted(self.upstream_task_ids),
+                run_ids=[context["run_id"]],
+            )
             found = states.get(context["run_id"], {})
-            return ", ".join(sorted(t for t, s in found.items()
-                                    if s in ("failed", "upstream_failed")))
+            return ", ".join(
+                sorted(t for t, s in found.items() if s in ("failed", "upstream_failed"))
+            )
         except Exception:  # only the message depends on it
             self.log.debug("could not read upstream task states", exc_info=True)
             return ""

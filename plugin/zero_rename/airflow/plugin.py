@@ -12,13 +12,15 @@ class ZeroRenamePlugin(AirflowPlugin):
     name = "zero_rename"
     fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "zero-rename commits"}]
     # A "Commits" entry under Browse, rendered by the UI in a frame at /plugin/commits.
-    external_views = [{
-        "name": "Commits",
-        "href": commits_url(),
-        "destination": "nav",
-        "category": "browse",
-        "url_route": "commits",
-        "icon": None,
-    }]
+    external_views = [
+        {
+            "name": "Commits",
+            "href": commits_url(),
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "commits",
+            "icon": None,
+        }
+    ]
     global_operator_extra_links: list[CommitsLink] = []
     operator_extra_links = [CommitsLink()]

@@ -30,8 +30,15 @@ class StageManifestSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("destination", "job_id", "aws_conn_id")
     operator_extra_links = (CommitsLink(),)
 
-    def __init__(self, *, destination: str, job_id: str, aws_conn_id: str | None = "aws_default",
-                 deferrable: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        destination: str,
+        job_id: str,
+        aws_conn_id: str | None = "aws_default",
+        deferrable: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.destination = destination
         self.job_id = job_id
@@ -52,9 +59,13 @@ class StageManifestSensor(BaseSensorOperator):
         payload = check_stage(self.aws_conn_id, self.destination, self.job_id)
         if payload is not None:
             return self._finish(context, payload)
-        self.defer(trigger=StageManifestTrigger(self.destination, self.job_id, self.aws_conn_id,
-                                                self.poke_interval),
-                   method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
+        self.defer(
+            trigger=StageManifestTrigger(
+                self.destination, self.job_id, self.aws_conn_id, self.poke_interval
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout),
+        )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         if not event:
@@ -65,7 +76,12 @@ class StageManifestSensor(BaseSensorOperator):
         if payload.get("status") != "staged":
             raise AirflowFailException(str(payload.get("message", payload)))
         summary = {"step": "stage", **{k: v for k, v in payload.items() if k != "status"}}
-        self.log.info("job %s is staged: %s task(s), %s file(s), %s row(s)", self.job_id,
-                      summary.get("tasks"), summary.get("files"), summary.get("rows"))
+        self.log.info(
+            "job %s is staged: %s task(s), %s file(s), %s row(s)",
+            self.job_id,
+            summary.get("tasks"),
+            summary.get("files"),
+            summary.get("rows"),
+        )
         context["ti"].xcom_push(key=SUMMARY_KEY, value=summary)
         return summary

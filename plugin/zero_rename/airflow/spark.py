@@ -65,13 +65,23 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
     :param aws_conn_id: connection whose endpoint (not its credentials) is passed on.
     """
 
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "destination",
-                                      "job_id", "options")
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "destination",
+        "job_id",
+        "options",
+    )
     operator_extra_links = (CommitsLink(),)
 
-    def __init__(self, *, destination: str, job_id: str,
-                 options: Mapping[str, Any] | str | None = None,
-                 aws_conn_id: str | None = "aws_default", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        destination: str,
+        job_id: str,
+        options: Mapping[str, Any] | str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("name", "zero-rename-stage")
         super().__init__(**kwargs)
         self.destination = destination
@@ -94,8 +104,10 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
             options.setdefault("endpoint", endpoint)
         # A template may render an optional argument as "": drop it.
         own = [str(a) for a in self.application_args or [] if str(a) != ""]
-        self.application_args = [*own, *stage_arguments(self.committer.dest.url, self.job_id,
-                                                        options)]
+        self.application_args = [
+            *own,
+            *stage_arguments(self.committer.dest.url, self.job_id, options),
+        ]
         started = time.monotonic()
         super().execute(context)
         with protocol_errors():
@@ -103,13 +115,21 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
         if staged is None:
             raise AirflowFailException(
                 f"the application finished but saved no stage manifest for job {self.job_id}; "
-                "does it write through the zero-rename format in orchestrated mode (--job-id)?")
-        return self._report(context, staged.model_copy(
-            update={"seconds": round(time.monotonic() - started, 3)}))
+                "does it write through the zero-rename format in orchestrated mode (--job-id)?"
+            )
+        return self._report(
+            context, staged.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
+        )
 
     def _report(self, context: Context, summary: JobSummary) -> dict[str, Any]:
-        self.log.info("stage of job %s: %d task(s), %d file(s), %d byte(s), %d row(s) pending",
-                      summary.job_id, summary.tasks, summary.files, summary.bytes, summary.rows)
+        self.log.info(
+            "stage of job %s: %d task(s), %d file(s), %d byte(s), %d row(s) pending",
+            summary.job_id,
+            summary.tasks,
+            summary.files,
+            summary.bytes,
+            summary.rows,
+        )
         pushed = xcom_summary(summary, "stage")
         context["ti"].xcom_push(key=SUMMARY_KEY, value=pushed)
         return pushed

@@ -18,11 +18,17 @@ def check_stage(aws_conn_id: str | None, destination: str, job_id: str) -> dict[
     try:
         record = committer.job(job_id)
     except JobNotFoundError:
-        return {"status": "error", "job_id": job_id,
-                "message": f"no job {job_id} at {destination}; was it set up?"}
+        return {
+            "status": "error",
+            "job_id": job_id,
+            "message": f"no job {job_id} at {destination}; was it set up?",
+        }
     if record.state == "aborted":
-        return {"status": "error", "job_id": job_id,
-                "message": f"job {job_id} was aborted; its stage will never be committed"}
+        return {
+            "status": "error",
+            "job_id": job_id,
+            "message": f"job {job_id} was aborted; its stage will never be committed",
+        }
     summary = committer.stage_summary(job_id, record.state)
     if summary is None:
         return None
@@ -38,8 +44,13 @@ class StageManifestTrigger(BaseTrigger):
     :param poll_interval: seconds between looks.
     """
 
-    def __init__(self, destination: str, job_id: str, aws_conn_id: str | None = "aws_default",
-                 poll_interval: float = 30.0) -> None:
+    def __init__(
+        self,
+        destination: str,
+        job_id: str,
+        aws_conn_id: str | None = "aws_default",
+        poll_interval: float = 30.0,
+    ) -> None:
         super().__init__()
         self.destination = destination
         self.job_id = job_id
@@ -48,15 +59,22 @@ class StageManifestTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         # Only names: the connection is resolved again in the triggerer.
-        return (f"{type(self).__module__}.{type(self).__qualname__}", {
-            "destination": self.destination, "job_id": self.job_id,
-            "aws_conn_id": self.aws_conn_id, "poll_interval": self.poll_interval})
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "destination": self.destination,
+                "job_id": self.job_id,
+                "aws_conn_id": self.aws_conn_id,
+                "poll_interval": self.poll_interval,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         while True:
             # boto3 blocks: look from a thread so the triggerer's loop runs on.
-            payload = await asyncio.to_thread(check_stage, self.aws_conn_id, self.destination,
-                                              self.job_id)
+            payload = await asyncio.to_thread(
+                check_stage, self.aws_conn_id, self.destination, self.job_id
+            )
             if payload is not None:
                 yield TriggerEvent(payload)
                 return

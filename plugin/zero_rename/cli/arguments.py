@@ -14,8 +14,15 @@ from zero_rename.core.layout import check_job_id
 from zero_rename.core.profiles import check_profile_name
 from zero_rename.errors import ConfigError
 
-__all__ = ["Subcommands", "command", "command_group", "duration_arg", "job_id_arg",
-           "positive_int", "store_profile_arg"]
+__all__ = [
+    "Subcommands",
+    "command",
+    "command_group",
+    "duration_arg",
+    "job_id_arg",
+    "positive_int",
+    "store_profile_arg",
+]
 
 Handler = Callable[[Context, argparse.Namespace], Result]
 # Where commands are added: argparse's subparsers action (generic to type
@@ -54,13 +61,20 @@ def command_group(groups: Subcommands, name: str, help: str) -> Subcommands:
     return parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
 
-def command(commands: Subcommands, name: str, common: argparse.ArgumentParser, handler: Handler, *,
-            help: str, description: str, dest: str | None = None,
-            job: bool = False) -> argparse.ArgumentParser:
+def command(
+    commands: Subcommands,
+    name: str,
+    common: argparse.ArgumentParser,
+    handler: Handler,
+    *,
+    help: str,
+    description: str,
+    dest: str | None = None,
+    job: bool = False,
+) -> argparse.ArgumentParser:
     """A command taking the common options, run by ``handler``; with ``dest`` (its
     help) a DEST argument, with ``job`` a JOB id after it."""
-    parser = commands.add_parser(
-        name, parents=[common], help=help, description=description)
+    parser = commands.add_parser(name, parents=[common], help=help, description=description)
     if dest is not None:
         parser.add_argument("dest", metavar="DEST", help=dest)
     if job:

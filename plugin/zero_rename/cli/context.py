@@ -35,9 +35,12 @@ class Context:
         # Credentials are never options: boto3's chain (environment, profile,
         # instance role) supplies them, so they appear in no argv or log.
         endpoint = getattr(args, "endpoint_url", None) or environment_endpoint()
-        config = StoreConfig(endpoint_url=endpoint, region=getattr(args, "region", None),
-                             max_pool_connections=DEFAULT_THREADS * 2,
-                             profile=getattr(args, "store_profile", None) or AUTO)
+        config = StoreConfig(
+            endpoint_url=endpoint,
+            region=getattr(args, "region", None),
+            max_pool_connections=DEFAULT_THREADS * 2,
+            profile=getattr(args, "store_profile", None) or AUTO,
+        )
         return cls(args=args, out=out, config=config)
 
     @property
@@ -68,6 +71,7 @@ class Context:
             self.store().check_bucket(bucket)
         except DestinationError as exc:
             if missing_bucket(exc):
-                raise NotFound(f"bucket {bucket!r} does not exist at "
-                               f"{self.config.endpoint_url or 'AWS S3'}") from exc
+                raise NotFound(
+                    f"bucket {bucket!r} does not exist at {self.config.endpoint_url or 'AWS S3'}"
+                ) from exc
             raise

@@ -27,15 +27,20 @@ _STYLE = {"ok": "green", "fallback": "yellow", "unsafe": "bold red", "info": ""}
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
-    command(groups, "doctor", common, run_doctor,
-            dest="s3://bucket/path (probes write only under DEST/_zero_rename/)",
-            help="check that an S3 store can run the protocol",
-            description="Probe the S3 store behind DEST for every behaviour the commit "
-                        "protocol depends on (conditional writes, listing pending uploads by "
-                        "prefix, answers to repeated and aborted completes, paging), under a "
-                        "scratch prefix in DEST/_zero_rename/ that it removes afterwards. "
-                        "Prints what works and what the committer does; exit code 1 when the "
-                        "store cannot run the protocol safely.")
+    command(
+        groups,
+        "doctor",
+        common,
+        run_doctor,
+        dest="s3://bucket/path (probes write only under DEST/_zero_rename/)",
+        help="check that an S3 store can run the protocol",
+        description="Probe the S3 store behind DEST for every behaviour the commit "
+        "protocol depends on (conditional writes, listing pending uploads by "
+        "prefix, answers to repeated and aborted completes, paging), under a "
+        "scratch prefix in DEST/_zero_rename/ that it removes afterwards. "
+        "Prints what works and what the committer does; exit code 1 when the "
+        "store cannot run the protocol safely.",
+    )
 
 
 def run_doctor(ctx: Context, args: argparse.Namespace) -> Result:
@@ -45,45 +50,65 @@ def run_doctor(ctx: Context, args: argparse.Namespace) -> Result:
     declared = ctx.config.profile
     mismatches = _overstated(named_profile(declared), profile) if declared != AUTO else []
     endpoint = ctx.config.endpoint_url or "AWS S3"
-    data = {"destination": dest.url, "endpoint": endpoint, "declared_profile": declared,
-            "like": _closest(profile), "safe": not profile.problems(),
-            "problems": profile.problems(), "mismatches": mismatches,
-            "profile": profile.model_dump(exclude={"name"}),
-            "checks": [c.__dict__ for c in checks]}
+    data = {
+        "destination": dest.url,
+        "endpoint": endpoint,
+        "declared_profile": declared,
+        "like": _closest(profile),
+        "safe": not profile.problems(),
+        "problems": profile.problems(),
+        "mismatches": mismatches,
+        "profile": profile.model_dump(exclude={"name"}),
+        "checks": [c.__dict__ for c in checks],
+    }
     code = ExitCode.OK if data["safe"] and not mismatches else ExitCode.FAILED
     return Result(data, lambda out: _render(out, dest, endpoint, checks, data), code)
 
 
 def _overstated(declared: StoreProfile, probed: StoreProfile) -> list[str]:
     """Where a declared profile would make the committer do the wrong thing here."""
-    found = [f"--store-profile {declared.name} says {field} is {getattr(declared, field)}, "
-             "but the store behaves otherwise"
-             for field in _DECIDING if getattr(declared, field) != getattr(probed, field)]
+    found = [
+        f"--store-profile {declared.name} says {field} is {getattr(declared, field)}, "
+        "but the store behaves otherwise"
+        for field in _DECIDING
+        if getattr(declared, field) != getattr(probed, field)
+    ]
     if declared.problems() and not probed.problems():
-        found.append(f"--store-profile {declared.name} makes the committer refuse to run, "
-                     "but this store has what the protocol needs")
+        found.append(
+            f"--store-profile {declared.name} makes the committer refuse to run, "
+            "but this store has what the protocol needs"
+        )
     return found
 
 
 def _closest(profile: StoreProfile) -> list[str]:
     """Store families whose declared profile matches what was probed, where it decides."""
-    return [name for name, p in PROFILES.items()
-            if all(getattr(p, f) == getattr(profile, f) for f in _DECIDING)]
+    return [
+        name
+        for name, p in PROFILES.items()
+        if all(getattr(p, f) == getattr(profile, f) for f in _DECIDING)
+    ]
 
 
-def _render(out: Output, dest: Destination, endpoint: str, checks: list[Check],
-            data: dict[str, Any]) -> None:
+def _render(
+    out: Output, dest: Destination, endpoint: str, checks: list[Check], data: dict[str, Any]
+) -> None:
     out.heading(f"S3 store at {endpoint}, probed under {dest.url}/_zero_rename/")
-    out.table(["behaviour", "the store", "", "the committer"],
-              ([c.behaviour, c.observed, c.status, c.committer] for c in checks))
+    out.table(
+        ["behaviour", "the store", "", "the committer"],
+        ([c.behaviour, c.observed, c.status, c.committer] for c in checks),
+    )
     for check in checks:
         if check.status == "unsafe":
             out.say(f"unsafe: {check.behaviour}: {check.observed}", style=_STYLE["unsafe"])
     if data["like"]:
         out.say(f"behaves like: {', '.join(data['like'])} (where it matters)")
     for mismatch in data["mismatches"]:
-        out.say(f"wrong profile: {mismatch}; use --store-profile auto or "
-                f"{' or '.join(data['like']) or 'auto'}", style=_STYLE["unsafe"])
+        out.say(
+            f"wrong profile: {mismatch}; use --store-profile auto or "
+            f"{' or '.join(data['like']) or 'auto'}",
+            style=_STYLE["unsafe"],
+        )
     if data["problems"]:
         for problem in data["problems"]:
             out.say(f"problem: {problem}", style=_STYLE["unsafe"])

@@ -19,8 +19,10 @@ def parse_duration(text: str) -> timedelta:
     """
     cleaned = text.strip().lower()
     if not _WHOLE.fullmatch(cleaned):
-        raise ValueError(f"invalid duration {text!r}: use a number and a unit "
-                         "(s, m, h, d, w), e.g. 90m, 24h, 7d or 1d12h")
+        raise ValueError(
+            f"invalid duration {text!r}: use a number and a unit "
+            "(s, m, h, d, w), e.g. 90m, 24h, 7d or 1d12h"
+        )
     return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in _TOKEN.findall(cleaned)))
 
 
@@ -53,8 +55,11 @@ def format_duration(seconds: float | None) -> str:
     if seconds < 60:
         return f"{seconds:.1f}s"
     whole = int(seconds)
-    for unit, size, sub_unit, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60),
-                                          ("m", 60, "s", 1)):
+    for unit, size, sub_unit, sub_size in (
+        ("d", 86400, "h", 3600),
+        ("h", 3600, "m", 60),
+        ("m", 60, "s", 1),
+    ):
         if whole >= size:
             return f"{whole // size}{unit} {(whole % size) // sub_size}{sub_unit}"
     return f"{whole}s"

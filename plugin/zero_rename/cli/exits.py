@@ -71,8 +71,10 @@ def missing_bucket(exc: BaseException) -> bool:
     while cause is not None:
         if isinstance(cause, StoreError) and cause.code in _MISSING_CODES:
             return True
-        if isinstance(cause, ClientError) and str(
-                cause.response.get("Error", {}).get("Code", "")) in _MISSING_CODES:
+        if (
+            isinstance(cause, ClientError)
+            and str(cause.response.get("Error", {}).get("Code", "")) in _MISSING_CODES
+        ):
             return True
         cause = cause.__cause__
     return False

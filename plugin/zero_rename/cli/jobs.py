@@ -17,24 +17,52 @@ from zero_rename.errors import JobNotFoundError
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     commands = command_group(groups, "jobs", "job records: list, show, abort")
-    command(commands, "list", common, run_list, dest=DEST_HELP, help="every job of DEST",
-            description="List every job record of DEST, oldest first.")
-    command(commands, "show", common, run_show, dest=DEST_HELP, job=True,
-            help="one job in detail",
-            description="Show one job: state, steps with timings, options, counts, and its "
-                        "pending uploads.")
-    command(commands, "abort", common, run_abort, dest=DEST_HELP, job=True,
-            help="abort a job that has not committed",
-            description="Job abort: record the job as aborted (compare-and-swap, so it cannot "
-                        "race a commit), abort its pending uploads and remove its temporary "
-                        "objects. Refused once its commit passed the point of no return.")
-    command(commands, "commit", common, run_commit, dest=DEST_HELP, job=True,
-            help="finish a commit that passed its point of no return",
-            description="Retry the job commit of a job left 'committing' by a crash or "
-                        "timeout: it completes the remaining uploads (journaled, each "
-                        "checked), deletes replaced files, writes _SUCCESS and cleans up, "
-                        "exactly once. Refused for a job still in setup: committing it is its "
-                        "orchestrator's decision.")
+    command(
+        commands,
+        "list",
+        common,
+        run_list,
+        dest=DEST_HELP,
+        help="every job of DEST",
+        description="List every job record of DEST, oldest first.",
+    )
+    command(
+        commands,
+        "show",
+        common,
+        run_show,
+        dest=DEST_HELP,
+        job=True,
+        help="one job in detail",
+        description="Show one job: state, steps with timings, options, counts, and its "
+        "pending uploads.",
+    )
+    command(
+        commands,
+        "abort",
+        common,
+        run_abort,
+        dest=DEST_HELP,
+        job=True,
+        help="abort a job that has not committed",
+        description="Job abort: record the job as aborted (compare-and-swap, so it cannot "
+        "race a commit), abort its pending uploads and remove its temporary "
+        "objects. Refused once its commit passed the point of no return.",
+    )
+    command(
+        commands,
+        "commit",
+        common,
+        run_commit,
+        dest=DEST_HELP,
+        job=True,
+        help="finish a commit that passed its point of no return",
+        description="Retry the job commit of a job left 'committing' by a crash or "
+        "timeout: it completes the remaining uploads (journaled, each "
+        "checked), deletes replaced files, writes _SUCCESS and cleans up, "
+        "exactly once. Refused for a job still in setup: committing it is its "
+        "orchestrator's decision.",
+    )
 
 
 # -- list ------------------------------------------------------------------
@@ -49,14 +77,19 @@ def run_list(ctx: Context, args: argparse.Namespace) -> Result:
 
 def _job_row(record: JobRecord) -> dict[str, Any]:
     summary = record.summary
-    return {"job_id": record.job_id, "state": record.state, "created": iso(record.created),
-            "updated": iso(record.updated), "committer": record.options.mode_name,
-            "conflict_mode": record.options.conflict_mode,
-            "partition_columns": list(record.options.partition_columns),
-            "files": summary.files if summary else None,
-            "bytes": summary.bytes if summary else None,
-            "rows": summary.rows if summary else None,
-            "duration_seconds": duration(record)}
+    return {
+        "job_id": record.job_id,
+        "state": record.state,
+        "created": iso(record.created),
+        "updated": iso(record.updated),
+        "committer": record.options.mode_name,
+        "conflict_mode": record.options.conflict_mode,
+        "partition_columns": list(record.options.partition_columns),
+        "files": summary.files if summary else None,
+        "bytes": summary.bytes if summary else None,
+        "rows": summary.rows if summary else None,
+        "duration_seconds": duration(record),
+    }
 
 
 def duration(record: JobRecord) -> float | None:
@@ -71,12 +104,34 @@ def _render_list(out: Output, committer: Committer, rows: list[dict[str, Any]]) 
     if not rows:
         out.say(f"no jobs at {committer.dest.url}")
         return
-    out.table(["job id", "state", "created", "committer", "conflict", "files", "bytes", "rows",
-               "duration"],
-              ([r["job_id"], r["state"], r["created"].replace("T", " ")[:19] + "Z",
-                r["committer"], r["conflict_mode"], r["files"], human_bytes(r["bytes"]),
-                r["rows"], format_duration(r["duration_seconds"])] for r in rows),
-              right=["files", "bytes", "rows", "duration"])
+    out.table(
+        [
+            "job id",
+            "state",
+            "created",
+            "committer",
+            "conflict",
+            "files",
+            "bytes",
+            "rows",
+            "duration",
+        ],
+        (
+            [
+                r["job_id"],
+                r["state"],
+                r["created"].replace("T", " ")[:19] + "Z",
+                r["committer"],
+                r["conflict_mode"],
+                r["files"],
+                human_bytes(r["bytes"]),
+                r["rows"],
+                format_duration(r["duration_seconds"]),
+            ]
+            for r in rows
+        ),
+        right=["files", "bytes", "rows", "duration"],
+    )
     out.say(f"{len(rows)} job(s) at {committer.dest.url}")
 
 
@@ -86,54 +141,88 @@ def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     record = committer.job(args.job)
     uploads = committer.pending_uploads(args.job)
     manifests = committer.published_task_manifests(args.job)
-    data = {**record.model_dump(mode="json"), "committer": record.options.mode_name,
-            "duration_seconds": duration(record), "pending_uploads": len(uploads),
-            "published_task_manifests": manifests}
+    data = {
+        **record.model_dump(mode="json"),
+        "committer": record.options.mode_name,
+        "duration_seconds": duration(record),
+        "pending_uploads": len(uploads),
+        "published_task_manifests": manifests,
+    }
     return Result(data, lambda out: _render_show(out, record, len(uploads), manifests))
 
 
 def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -> None:
     s, o = record.summary, record.options
     out.heading(f"job {record.job_id}")
-    out.fields([
-        ("destination", record.destination), ("state", record.state),
-        ("created", record.created), ("updated", record.updated),
-        ("host", record.hostname), ("duration", format_duration(duration(record))),
-        ("expected tasks", record.expected_tasks),
-        ("tasks", s.tasks if s else f"{manifests} task manifest(s) published"),
-        ("files", s.files if s else None), ("bytes", _bytes(s.bytes) if s else None),
-        ("rows", s.rows if s else None), ("replaced files", s.replaced_files if s else None),
-        ("partitions", shown(list(s.partitions)) if s else None),
-        ("commit requests", s.requests if s else None),
-        ("commit seconds", format_duration(s.seconds) if s else None),
-        ("claimed", ", ".join(d.rstrip("/") or "(whole destination)" for d in record.claimed)
-         or None),
-        ("store profile", _profile(record)),
-        ("pending uploads", pending), ("error", record.error),
-        ("set up by", ", ".join(f"{k}={v}" for k, v in record.origin.items()) or None),
-    ])
+    out.fields(
+        [
+            ("destination", record.destination),
+            ("state", record.state),
+            ("created", record.created),
+            ("updated", record.updated),
+            ("host", record.hostname),
+            ("duration", format_duration(duration(record))),
+            ("expected tasks", record.expected_tasks),
+            ("tasks", s.tasks if s else f"{manifests} task manifest(s) published"),
+            ("files", s.files if s else None),
+            ("bytes", _bytes(s.bytes) if s else None),
+            ("rows", s.rows if s else None),
+            ("replaced files", s.replaced_files if s else None),
+            ("partitions", shown(list(s.partitions)) if s else None),
+            ("commit requests", s.requests if s else None),
+            ("commit seconds", format_duration(s.seconds) if s else None),
+            (
+                "claimed",
+                ", ".join(d.rstrip("/") or "(whole destination)" for d in record.claimed) or None,
+            ),
+            ("store profile", _profile(record)),
+            ("pending uploads", pending),
+            ("error", record.error),
+            ("set up by", ", ".join(f"{k}={v}" for k, v in record.origin.items()) or None),
+        ]
+    )
     out.say()
-    out.table(["step", "status", "started", "finished", "took", "detail"],
-              ([name, t.status, t.started, t.finished,
+    out.table(
+        ["step", "status", "started", "finished", "took", "detail"],
+        (
+            [
+                name,
+                t.status,
+                t.started,
+                t.finished,
                 format_duration((t.finished - t.started).total_seconds()) if t.finished else None,
-                t.detail] for name, t in record.steps.items()), title="steps")
+                t.detail,
+            ]
+            for name, t in record.steps.items()
+        ),
+        title="steps",
+    )
     out.say()
     out.heading("options")
-    out.fields([("committer", f"{o.committer} ({o.mode_name})"),
-                ("conflict mode", o.conflict_mode),
-                ("partition columns", ", ".join(o.partition_columns)),
-                ("part size", _bytes(o.part_size)), ("threads", o.threads),
-                ("verify uploads", o.verify_uploads),
-                ("on conflict", f"{o.on_conflict}" + (f" (up to {o.wait_timeout} s)"
-                                                      if o.on_conflict == "wait" else ""))])
+    out.fields(
+        [
+            ("committer", f"{o.committer} ({o.mode_name})"),
+            ("conflict mode", o.conflict_mode),
+            ("partition columns", ", ".join(o.partition_columns)),
+            ("part size", _bytes(o.part_size)),
+            ("threads", o.threads),
+            ("verify uploads", o.verify_uploads),
+            (
+                "on conflict",
+                f"{o.on_conflict}"
+                + (f" (up to {o.wait_timeout} s)" if o.on_conflict == "wait" else ""),
+            ),
+        ]
+    )
 
 
 def _profile(record: JobRecord) -> str | None:
     p = record.store_profile
     if p is None:
         return None
-    return (f"{p.name}: uploads listed " + ("by prefix" if p.uploads_by_prefix
-                                            else "without a prefix, filtered"))
+    return f"{p.name}: uploads listed " + (
+        "by prefix" if p.uploads_by_prefix else "without a prefix, filtered"
+    )
 
 
 def _bytes(count: int) -> str:
@@ -150,11 +239,16 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
         # after tasks started, or the record was deleted): those are aborted.
         if not committer.pending_uploads(args.job):
             raise
-    summary = committer.abort_job(args.job, reason="aborted from the command line "
-                                  "(zero-rename jobs abort)")
-    return Result(summary.model_dump(mode="json"), lambda out: out.say(
-        f"aborted job {args.job} at {committer.dest.url}: {summary.aborted_uploads} pending "
-        f"upload(s) aborted in {format_duration(summary.seconds)}"))
+    summary = committer.abort_job(
+        args.job, reason="aborted from the command line (zero-rename jobs abort)"
+    )
+    return Result(
+        summary.model_dump(mode="json"),
+        lambda out: out.say(
+            f"aborted job {args.job} at {committer.dest.url}: {summary.aborted_uploads} pending "
+            f"upload(s) aborted in {format_duration(summary.seconds)}"
+        ),
+    )
 
 
 # -- commit ----------------------------------------------------------------
@@ -162,12 +256,21 @@ def run_commit(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     record = committer.job(args.job)
     if record.state in ("setup", "sealed", "aborted"):
-        raise Refused(f"job {args.job} is {record.state}; only a job whose commit passed its "
-                      "point of no return ('committing') is finished from here"
-                      + ("; a sealed job's commit stopped before deciding: rerun its "
-                         "orchestrator's commit step, or abort it" if record.state == "sealed"
-                         else ""))
+        raise Refused(
+            f"job {args.job} is {record.state}; only a job whose commit passed its "
+            "point of no return ('committing') is finished from here"
+            + (
+                "; a sealed job's commit stopped before deciding: rerun its "
+                "orchestrator's commit step, or abort it"
+                if record.state == "sealed"
+                else ""
+            )
+        )
     summary = committer.commit_job(args.job)  # logs "completed n of N file(s)" with -v
-    return Result(summary.model_dump(mode="json"), lambda out: out.say(
-        f"job {args.job} committed: {summary.files} file(s), {human_bytes(summary.bytes)}, "
-        f"{summary.rows} row(s) in {len(summary.partitions)} partition(s)"))
+    return Result(
+        summary.model_dump(mode="json"),
+        lambda out: out.say(
+            f"job {args.job} committed: {summary.files} file(s), {human_bytes(summary.bytes)}, "
+            f"{summary.rows} row(s) in {len(summary.partitions)} partition(s)"
+        ),
+    )

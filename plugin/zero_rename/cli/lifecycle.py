@@ -47,21 +47,42 @@ Rule = dict[str, Any]
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     commands = command_group(groups, "lifecycle", "bucket rule aborting abandoned uploads")
     set_ = command(
-        commands, "set", common, run_set, help="add or update the rule",
+        commands,
+        "set",
+        common,
+        run_set,
+        help="add or update the rule",
         description="Add (or update in place) a lifecycle rule that aborts multipart "
-                    "uploads still pending DAYS days after they started. The bucket's other "
-                    "rules are kept.")
+        "uploads still pending DAYS days after they started. The bucket's other "
+        "rules are kept.",
+    )
     set_.add_argument("bucket", metavar="BUCKET", help="bucket name (or s3://bucket)")
-    set_.add_argument("--days", type=positive_int, required=True, metavar="N",
-                      help="days after initiation (1 suits jobs shorter than a day)")
-    set_.add_argument("--prefix", default="", metavar="P",
-                      help="only keys under this prefix; a trailing '/' is added")
-    set_.add_argument("--rule-id", default=RULE_ID, metavar="ID",
-                      help=f"the rule's id (default {RULE_ID})")
+    set_.add_argument(
+        "--days",
+        type=positive_int,
+        required=True,
+        metavar="N",
+        help="days after initiation (1 suits jobs shorter than a day)",
+    )
+    set_.add_argument(
+        "--prefix",
+        default="",
+        metavar="P",
+        help="only keys under this prefix; a trailing '/' is added",
+    )
+    set_.add_argument(
+        "--rule-id", default=RULE_ID, metavar="ID", help=f"the rule's id (default {RULE_ID})"
+    )
 
-    show = command(commands, "show", common, run_show, help="the bucket's lifecycle rules",
-                   description="Show the bucket's lifecycle rules and which of them abort "
-                               "incomplete multipart uploads.")
+    show = command(
+        commands,
+        "show",
+        common,
+        run_show,
+        help="the bucket's lifecycle rules",
+        description="Show the bucket's lifecycle rules and which of them abort "
+        "incomplete multipart uploads.",
+    )
     show.add_argument("bucket", metavar="BUCKET", help="bucket name (or s3://bucket)")
 
 
@@ -69,8 +90,10 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
 def normalize_prefix(prefix: str) -> str:
     """A key prefix that ends in '/', so ``out/ds1`` never matches ``out/ds10``."""
     if "://" in prefix:
-        raise ConfigError(f"--prefix {prefix!r} is a URL; give the key prefix inside the "
-                          "bucket, e.g. warehouse/events")
+        raise ConfigError(
+            f"--prefix {prefix!r} is a URL; give the key prefix inside the "
+            "bucket, e.g. warehouse/events"
+        )
     cleaned = prefix.strip().lstrip("/")
     return cleaned if not cleaned or cleaned.endswith("/") else cleaned + "/"
 
@@ -78,12 +101,17 @@ def normalize_prefix(prefix: str) -> str:
 def abort_rule(days: int, prefix: str = "", rule_id: str = RULE_ID) -> Rule:
     if days < 1:
         raise ConfigError(f"days must be at least 1, not {days}")
-    return {"ID": rule_id, "Status": "Enabled", "Filter": {"Prefix": prefix},
-            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": days}}
+    return {
+        "ID": rule_id,
+        "Status": "Enabled",
+        "Filter": {"Prefix": prefix},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": days},
+    }
 
 
-def merge_rule(rules: Sequence[Mapping[str, Any]],
-               rule: Mapping[str, Any]) -> tuple[list[Rule], str]:
+def merge_rule(
+    rules: Sequence[Mapping[str, Any]], rule: Mapping[str, Any]
+) -> tuple[list[Rule], str]:
     """``rules`` with ``rule`` in place of the one with its id, or appended.
 
     Returns the new rule list and what happened: ``added``, ``updated`` or
@@ -119,16 +147,20 @@ def abort_days(rule: Mapping[str, Any]) -> int | None:
     return int(action["DaysAfterInitiation"]) if action else None
 
 
-def overlapping_abort_rules(rules: Sequence[Mapping[str, Any]],
-                            ours: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def overlapping_abort_rules(
+    rules: Sequence[Mapping[str, Any]], ours: Mapping[str, Any]
+) -> list[Mapping[str, Any]]:
     """Other enabled rules that also abort incomplete uploads under our prefix."""
     prefix = rule_prefix(ours) or ""
     found = []
     for rule in rules:
         other = rule_prefix(rule)
-        if (rule.get("ID") != ours["ID"] and rule.get("Status") == "Enabled"
-                and abort_days(rule) is not None
-                and (other is None or other.startswith(prefix) or prefix.startswith(other))):
+        if (
+            rule.get("ID") != ours["ID"]
+            and rule.get("Status") == "Enabled"
+            and abort_days(rule) is not None
+            and (other is None or other.startswith(prefix) or prefix.startswith(other))
+        ):
             found.append(rule)
     return found
 
@@ -136,16 +168,24 @@ def overlapping_abort_rules(rules: Sequence[Mapping[str, Any]],
 def describe(rule: Mapping[str, Any]) -> tuple[str, str]:
     """(what it applies to, what it does), for people."""
     prefix = rule_prefix(rule)
-    scope = ("all keys" if prefix == "" else f"prefix {prefix}" if prefix is not None
-             else f"filter {rule.get('Filter')}")
+    scope = (
+        "all keys"
+        if prefix == ""
+        else f"prefix {prefix}"
+        if prefix is not None
+        else f"filter {rule.get('Filter')}"
+    )
     actions = []
     if abort_days(rule) is not None:
         actions.append(f"abort incomplete uploads after {abort_days(rule)} d")
     if "Expiration" in rule:
         exp = rule["Expiration"]
         actions.append(f"expire after {exp['Days']} d" if "Days" in exp else f"expire {exp}")
-    actions += [name for name in ("Transitions", "NoncurrentVersionExpiration",
-                                  "NoncurrentVersionTransitions") if name in rule]
+    actions += [
+        name
+        for name in ("Transitions", "NoncurrentVersionExpiration", "NoncurrentVersionTransitions")
+        if name in rule
+    ]
     return scope, "; ".join(actions) or "-"
 
 
@@ -153,8 +193,10 @@ def describe(rule: Mapping[str, Any]) -> tuple[str, str]:
 def bucket_name(text: str) -> str:
     name = text.removeprefix("s3://").removeprefix("s3a://").rstrip("/")
     if "/" in name:
-        raise ConfigError(f"{text!r} names a path; lifecycle rules belong to a bucket: give "
-                          "the bucket and use --prefix for the path")
+        raise ConfigError(
+            f"{text!r} names a path; lifecycle rules belong to a bucket: give "
+            "the bucket and use --prefix for the path"
+        )
     if not _BUCKET.match(name):
         raise ConfigError(f"{text!r} is not a valid bucket name")
     return name
@@ -179,11 +221,13 @@ def read_rules(client: Any, bucket: str) -> list[Rule]:
     return read_config(client, bucket)[0]
 
 
-def write_rules(client: Any, bucket: str, rules: list[Rule],
-                settings: dict[str, Any] | None = None) -> None:
+def write_rules(
+    client: Any, bucket: str, rules: list[Rule], settings: dict[str, Any] | None = None
+) -> None:
     try:
         client.put_bucket_lifecycle_configuration(
-            Bucket=bucket, LifecycleConfiguration={"Rules": rules}, **(settings or {}))
+            Bucket=bucket, LifecycleConfiguration={"Rules": rules}, **(settings or {})
+        )
     except ClientError as exc:
         raise _refusal(exc, "PutBucketLifecycleConfiguration", bucket) from exc
     except BotoCoreError as exc:
@@ -203,7 +247,9 @@ def _refusal(exc: ClientError, op: str, bucket: str) -> Exception:
             f"the S3 server refused the lifecycle configuration of bucket {bucket} ({translated}); "
             "it may not support AbortIncompleteMultipartUpload rules. Sweep abandoned uploads "
             "on a schedule instead: zero-rename uploads abort DEST --all-older-than 24h",
-            operation=op, code=_code(exc))
+            operation=op,
+            code=_code(exc),
+        )
     return translated
 
 
@@ -220,45 +266,76 @@ def run_set(ctx: Context, args: argparse.Namespace) -> Result:
         write_rules(client, bucket, merged, settings)
         _check_kept(read_rules(client, bucket), ours, bucket)
     others = overlapping_abort_rules(merged, ours)
-    data = {"bucket": bucket, "change": change, "rule": ours, "rules": len(merged),
-            "overlapping": [r.get("ID") for r in others]}
+    data = {
+        "bucket": bucket,
+        "change": change,
+        "rule": ours,
+        "rules": len(merged),
+        "overlapping": [r.get("ID") for r in others],
+    }
     log.info("lifecycle rule %s of bucket %s: %s", ours["ID"], bucket, change)
-    return Result(data, lambda out: _render_set(out, bucket, change, ours, merged, others,
-                                                args.prefix != prefix and bool(args.prefix)))
+    return Result(
+        data,
+        lambda out: _render_set(
+            out, bucket, change, ours, merged, others, args.prefix != prefix and bool(args.prefix)
+        ),
+    )
 
 
 def _check_kept(rules: Sequence[Mapping[str, Any]], ours: Mapping[str, Any], bucket: str) -> None:
     kept = next((r for r in rules if r.get("ID") == ours["ID"]), None)
-    if (kept is None or abort_days(kept) != abort_days(ours)
-            or rule_prefix(kept) != rule_prefix(ours)):
-        raise StoreError(f"the S3 server accepted the lifecycle configuration of bucket "
-                         f"{bucket} but did not keep rule {ours['ID']} as written (read back: "
-                         f"{kept}); it may not support AbortIncompleteMultipartUpload",
-                         operation="GetBucketLifecycleConfiguration")
+    if (
+        kept is None
+        or abort_days(kept) != abort_days(ours)
+        or rule_prefix(kept) != rule_prefix(ours)
+    ):
+        raise StoreError(
+            f"the S3 server accepted the lifecycle configuration of bucket "
+            f"{bucket} but did not keep rule {ours['ID']} as written (read back: "
+            f"{kept}); it may not support AbortIncompleteMultipartUpload",
+            operation="GetBucketLifecycleConfiguration",
+        )
 
 
-def _render_set(out: Output, bucket: str, change: str, ours: Rule, merged: list[Rule],
-                others: list[Mapping[str, Any]], slash_added: bool) -> None:
+def _render_set(
+    out: Output,
+    bucket: str,
+    change: str,
+    ours: Rule,
+    merged: list[Rule],
+    others: list[Mapping[str, Any]],
+    slash_added: bool,
+) -> None:
     scope, action = describe(ours)
     if slash_added:
         out.say(f"prefix ends in '/' so that it cannot match sibling paths: {scope}")
-    out.say(f"{change} rule {ours['ID']} on bucket {bucket}: {action} ({scope}); "
-            f"{len(merged) - 1} other rule(s) kept")
+    out.say(
+        f"{change} rule {ours['ID']} on bucket {bucket}: {action} ({scope}); "
+        f"{len(merged) - 1} other rule(s) kept"
+    )
     for rule in others:
         scope, action = describe(rule)
-        out.say(f"note: rule {rule.get('ID')} also aborts incomplete uploads ({action}, "
-                f"{scope}); whichever comes first aborts an upload", style="yellow")
+        out.say(
+            f"note: rule {rule.get('ID')} also aborts incomplete uploads ({action}, "
+            f"{scope}); whichever comes first aborts an upload",
+            style="yellow",
+        )
 
 
 def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     bucket = bucket_name(args.bucket)
     ctx.require_bucket(bucket)
     rules = read_rules(ctx.store().client, bucket)
-    aborting = [r.get("ID") for r in rules if r.get("Status") == "Enabled"
-                and abort_days(r) is not None]
+    aborting = [
+        r.get("ID") for r in rules if r.get("Status") == "Enabled" and abort_days(r) is not None
+    ]
     ours = next((r for r in rules if r.get("ID") == RULE_ID), None)
-    data = {"bucket": bucket, "rules": rules, "zero_rename_rule": ours,
-            "aborting_incomplete_uploads": aborting}
+    data = {
+        "bucket": bucket,
+        "rules": rules,
+        "zero_rename_rule": ours,
+        "aborting_incomplete_uploads": aborting,
+    }
     return Result(data, lambda out: _render_show(out, bucket, rules, aborting))
 
 
@@ -266,8 +343,12 @@ def _render_show(out: Output, bucket: str, rules: list[Rule], aborting: list[Any
     if not rules:
         out.say(f"bucket {bucket} has no lifecycle rules")
     else:
-        out.table(["id", "status", "applies to", "does"],
-                  ([r.get("ID"), r.get("Status"), *describe(r)] for r in rules))
+        out.table(
+            ["id", "status", "applies to", "does"],
+            ([r.get("ID"), r.get("Status"), *describe(r)] for r in rules),
+        )
     if not aborting:
-        out.say(f"no rule aborts abandoned uploads: zero-rename lifecycle set {bucket} --days 1",
-                style="yellow")
+        out.say(
+            f"no rule aborts abandoned uploads: zero-rename lifecycle set {bucket} --days 1",
+            style="yellow",
+        )

@@ -34,29 +34,51 @@ def common_options(suppress: bool) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     default = argparse.SUPPRESS if suppress else None
     group = parser.add_argument_group("common options")
-    group.add_argument("--endpoint-url", metavar="URL", default=default,
-                       help="S3 endpoint (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, "
-                            "else AWS)")
-    group.add_argument("--region", metavar="REGION", default=default,
-                       help="S3 region (default: boto3's, else us-east-1)")
-    group.add_argument("--store-profile", metavar="NAME", default=default,
-                       type=store_profile_arg,
-                       help="the S3 store's family: auto (default), "
-                            + ", ".join(sorted(PROFILES)) + "; see `zero-rename doctor`")
-    group.add_argument("-v", "--verbose", action="count",
-                       default=argparse.SUPPRESS if suppress else 0,
-                       help="log progress (-v) or debug (-vv) to stderr; tracebacks on errors")
-    group.add_argument("--json", action="store_true",
-                       default=argparse.SUPPRESS if suppress else False,
-                       help="print one JSON document on stdout, nothing else")
+    group.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        default=default,
+        help="S3 endpoint (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)",
+    )
+    group.add_argument(
+        "--region",
+        metavar="REGION",
+        default=default,
+        help="S3 region (default: boto3's, else us-east-1)",
+    )
+    group.add_argument(
+        "--store-profile",
+        metavar="NAME",
+        default=default,
+        type=store_profile_arg,
+        help="the S3 store's family: auto (default), "
+        + ", ".join(sorted(PROFILES))
+        + "; see `zero-rename doctor`",
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS if suppress else 0,
+        help="log progress (-v) or debug (-vv) to stderr; tracebacks on errors",
+    )
+    group.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="print one JSON document on stdout, nothing else",
+    )
     return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="zero-rename", description=DESCRIPTION, epilog=EPILOG,
+        prog="zero-rename",
+        description=DESCRIPTION,
+        epilog=EPILOG,
         parents=[common_options(suppress=False)],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options(suppress=True)
@@ -86,8 +108,9 @@ def logging_to_stderr(verbose: int) -> Iterator[None]:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
-    logger.setLevel(logging.WARNING if verbose == 0 else logging.INFO if verbose == 1
-                    else logging.DEBUG)
+    logger.setLevel(
+        logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    )
     logger.propagate = False
     # Only zero-rename's logger: botocore's debug log would print request headers.
     try:

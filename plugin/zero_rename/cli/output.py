@@ -55,13 +55,15 @@ class Result:
 class Output:
     """Where every command writes; ``json_mode`` silences everything but the JSON document."""
 
-    def __init__(self, json_mode: bool = False, stdout: TextIO | None = None,
-                 stderr: TextIO | None = None) -> None:
+    def __init__(
+        self, json_mode: bool = False, stdout: TextIO | None = None, stderr: TextIO | None = None
+    ) -> None:
         self.json_mode = json_mode
         out = stdout or sys.stdout
         err = stderr or sys.stderr
-        self.console = Console(file=out, highlight=False, emoji=False,
-                               width=None if out.isatty() else PIPE_WIDTH)
+        self.console = Console(
+            file=out, highlight=False, emoji=False, width=None if out.isatty() else PIPE_WIDTH
+        )
         self.err = Console(file=err, highlight=False, emoji=False, soft_wrap=True)
 
     # -- for people --------------------------------------------------------
@@ -83,16 +85,28 @@ class Output:
             line.append(value)
             self.console.print(line)
 
-    def table(self, columns: Sequence[str], rows: Iterable[Sequence[Any]],
-              title: str | None = None, right: Sequence[str] = ()) -> None:
+    def table(
+        self,
+        columns: Sequence[str],
+        rows: Iterable[Sequence[Any]],
+        title: str | None = None,
+        right: Sequence[str] = (),
+    ) -> None:
         """A table; columns named in ``right`` are right-aligned (numbers)."""
         if self.json_mode:
             return
-        table = Table(title=title, title_justify="left", header_style="bold",
-                      show_edge=False, pad_edge=False, box=None)
+        table = Table(
+            title=title,
+            title_justify="left",
+            header_style="bold",
+            show_edge=False,
+            pad_edge=False,
+            box=None,
+        )
         for column in columns:
-            table.add_column(column, justify="right" if column in right else "left",
-                             overflow="fold")
+            table.add_column(
+                column, justify="right" if column in right else "left", overflow="fold"
+            )
         for row in rows:
             table.add_row(*(Text(plain(cell)) for cell in row))
         self.console.print(table)
@@ -106,9 +120,15 @@ class Output:
         if self.json_mode or not self.err.is_terminal or total < PROGRESS_MIN_ITEMS:
             yield _ignore
             return
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TimeRemainingColumn(), console=self.err,
-                      transient=True) as bar:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self.err,
+            transient=True,
+        ) as bar:
             task = bar.add_task(description, total=total)
 
             def advance(count: int = 1) -> None:

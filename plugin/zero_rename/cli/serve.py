@@ -31,15 +31,27 @@ HEALTH_FAILURES = 3
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     commands = command_group(groups, "s3", "the embedded S3 server")
     serve = command(
-        commands, "serve", common, run_serve, help="run SeaweedFS on loopback until Ctrl-C",
+        commands,
+        "serve",
+        common,
+        run_serve,
+        help="run SeaweedFS on loopback until Ctrl-C",
         description="Run an S3 server (SeaweedFS) on 127.0.0.1 in the foreground, print how "
-                    "to use it, and stop it cleanly on Ctrl-C or SIGTERM. With --json, one "
-                    "line of JSON describes the server once it is ready.")
-    serve.add_argument("--dir", metavar="DIR",
-                       help="keep the data in DIR (default: a temporary directory, "
-                            "removed at stop)")
-    serve.add_argument("--bucket", action="append", default=[], metavar="NAME",
-                       help="create this bucket at start (repeatable)")
+        "to use it, and stop it cleanly on Ctrl-C or SIGTERM. With --json, one "
+        "line of JSON describes the server once it is ready.",
+    )
+    serve.add_argument(
+        "--dir",
+        metavar="DIR",
+        help="keep the data in DIR (default: a temporary directory, removed at stop)",
+    )
+    serve.add_argument(
+        "--bucket",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="create this bucket at start (repeatable)",
+    )
 
 
 def run_serve(ctx: Context, args: argparse.Namespace) -> Result:
@@ -62,15 +74,28 @@ def announce(out: Output, server: EmbeddedS3, kept: bool) -> None:
     env = server.environment()
     if out.json_mode:
         # One line, flushed: a script reads it and goes on while we serve.
-        out.console.file.write(_one_line({"endpoint_url": server.endpoint_url, "pid": server.pid,
-                                          "data_dir": server.data_dir, "data_kept": kept,
-                                          "buckets": list(server.buckets),
-                                          "environment": env}) + "\n")
+        out.console.file.write(
+            _one_line(
+                {
+                    "endpoint_url": server.endpoint_url,
+                    "pid": server.pid,
+                    "data_dir": server.data_dir,
+                    "data_kept": kept,
+                    "buckets": list(server.buckets),
+                    "environment": env,
+                }
+            )
+            + "\n"
+        )
         out.console.file.flush()
         return
     out.say(f"S3 server (SeaweedFS) listening on {server.endpoint_url}", style="bold")
-    out.fields([("data", f"{server.data_dir}" + ("" if kept else " (temporary, removed at stop)")),
-                ("buckets", ", ".join(server.buckets) or "none yet")])
+    out.fields(
+        [
+            ("data", f"{server.data_dir}" + ("" if kept else " (temporary, removed at stop)")),
+            ("buckets", ", ".join(server.buckets) or "none yet"),
+        ]
+    )
     out.say("use it from another shell with:")
     for name, value in env.items():
         out.say(f"  export {name}={value}")
@@ -85,8 +110,9 @@ def _one_line(data: dict[str, Any]) -> str:
 def stop_signals() -> Iterator[threading.Event]:
     """An event set by SIGINT or SIGTERM; the previous handlers come back afterwards."""
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield stop
     finally:

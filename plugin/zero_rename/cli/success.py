@@ -19,20 +19,36 @@ from zero_rename.core.success import files_committed
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     commands = command_group(groups, "success", "the _SUCCESS summary of a destination")
-    show = command(commands, "show", common, run_show, dest=DEST_HELP,
-                   help="what the last commit wrote",
-                   description="Show DEST/_SUCCESS: the job, committer, counts and partitions "
-                               "of the last commit.")
+    show = command(
+        commands,
+        "show",
+        common,
+        run_show,
+        dest=DEST_HELP,
+        help="what the last commit wrote",
+        description="Show DEST/_SUCCESS: the job, committer, counts and partitions "
+        "of the last commit.",
+    )
     show.add_argument("--files", action="store_true", help="list every file too")
 
     validate = command(
-        groups, "validate", common, run_validate, dest=DEST_HELP,
+        groups,
+        "validate",
+        common,
+        run_validate,
+        dest=DEST_HELP,
         help="check the output against _SUCCESS",
         description="Check that every file DEST/_SUCCESS lists is there with its size and "
-                    "ETag, and that no visible file carrying the job id is missing from it. "
-                    "Exit code 1 when a problem is found.")
-    validate.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
-                          help=f"partitions listed in parallel (default {DEFAULT_THREADS})")
+        "ETag, and that no visible file carrying the job id is missing from it. "
+        "Exit code 1 when a problem is found.",
+    )
+    validate.add_argument(
+        "--threads",
+        type=positive_int,
+        default=DEFAULT_THREADS,
+        metavar="N",
+        help=f"partitions listed in parallel (default {DEFAULT_THREADS})",
+    )
 
 
 def read_success(committer: Committer) -> SuccessData:
@@ -54,29 +70,44 @@ def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     return Result(data, lambda out: render_success(out, committer.dest, success, every))
 
 
-def render_success(out: Output, dest: Destination, s: SuccessData,
-                   files: Sequence[CommittedFile] | None = None) -> None:
+def render_success(
+    out: Output, dest: Destination, s: SuccessData, files: Sequence[CommittedFile] | None = None
+) -> None:
     m = s.metrics
     out.heading(f"{dest.url}/_SUCCESS")
-    out.fields([
-        ("job id", s.job_id), ("committer", s.committer), ("success", s.success),
-        ("date", s.date), ("host", s.hostname), ("destination", s.destination),
-        ("tasks", m.get("committer_tasks_committed")),
-        ("files", m.get("committer_files_committed", files_committed(s))),
-        ("bytes", human_bytes(m.get("committer_bytes_committed",
-                                    sum(f.bytes for f in s.files)))),
-        ("rows", m.get("committer_rows_committed")),
-        ("replaced files", m.get("committer_files_replaced")),
-        ("partitions", f"{s.partition_count or len(s.partitions)}: "
-         f"{shown(list(s.partitions))}" if s.partitions else "none (unpartitioned)"),
-        ("requests", total_requests(s.iostatistics)),
-        ("conflict mode", s.diagnostics.get("conflict_mode")),
-    ])
+    out.fields(
+        [
+            ("job id", s.job_id),
+            ("committer", s.committer),
+            ("success", s.success),
+            ("date", s.date),
+            ("host", s.hostname),
+            ("destination", s.destination),
+            ("tasks", m.get("committer_tasks_committed")),
+            ("files", m.get("committer_files_committed", files_committed(s))),
+            (
+                "bytes",
+                human_bytes(m.get("committer_bytes_committed", sum(f.bytes for f in s.files))),
+            ),
+            ("rows", m.get("committer_rows_committed")),
+            ("replaced files", m.get("committer_files_replaced")),
+            (
+                "partitions",
+                f"{s.partition_count or len(s.partitions)}: {shown(list(s.partitions))}"
+                if s.partitions
+                else "none (unpartitioned)",
+            ),
+            ("requests", total_requests(s.iostatistics)),
+            ("conflict mode", s.diagnostics.get("conflict_mode")),
+        ]
+    )
     if files is not None:
         out.say()
-        out.table(["path", "bytes", "rows", "etag"],
-                  ([f.path, f.bytes, f.rows, f.etag.strip('"')] for f in files),
-                  right=["bytes", "rows"])
+        out.table(
+            ["path", "bytes", "rows", "etag"],
+            ([f.path, f.bytes, f.rows, f.etag.strip('"')] for f in files),
+            right=["bytes", "rows"],
+        )
 
 
 # -- validate --------------------------------------------------------------
@@ -86,19 +117,33 @@ def run_validate(ctx: Context, args: argparse.Namespace) -> Result:
     dirs = scan_dirs(success)
     with ctx.out.progress("listing partitions", len(dirs)) as advance:
         problems = committer.check_output(success, args.threads, advance)
-    data = {"destination": committer.dest.url, "job_id": success.job_id,
-            "files_checked": files_committed(success), "valid": not problems,
-            "problems": [p.to_json() for p in problems]}
-    return Result(data, lambda out: _render_validate(out, committer.dest, success, problems),
-                  ExitCode.FAILED if problems else ExitCode.OK)
+    data = {
+        "destination": committer.dest.url,
+        "job_id": success.job_id,
+        "files_checked": files_committed(success),
+        "valid": not problems,
+        "problems": [p.to_json() for p in problems],
+    }
+    return Result(
+        data,
+        lambda out: _render_validate(out, committer.dest, success, problems),
+        ExitCode.FAILED if problems else ExitCode.OK,
+    )
 
 
-def _render_validate(out: Output, dest: Destination, success: SuccessData,
-                     problems: list[Problem]) -> None:
+def _render_validate(
+    out: Output, dest: Destination, success: SuccessData, problems: list[Problem]
+) -> None:
     if not problems:
-        out.say(f"ok: {dest.url} holds the {files_committed(success)} file(s) _SUCCESS lists for "
-                f"job {success.job_id}, sizes and ETags as recorded", style="green")
+        out.say(
+            f"ok: {dest.url} holds the {files_committed(success)} file(s) _SUCCESS lists for "
+            f"job {success.job_id}, sizes and ETags as recorded",
+            style="green",
+        )
         return
     out.table(["problem", "path", "detail"], ([p.kind, p.path, p.detail] for p in problems))
-    out.say(f"{len(problems)} problem(s) in {dest.url} (job {success.job_id}, "
-            f"{files_committed(success)} file(s) listed)", style="red")
+    out.say(
+        f"{len(problems)} problem(s) in {dest.url} (job {success.job_id}, "
+        f"{files_committed(success)} file(s) listed)",
+        style="red",
+    )

@@ -33,51 +33,99 @@ ABANDONED = "abandoned in setup; aborted from the command line (zero-rename uplo
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     commands = command_group(groups, "uploads", "list and abort pending (invisible) uploads")
     listing = command(
-        commands, "list", common, run_list, dest=DEST_HELP,
+        commands,
+        "list",
+        common,
+        run_list,
+        dest=DEST_HELP,
         help="pending uploads under DEST, with their job's state",
         description="List pending multipart uploads under DEST, with the job each belongs "
-                    "to and the state of that job.")
+        "to and the state of that job.",
+    )
     listing.add_argument("--job", type=job_id_arg, metavar="ID", help="only this job's")
-    listing.add_argument("--older-than", type=duration_arg, metavar="AGE",
-                         help="only uploads started at least AGE ago (90m, 24h, 7d)")
+    listing.add_argument(
+        "--older-than",
+        type=duration_arg,
+        metavar="AGE",
+        help="only uploads started at least AGE ago (90m, 24h, 7d)",
+    )
 
     abort = command(
-        commands, "abort", common, run_abort, dest=DEST_HELP,
+        commands,
+        "abort",
+        common,
+        run_abort,
+        dest=DEST_HELP,
         help="abort one job's uploads, or sweep old ones",
         description="Abort pending uploads under DEST: those of one job (--job), or those "
-                    "of any job started at least AGE ago (--all-older-than). Uploads of a "
-                    "job that is committing are never aborted: they are its commit's.")
+        "of any job started at least AGE ago (--all-older-than). Uploads of a "
+        "job that is committing are never aborted: they are its commit's.",
+    )
     scope = abort.add_mutually_exclusive_group(required=True)
-    scope.add_argument("--job", type=job_id_arg, metavar="ID",
-                       help="abort this job's uploads (it must be committed or aborted)")
-    scope.add_argument("--all-older-than", type=duration_arg, metavar="AGE",
-                       help="sweep uploads of any job started at least AGE ago")
+    scope.add_argument(
+        "--job",
+        type=job_id_arg,
+        metavar="ID",
+        help="abort this job's uploads (it must be committed or aborted)",
+    )
+    scope.add_argument(
+        "--all-older-than",
+        type=duration_arg,
+        metavar="AGE",
+        help="sweep uploads of any job started at least AGE ago",
+    )
     abort.add_argument("--dry-run", action="store_true", help="show what would go, change nothing")
-    abort.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
-                       help=f"parallel requests (default {DEFAULT_THREADS})")
+    abort.add_argument(
+        "--threads",
+        type=positive_int,
+        default=DEFAULT_THREADS,
+        metavar="N",
+        help=f"parallel requests (default {DEFAULT_THREADS})",
+    )
 
 
 # -- list ------------------------------------------------------------------
 def run_list(ctx: Context, args: argparse.Namespace) -> Result:
     dest = ctx.destination(args.dest)
     now = datetime.now(UTC)
-    found = pend.pending_uploads(ctx.store(), dest, Owners(ctx.store(), dest), args.job,
-                                 args.older_than, now)
-    data = {"destination": dest.url, "job_id": args.job,
-            "older_than_seconds": _seconds(args.older_than),
-            "count": len(found), "uploads": [_upload_json(dest, p, now) for p in found]}
+    found = pend.pending_uploads(
+        ctx.store(), dest, Owners(ctx.store(), dest), args.job, args.older_than, now
+    )
+    data = {
+        "destination": dest.url,
+        "job_id": args.job,
+        "older_than_seconds": _seconds(args.older_than),
+        "count": len(found),
+        "uploads": [_upload_json(dest, p, now) for p in found],
+    }
     return Result(data, lambda out: _render_list(out, dest, found, now, args.older_than))
 
 
-def _render_list(out: Output, dest: Destination, found: Sequence[Pending], now: datetime,
-                 older_than: timedelta | None) -> None:
+def _render_list(
+    out: Output,
+    dest: Destination,
+    found: Sequence[Pending],
+    now: datetime,
+    older_than: timedelta | None,
+) -> None:
     if not found:
         age = f" older than {format_span(older_than.total_seconds())}" if older_than else ""
         out.say(f"no pending uploads{age} under {dest.url}")
         return
-    out.table(["key", "job", "state", "started", "age", "upload id"],
-              ([_relative(dest, p.key), p.owner.job_id, _state(p), p.upload.initiated,
-                format_duration(_age(p, now)), _short(p.upload.upload_id)] for p in found))
+    out.table(
+        ["key", "job", "state", "started", "age", "upload id"],
+        (
+            [
+                _relative(dest, p.key),
+                p.owner.job_id,
+                _state(p),
+                p.upload.initiated,
+                format_duration(_age(p, now)),
+                _short(p.upload.upload_id),
+            ]
+            for p in found
+        ),
+    )
     jobs = Counter(p.owner.job_id for p in found)
     out.say(f"{len(found)} pending upload(s) of {len(jobs)} job(s) under {dest.url}")
 
@@ -90,8 +138,7 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
     return _sweep(ctx, dest, args.all_older_than, args.dry_run, args.threads)
 
 
-def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool,
-               threads: int) -> Result:
+def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool, threads: int) -> Result:
     store, owners = ctx.store(), Owners(ctx.store(), dest)
     found = pend.pending_uploads(store, dest, owners, job_id)
     owner = owners.of_job(job_id, [p.key for p in found])
@@ -100,29 +147,43 @@ def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool,
     decision = pend.decide_for_job(owner)
     if decision.action == pend.REFUSE:
         raise Refused(f"{decision.reason}; {len(found)} pending upload(s) left untouched")
-    data: dict[str, Any] = {"destination": dest.url, "job_id": job_id, "state": owner.state,
-                            "reason": decision.reason, "dry_run": dry_run,
-                            "uploads": len(found), "aborted": 0, "already_gone": 0}
+    data: dict[str, Any] = {
+        "destination": dest.url,
+        "job_id": job_id,
+        "state": owner.state,
+        "reason": decision.reason,
+        "dry_run": dry_run,
+        "uploads": len(found),
+        "aborted": 0,
+        "already_gone": 0,
+    }
     if dry_run:
         data["keys"] = [p.key for p in found]
         return Result(data, lambda out: _render_job_dry_run(out, dest, found, decision))
     with ctx.out.progress(f"aborting uploads of job {job_id[:8]}", len(found)) as advance:
         aborted, gone = pend.abort_job_uploads(store, dest, job_id, found, threads, advance)
     data.update(aborted=aborted, already_gone=gone)
-    return Result(data, lambda out: out.say(
-        f"aborted {aborted} pending upload(s) of job {job_id} under {dest.url}"
-        + (f" ({gone} already gone)" if gone else "") + f": {decision.reason}"))
+    return Result(
+        data,
+        lambda out: out.say(
+            f"aborted {aborted} pending upload(s) of job {job_id} under {dest.url}"
+            + (f" ({gone} already gone)" if gone else "")
+            + f": {decision.reason}"
+        ),
+    )
 
 
-def _render_job_dry_run(out: Output, dest: Destination, found: Sequence[Pending],
-                        decision: Decision) -> None:
+def _render_job_dry_run(
+    out: Output, dest: Destination, found: Sequence[Pending], decision: Decision
+) -> None:
     out.say(f"dry run: would abort {len(found)} pending upload(s) ({decision.reason})")
     for p in found:
         out.say(f"  {_relative(dest, p.key)}")
 
 
-def _sweep(ctx: Context, dest: Destination, older_than: timedelta, dry_run: bool,
-           threads: int) -> Result:
+def _sweep(
+    ctx: Context, dest: Destination, older_than: timedelta, dry_run: bool, threads: int
+) -> Result:
     store, owners = ctx.store(), Owners(ctx.store(), dest)
     now = datetime.now(UTC)
     old = pend.pending_uploads(store, dest, owners, None, older_than, now)
@@ -134,25 +195,39 @@ def _sweep(ctx: Context, dest: Destination, older_than: timedelta, dry_run: bool
     kept_jobs = {j.owner.job_id for j in jobs if j.decision.action in (pend.KEEP, pend.REFUSE)}
     kept = [p for p in old if p.owner.job_id in kept_jobs]
     refused = [j for j in jobs if j.decision.action == pend.REFUSE]
-    data = {"destination": dest.url, "older_than_seconds": _seconds(older_than),
-            "dry_run": dry_run, "uploads": len(old), "aborted": aborted, "already_gone": gone,
-            "jobs": [_job_entry(j) for j in jobs],
-            "kept": [_upload_json(dest, p, now) for p in kept]}
-    return Result(data, lambda out: _render_sweep(out, dest, data),
-                  ExitCode.REFUSED if refused else ExitCode.OK)
+    data = {
+        "destination": dest.url,
+        "older_than_seconds": _seconds(older_than),
+        "dry_run": dry_run,
+        "uploads": len(old),
+        "aborted": aborted,
+        "already_gone": gone,
+        "jobs": [_job_entry(j) for j in jobs],
+        "kept": [_upload_json(dest, p, now) for p in kept],
+    }
+    return Result(
+        data,
+        lambda out: _render_sweep(out, dest, data),
+        ExitCode.REFUSED if refused else ExitCode.OK,
+    )
 
 
 def _job_entry(job: JobSweep) -> dict[str, Any]:
     """One entry per job (job id None: uploads zero-rename did not write)."""
     owner = job.owner
-    return {"job_id": owner.job_id, "state": owner.state,
-            "destination": owner.destination.url if owner.destination else None,
-            "uploads": len(job.uploads), "action": job.decision.action,
-            "reason": job.decision.reason}
+    return {
+        "job_id": owner.job_id,
+        "state": owner.state,
+        "destination": owner.destination.url if owner.destination else None,
+        "uploads": len(job.uploads),
+        "action": job.decision.action,
+        "reason": job.decision.reason,
+    }
 
 
-def _carry_out(ctx: Context, dest: Destination, jobs: Sequence[JobSweep],
-               threads: int) -> tuple[list[JobSweep], int, int]:
+def _carry_out(
+    ctx: Context, dest: Destination, jobs: Sequence[JobSweep], threads: int
+) -> tuple[list[JobSweep], int, int]:
     """Abort the old uploads the sweep decided to, then the jobs left in setup."""
     store = ctx.store()
     uploads = [p.upload for j in jobs if j.decision.action == pend.ABORT for p in j.uploads]
@@ -172,31 +247,60 @@ def _render_sweep(out: Output, dest: Destination, data: dict[str, Any]) -> None:
     if not data["jobs"]:
         out.say(f"no pending uploads older than {age} under {dest.url}")
         return
-    verb = {pend.ABORT: "abort", pend.ABORT_JOB: "abort job", pend.KEEP: "keep",
-            pend.REFUSE: "refused"}
+    verb = {
+        pend.ABORT: "abort",
+        pend.ABORT_JOB: "abort job",
+        pend.KEEP: "keep",
+        pend.REFUSE: "refused",
+    }
     if data["dry_run"]:
-        verb.update({pend.ABORT: "would abort", pend.ABORT_JOB: "would abort job",
-                     pend.REFUSE: "would refuse"})
-    out.table(["job", "state", "old uploads", "action", "why"],
-              ([j["job_id"] or "(not zero-rename)", j["state"] or "no record", j["uploads"],
-                verb[j["action"]], j["reason"]] for j in data["jobs"]), right=["old uploads"])
+        verb.update(
+            {
+                pend.ABORT: "would abort",
+                pend.ABORT_JOB: "would abort job",
+                pend.REFUSE: "would refuse",
+            }
+        )
+    out.table(
+        ["job", "state", "old uploads", "action", "why"],
+        (
+            [
+                j["job_id"] or "(not zero-rename)",
+                j["state"] or "no record",
+                j["uploads"],
+                verb[j["action"]],
+                j["reason"],
+            ]
+            for j in data["jobs"]
+        ),
+        right=["old uploads"],
+    )
     if data["dry_run"]:
         out.say(f"dry run: nothing changed ({data['uploads']} upload(s) older than {age})")
     else:
-        out.say(f"aborted {data['aborted']} upload(s) under {dest.url}"
-                + (f" ({data['already_gone']} already gone)" if data["already_gone"] else ""))
+        out.say(
+            f"aborted {data['aborted']} upload(s) under {dest.url}"
+            + (f" ({data['already_gone']} already gone)" if data["already_gone"] else "")
+        )
     refused = [j["job_id"] for j in data["jobs"] if j["action"] == pend.REFUSE]
     if refused:
-        out.say(f"refused for committing job(s) {shown(refused)}: retry their commit",
-                style="yellow")
+        out.say(
+            f"refused for committing job(s) {shown(refused)}: retry their commit", style="yellow"
+        )
 
 
 # -- helpers ---------------------------------------------------------------
 def _upload_json(dest: Destination, p: Pending, now: datetime) -> dict[str, Any]:
-    return {"key": p.key, "path": _relative(dest, p.key), "upload_id": p.upload.upload_id,
-            "initiated": iso(p.upload.initiated), "age_seconds": _age(p, now),
-            "job_id": p.owner.job_id, "job_state": p.owner.state,
-            "job_destination": p.owner.destination.url if p.owner.destination else None}
+    return {
+        "key": p.key,
+        "path": _relative(dest, p.key),
+        "upload_id": p.upload.upload_id,
+        "initiated": iso(p.upload.initiated),
+        "age_seconds": _age(p, now),
+        "job_id": p.owner.job_id,
+        "job_state": p.owner.state,
+        "job_destination": p.owner.destination.url if p.owner.destination else None,
+    }
 
 
 def _age(p: Pending, now: datetime) -> float | None:
@@ -211,7 +315,7 @@ def _state(p: Pending) -> str:
 
 
 def _relative(dest: Destination, key: str) -> str:
-    return key[len(dest.dir):] if key.startswith(dest.dir) else key
+    return key[len(dest.dir) :] if key.startswith(dest.dir) else key
 
 
 def _short(upload_id: str) -> str:

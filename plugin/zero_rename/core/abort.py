@@ -44,16 +44,25 @@ def _ignore(count: int) -> None:
     """Progress nobody watches."""
 
 
-def job_uploads(store: S3Store, dest: Destination, job_id: str,
-                columns: tuple[str, ...] | None = None) -> list[UploadInfo]:
+def job_uploads(
+    store: S3Store, dest: Destination, job_id: str, columns: tuple[str, ...] | None = None
+) -> list[UploadInfo]:
     """Pending uploads of this job under the destination (``columns``: the job's
     partition columns, if known)."""
-    return [u for u in store.list_uploads(dest.bucket, dest.dir)
-            if is_job_data_key(dest, job_id, u.key, columns)]
+    return [
+        u
+        for u in store.list_uploads(dest.bucket, dest.dir)
+        if is_job_data_key(dest, job_id, u.key, columns)
+    ]
 
 
-def abort_each(store: S3Store, bucket: str, uploads: Sequence[UploadInfo], threads: int,
-               advance: Callable[[int], None] = _ignore) -> tuple[int, int]:
+def abort_each(
+    store: S3Store,
+    bucket: str,
+    uploads: Sequence[UploadInfo],
+    threads: int,
+    advance: Callable[[int], None] = _ignore,
+) -> tuple[int, int]:
     """Abort each upload, in parallel; returns (aborted, already gone)."""
     if not uploads:
         return 0, 0
@@ -69,9 +78,14 @@ def abort_each(store: S3Store, bucket: str, uploads: Sequence[UploadInfo], threa
     return aborted, gone
 
 
-def sweep_uploads(store: S3Store, bucket: str, listing: Callable[[], Iterable[UploadInfo]],
-                  threads: int, first: Sequence[UploadInfo] | None = None,
-                  advance: Callable[[int], None] = _ignore) -> tuple[int, int]:
+def sweep_uploads(
+    store: S3Store,
+    bucket: str,
+    listing: Callable[[], Iterable[UploadInfo]],
+    threads: int,
+    first: Sequence[UploadInfo] | None = None,
+    advance: Callable[[int], None] = _ignore,
+) -> tuple[int, int]:
     """Abort what ``listing`` finds, listing again after each pass until it finds
     nothing, for at most SWEEP_ROUNDS passes; ``first``: the first pass's
     uploads, if already listed. Returns (aborted, already gone)."""
@@ -88,18 +102,25 @@ def sweep_uploads(store: S3Store, bucket: str, listing: Callable[[], Iterable[Up
     return aborted, gone
 
 
-def abort_uploads(store: S3Store, dest: Destination, job_id: str, threads: int = 16,
-                  columns: tuple[str, ...] | None = None) -> int:
+def abort_uploads(
+    store: S3Store,
+    dest: Destination,
+    job_id: str,
+    threads: int = 16,
+    columns: tuple[str, ...] | None = None,
+) -> int:
     """Abort every pending upload of the job; returns how many were aborted."""
-    aborted, _ = sweep_uploads(store, dest.bucket,
-                               lambda: job_uploads(store, dest, job_id, columns), threads)
+    aborted, _ = sweep_uploads(
+        store, dest.bucket, lambda: job_uploads(store, dest, job_id, columns), threads
+    )
     if aborted:
         log.info("aborted %d pending upload(s) of job %s", aborted, job_id)
     return aborted
 
 
-def remove_temporary(store: S3Store, dest: Destination, job_id: str,
-                     keep: Sequence[str] = ()) -> int:
+def remove_temporary(
+    store: S3Store, dest: Destination, job_id: str, keep: Sequence[str] = ()
+) -> int:
     """Delete the job's manifests, plans and journal. The job record stays as history
     and as the fence that late task attempts read, the committed file list
     (``files/``) as the full list ``_SUCCESS`` names, and whatever starts with one
@@ -107,8 +128,9 @@ def remove_temporary(store: S3Store, dest: Destination, job_id: str,
     attempt reads to learn whether it counts)."""
     layout = dest.job(job_id)
     kept = (layout.record_key, layout.files_dir, *keep)
-    keys = [o.key for o in store.list_objects(dest.bucket, layout.dir)
-            if not o.key.startswith(kept)]
+    keys = [
+        o.key for o in store.list_objects(dest.bucket, layout.dir) if not o.key.startswith(kept)
+    ]
     return store.delete_objects(dest.bucket, keys) if keys else 0
 
 
@@ -146,29 +168,45 @@ def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") 
     aborted = abort_uploads(store, dest, job_id, threads, columns)
     remove_temporary(store, dest, job_id)
     Claims(store, dest).release(job_id)
-    summary = JobSummary(job_id=job_id, destination=dest.url, state="aborted",
-                         aborted_uploads=aborted, requests=store.stats.total_requests,
-                         seconds=round(time.monotonic() - started, 3))
+    summary = JobSummary(
+        job_id=job_id,
+        destination=dest.url,
+        state="aborted",
+        aborted_uploads=aborted,
+        requests=store.stats.total_requests,
+        seconds=round(time.monotonic() - started, 3),
+    )
     if record is not None:
-        records.update(job_id, lambda r: r.model_copy(update={
-            "steps": step_finished(r, "abort", detail=f"{aborted} upload(s) aborted")}))
+        records.update(
+            job_id,
+            lambda r: r.model_copy(
+                update={"steps": step_finished(r, "abort", detail=f"{aborted} upload(s) aborted")}
+            ),
+        )
     log.info("aborted job %s at %s", job_id, dest.url)
     return summary
 
 
-def _decide_aborted(store: S3Store, dest: Destination, records: JobRecords,
-                    job_id: str, reason: str = "") -> JobRecord | None:
+def _decide_aborted(
+    store: S3Store, dest: Destination, records: JobRecords, job_id: str, reason: str = ""
+) -> JobRecord | None:
     """Swap the record to ``aborted``; None when there is no record at all."""
+
     def decide(record: JobRecord) -> JobRecord | None:
         if record.state in ("committing", "committed"):
             raise AbortRefusedError(
                 f"job {job_id} is {record.state}: its commit passed the point of no return. "
-                "Retry the commit to finish it; aborting now would lose committed output")
+                "Retry the commit to finish it; aborting now would lose committed output"
+            )
         if record.state == "aborted":
             return None
-        return record.model_copy(update={"state": "aborted",
-                                         "error": abort_reason(reason) or record.error,
-                                         "steps": step_started(record, "abort")})
+        return record.model_copy(
+            update={
+                "state": "aborted",
+                "error": abort_reason(reason) or record.error,
+                "steps": step_started(record, "abort"),
+            }
+        )
 
     try:
         return records.update(job_id, decide)
@@ -186,34 +224,47 @@ MAX_REASON_CHARS = 1000
 def abort_reason(reason: str) -> str:
     """The reason as the record keeps it: one paragraph, at most MAX_REASON_CHARS."""
     text = " ".join(str(reason).split())
-    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 3] + "..."
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
 
 
-def _replace_unreadable(store: S3Store, dest: Destination, records: JobRecords, job_id: str,
-                        problem: ManifestError) -> JobRecord:
+def _replace_unreadable(
+    store: S3Store, dest: Destination, records: JobRecords, job_id: str, problem: ManifestError
+) -> JobRecord:
     """Abort a job whose record cannot be read, by replacing the record (compare-and-
     swap on its ETag) with an aborted one; refused where a plan exists, since the
     job may have passed its point of no return."""
     layout = dest.job(job_id)
-    plans = [o.key for o in store.list_objects(dest.bucket, layout.dir)
-             if o.key.rsplit("/", 1)[-1].startswith("plan-")]
+    plans = [
+        o.key
+        for o in store.list_objects(dest.bucket, layout.dir)
+        if o.key.rsplit("/", 1)[-1].startswith("plan-")
+    ]
     if plans:
         raise AbortRefusedError(
             f"job {job_id}'s record cannot be read ({problem}) and a commit plan exists "
             f"({plans[0]}): the job may have passed its point of no return. Inspect it by "
-            "hand; nothing was changed")
+            "hand; nothing was changed"
+        )
     _, etag = records.read_raw(job_id)
     now = utcnow()
-    record = JobRecord(job_id=job_id, destination=dest.url, options=JobOptions(),
-                       state="aborted", created=now,
-                       error=f"aborted with an unreadable record: {str(problem)[:300]}")
+    record = JobRecord(
+        job_id=job_id,
+        destination=dest.url,
+        options=JobOptions(),
+        state="aborted",
+        created=now,
+        error=f"aborted with an unreadable record: {str(problem)[:300]}",
+    )
     try:
         store.put_object(dest.bucket, layout.record_key, dump(record), if_match=etag)
     except PreconditionFailed:
-        raise ZeroRenameError(f"job {job_id}'s unreadable record changed while it was being "
-                              "aborted; run the abort again") from None
-    log.warning("job %s had an unreadable record (%s); replaced it with an aborted one",
-                job_id, problem)
+        raise ZeroRenameError(
+            f"job {job_id}'s unreadable record changed while it was being "
+            "aborted; run the abort again"
+        ) from None
+    log.warning(
+        "job %s had an unreadable record (%s); replaced it with an aborted one", job_id, problem
+    )
     return record
 
 
@@ -228,19 +279,32 @@ def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
     record = JobRecords(store, dest).get(job_id)
     store = store.with_profile(record.store_profile)
     if record.state in ("setup", "sealed", "committing"):
-        log.warning("job %s is %s; cleanup leaves it for %s", job_id, record.state,
-                    "a commit retry" if record.state == "committing" else "abort or commit")
+        log.warning(
+            "job %s is %s; cleanup leaves it for %s",
+            job_id,
+            record.state,
+            "a commit retry" if record.state == "committing" else "abort or commit",
+        )
         return JobSummary(job_id=job_id, destination=dest.url, state=record.state)
     # A commit cut short after its record said committed leaves replaced files;
     # their list goes with the temporary objects, so delete them first.
     delete_replaced(store, dest, record)
     Claims(store, dest).release(job_id)
-    aborted = abort_uploads(store, dest, job_id, record.options.threads,
-                            record.options.partition_columns)
+    aborted = abort_uploads(
+        store, dest, job_id, record.options.threads, record.options.partition_columns
+    )
     removed = remove_temporary(store, dest, job_id, decided_plan_keys(store, dest, record))
-    log.info("cleaned up job %s: %d stray upload(s) aborted, %d temporary object(s) removed",
-             job_id, aborted, removed)
+    log.info(
+        "cleaned up job %s: %d stray upload(s) aborted, %d temporary object(s) removed",
+        job_id,
+        aborted,
+        removed,
+    )
     base = record.summary or JobSummary(job_id=job_id, destination=dest.url, state=record.state)
-    return base.model_copy(update={"aborted_uploads": aborted,
-                                   "requests": store.stats.total_requests,
-                                   "seconds": round(time.monotonic() - started, 3)})
+    return base.model_copy(
+        update={
+            "aborted_uploads": aborted,
+            "requests": store.stats.total_requests,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+    )

@@ -89,8 +89,7 @@ def claims_key(dest: Destination) -> str:
 
 def overlapping(ours: Sequence[str], theirs: Sequence[str]) -> tuple[str, ...]:
     """Our directories that overlap one of theirs: one is the other or inside it."""
-    return tuple(sorted({a for a in ours for b in theirs
-                         if a.startswith(b) or b.startswith(a)}))
+    return tuple(sorted({a for a in ours for b in theirs if a.startswith(b) or b.startswith(a)}))
 
 
 def compatible(mode: ConflictMode, other: ConflictMode) -> bool:
@@ -125,8 +124,9 @@ class Claims:
         """
         options = record.options
         deadline = time.monotonic() + options.wait_timeout
-        mine = Claim(job_id=record.job_id, conflict_mode=options.conflict_mode,
-                     dirs=tuple(sorted(dirs)))
+        mine = Claim(
+            job_id=record.job_id, conflict_mode=options.conflict_mode, dirs=tuple(sorted(dirs))
+        )
         lost_rounds = 0
         while True:
             table, etag = self.read()
@@ -141,13 +141,20 @@ class Claims:
                     continue
                 raise self._conflict(record, mine, blocking)
             if self._swap(ClaimTable(claims=(*others, mine)), etag):
-                log.info("job %s claimed %s at %s (%s)", record.job_id,
-                         describe_dirs(mine.dirs), self.dest.url, options.conflict_mode)
+                log.info(
+                    "job %s claimed %s at %s (%s)",
+                    record.job_id,
+                    describe_dirs(mine.dirs),
+                    self.dest.url,
+                    options.conflict_mode,
+                )
                 return
             lost_rounds += 1
             if lost_rounds >= CLAIM_ROUNDS:
-                raise ZeroRenameError(f"the claims at {self.dest.url} kept changing; gave up "
-                                      f"after {CLAIM_ROUNDS} rounds")
+                raise ZeroRenameError(
+                    f"the claims at {self.dest.url} kept changing; gave up "
+                    f"after {CLAIM_ROUNDS} rounds"
+                )
             backoff(lost_rounds)
 
     def holds(self, job_id: str, dirs: Sequence[str]) -> bool:
@@ -166,8 +173,9 @@ class Claims:
                 log.info("job %s released its claim at %s", job_id, self.dest.url)
                 return
             backoff(round_number)
-        raise ZeroRenameError(f"the claims at {self.dest.url} kept changing; could not release "
-                              f"job {job_id}'s claim")
+        raise ZeroRenameError(
+            f"the claims at {self.dest.url} kept changing; could not release job {job_id}'s claim"
+        )
 
     def _swap(self, table: ClaimTable, etag: str | None) -> bool:
         """Write ``table`` if the object is still at ``etag``; False for a lost round."""
@@ -194,8 +202,12 @@ class Claims:
                 continue
             state = _state_of(records, claim.job_id)
             if state in ("committed", "aborted", None):
-                log.info("breaking the claim of job %s at %s: the job is %s", claim.job_id,
-                         self.dest.url, state or "gone")
+                log.info(
+                    "breaking the claim of job %s at %s: the job is %s",
+                    claim.job_id,
+                    self.dest.url,
+                    state or "gone",
+                )
                 continue
             live.append(claim)
         return tuple(live)
@@ -209,23 +221,35 @@ class Claims:
                 return other, shared
         return None
 
-    def _wait(self, record: JobRecord, blocking: tuple[Claim, tuple[str, ...]],
-              deadline: float) -> None:
+    def _wait(
+        self, record: JobRecord, blocking: tuple[Claim, tuple[str, ...]], deadline: float
+    ) -> None:
         holder, shared = blocking
-        log.info("job %s waits for job %s, which holds %s at %s", record.job_id,
-                 holder.job_id, describe_dirs(shared), self.dest.url)
+        log.info(
+            "job %s waits for job %s, which holds %s at %s",
+            record.job_id,
+            holder.job_id,
+            describe_dirs(shared),
+            self.dest.url,
+        )
         pause = random.uniform(0.5, 1.5) * WAIT_POLL_SECONDS
         time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
 
-    def _conflict(self, record: JobRecord, mine: Claim,
-                  blocking: tuple[Claim, tuple[str, ...]]) -> PartitionClaimConflict:
+    def _conflict(
+        self, record: JobRecord, mine: Claim, blocking: tuple[Claim, tuple[str, ...]]
+    ) -> PartitionClaimConflict:
         holder, shared = blocking
         state = _state_of(JobRecords(self.store, self.dest), holder.job_id) or "gone"
-        advice = {"committing": "retry that job's commit to finish it",
-                  "sealed": "its commit is running, or crashed: retry its commit or abort it",
-                  "setup": "let it finish, or abort it"}.get(state, "let it finish")
-        waited = (f" after waiting {record.options.wait_timeout} s"
-                  if record.options.on_conflict == "wait" else "")
+        advice = {
+            "committing": "retry that job's commit to finish it",
+            "sealed": "its commit is running, or crashed: retry its commit or abort it",
+            "setup": "let it finish, or abort it",
+        }.get(state, "let it finish")
+        waited = (
+            f" after waiting {record.options.wait_timeout} s"
+            if record.options.on_conflict == "wait"
+            else ""
+        )
         theirs = overlapping(holder.dirs, mine.dirs)
         return PartitionClaimConflict(
             f"job {record.job_id} ({mine.conflict_mode}) cannot claim "
@@ -233,7 +257,10 @@ class Claims:
             f"({holder.conflict_mode}, {state}, claimed {holder.since:%Y-%m-%d %H:%M:%S} UTC "
             f"on {holder.hostname}) holds {describe_dirs(theirs)}; {advice}. Nothing of job "
             f"{record.job_id} is visible: retry its commit later, set on_conflict=wait, or "
-            "abort it", holder=holder.job_id, partitions=shared)
+            "abort it",
+            holder=holder.job_id,
+            partitions=shared,
+        )
 
 
 def _state_of(records: JobRecords, job_id: str) -> str | None:

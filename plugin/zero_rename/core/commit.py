@@ -47,9 +47,14 @@ log = logging.getLogger(__name__)
 Progress = ProgressCallback
 
 
-def commit_job(store: S3Store, dest: Destination, job_id: str,
-               manifests: Sequence[TaskManifest] | None = None, expected: Expected = None,
-               progress: Progress | None = None) -> JobSummary:
+def commit_job(
+    store: S3Store,
+    dest: Destination,
+    job_id: str,
+    manifests: Sequence[TaskManifest] | None = None,
+    expected: Expected = None,
+    progress: Progress | None = None,
+) -> JobSummary:
     """Job commit; safe to call again after any failure, and after success.
 
     Raises:
@@ -68,9 +73,13 @@ def commit_job(store: S3Store, dest: Destination, job_id: str,
     if record.options.threads > store.pool_size:
         # urllib3 would open and discard connections past the pool's size,
         # the bottleneck the zero-rename paper reports at job commit.
-        log.warning("job %s commits with %d threads but %d pooled S3 connections; size "
-                    "StoreConfig.max_pool_connections to the threads", job_id,
-                    record.options.threads, store.pool_size)
+        log.warning(
+            "job %s commits with %d threads but %d pooled S3 connections; size "
+            "StoreConfig.max_pool_connections to the threads",
+            job_id,
+            record.options.threads,
+            store.pool_size,
+        )
     resumed = record.state == "committing"
     if not resumed:
         record = _seal(JobRecords(store, dest), record)
@@ -85,16 +94,24 @@ def commit_job(store: S3Store, dest: Destination, job_id: str,
     committed = records.update(job_id, lambda r: _finished(r, summary))
     delete_replaced(store, dest, committed)
     _cleanup_after_commit(store, dest, record)
-    log.info("committed job %s: %d file(s), %d bytes in %d partition(s) to %s", job_id,
-             summary.files, summary.bytes, len(plan.partitions), dest.url)
+    log.info(
+        "committed job %s: %d file(s), %d bytes in %d partition(s) to %s",
+        job_id,
+        summary.files,
+        summary.bytes,
+        len(plan.partitions),
+        dest.url,
+    )
     return summary
 
 
 def _already_committed(store: S3Store, dest: Destination, record: JobRecord) -> JobSummary:
     """A retry of a committed job: report it, and finish the cleanup a crash may have cut."""
     if record.summary is None:
-        raise ManifestError(f"job record of {record.job_id} at {dest.url} says committed but "
-                            "holds no summary; it was changed outside zero-rename")
+        raise ManifestError(
+            f"job record of {record.job_id} at {dest.url} says committed but "
+            "holds no summary; it was changed outside zero-rename"
+        )
     log.info("job %s is already committed", record.job_id)
     delete_replaced(store, dest, record)  # a crash may have cut them short
     _cleanup_after_commit(store, dest, record)
@@ -103,6 +120,7 @@ def _already_committed(store: S3Store, dest: Destination, record: JobRecord) -> 
 
 def _seal(records: JobRecords, record: JobRecord) -> JobRecord:
     """Close the job to new task commits: ``setup -> sealed``. Idempotent."""
+
     def seal(current: JobRecord) -> JobRecord | None:
         if current.state == "aborted":
             raise JobDecidedError(f"job {current.job_id} was aborted; it cannot commit")
@@ -117,15 +135,21 @@ def _seal(records: JobRecords, record: JobRecord) -> JobRecord:
     return sealed
 
 
-def manifest_source(store: S3Store, dest: Destination, record: JobRecord,
-                    manifests: Sequence[TaskManifest] | None) -> ManifestSource:
+def manifest_source(
+    store: S3Store, dest: Destination, record: JobRecord, manifests: Sequence[TaskManifest] | None
+) -> ManifestSource:
     if manifests is not None:
         return ManifestSource.given(manifests)
     return manifest_sources.source(store, dest, record.job_id, record.options.threads)
 
 
-def _plan(store: S3Store, dest: Destination, record: JobRecord,
-          manifests: Sequence[TaskManifest] | None, expected: Expected) -> tuple[CommitPlan, str]:
+def _plan(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    manifests: Sequence[TaskManifest] | None,
+    expected: Expected,
+) -> tuple[CommitPlan, str]:
     """A resolved plan for the job: the one its earlier steps prepared if it still
     fits (its uploads checked again, by listing, to be pending), else a new one."""
     source = manifest_source(store, dest, record, manifests)
@@ -136,9 +160,13 @@ def _plan(store: S3Store, dest: Destination, record: JobRecord,
     return plan, key
 
 
-def _plan_and_decide(store: S3Store, dest: Destination, record: JobRecord,
-                     manifests: Sequence[TaskManifest] | None,
-                     expected: Expected) -> tuple[JobRecord, bool]:
+def _plan_and_decide(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    manifests: Sequence[TaskManifest] | None,
+    expected: Expected,
+) -> tuple[JobRecord, bool]:
     """Plan and pass the point of no return; the record, and whether the plan is ours."""
     records = JobRecords(store, dest)
     try:
@@ -147,8 +175,9 @@ def _plan_and_decide(store: S3Store, dest: Destination, record: JobRecord,
         # An abort racing this commit makes its uploads vanish mid-validation;
         # say that, rather than the validation problem it caused.
         if records.get(record.job_id).state == "aborted":
-            raise JobDecidedError(f"job {record.job_id} was aborted while it was being "
-                                  "validated; it cannot commit") from exc
+            raise JobDecidedError(
+                f"job {record.job_id} was aborted while it was being validated; it cannot commit"
+            ) from exc
         raise
 
     def decide(current: JobRecord) -> JobRecord | None:
@@ -158,19 +187,25 @@ def _plan_and_decide(store: S3Store, dest: Destination, record: JobRecord,
             return None  # another commit decided first: finish its plan, not ours
         # The commit's own validation counts as the validate step, unless that
         # step ran on its own before (Airflow's).
-        steps = current.steps if "validate" in current.steps else step_finished(
-            current, "validate")
-        steps = {**steps, "commit": current.steps.get("commit") or
-                 step_started(current, "commit")["commit"]}
-        return current.model_copy(update={"state": "committing", "plan_key": key,
-                                          "claimed": plan.claimed, "steps": steps})
+        steps = current.steps if "validate" in current.steps else step_finished(current, "validate")
+        steps = {
+            **steps,
+            "commit": current.steps.get("commit") or step_started(current, "commit")["commit"],
+        }
+        return current.model_copy(
+            update={"state": "committing", "plan_key": key, "claimed": plan.claimed, "steps": steps}
+        )
 
     decided = records.update(record.job_id, decide)
     if decided.plan_key != key:
         log.info("job %s: another commit decided first; finishing its plan", record.job_id)
         return decided, False
-    log.info("job %s passed its point of no return: %d file(s) to complete, %d to replace",
-             record.job_id, plan.files, plan.replaced_files)
+    log.info(
+        "job %s passed its point of no return: %d file(s) to complete, %d to replace",
+        record.job_id,
+        plan.files,
+        plan.replaced_files,
+    )
     return decided, True
 
 
@@ -183,9 +218,13 @@ def _decided_plan(store: S3Store, dest: Destination, record: JobRecord) -> Commi
 def _finished(record: JobRecord, summary: JobSummary) -> JobRecord | None:
     if record.state == "committed":
         return None
-    return record.model_copy(update={"state": "committed", "summary": summary,
-                                     "steps": step_finished(record, "commit",
-                                                            detail=f"{summary.files} file(s)")})
+    return record.model_copy(
+        update={
+            "state": "committed",
+            "summary": summary,
+            "steps": step_finished(record, "commit", detail=f"{summary.files} file(s)"),
+        }
+    )
 
 
 def _cleanup_after_commit(store: S3Store, dest: Destination, record: JobRecord) -> None:
@@ -194,9 +233,13 @@ def _cleanup_after_commit(store: S3Store, dest: Destination, record: JobRecord) 
     step can run it again."""
     try:
         Claims(store, dest).release(record.job_id)
-        abort_uploads(store, dest, record.job_id, record.options.threads,
-                      record.options.partition_columns)
+        abort_uploads(
+            store, dest, record.job_id, record.options.threads, record.options.partition_columns
+        )
         remove_temporary(store, dest, record.job_id, decided_plan_keys(store, dest, record))
     except Exception:
-        log.warning("cleanup after committing job %s failed; run cleanup again",
-                    record.job_id, exc_info=True)
+        log.warning(
+            "cleanup after committing job %s failed; run cleanup again",
+            record.job_id,
+            exc_info=True,
+        )

@@ -1,11 +1,11 @@
 """The protocol's steps on one destination, for any Python worker.
 
-    committer = Committer("s3://bucket/table", StoreConfig(endpoint_url=...))
-    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
-    attempt = committer.task_attempt(job, "00000")
-    with attempt.open({"dt": "2024-01-01"}) as f: f.write(data)
-    attempt.commit()
-    committer.commit_job(job.job_id)
+committer = Committer("s3://bucket/table", StoreConfig(endpoint_url=...))
+job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+attempt = committer.task_attempt(job, "00000")
+with attempt.open({"dt": "2024-01-01"}) as f: f.write(data)
+attempt.commit()
+committer.commit_job(job.job_id)
 """
 
 from __future__ import annotations
@@ -57,12 +57,18 @@ log = logging.getLogger(__name__)
 class Committer:
     """Job setup, task attempts, validation, conflict resolution, job commit, abort, cleanup."""
 
-    def __init__(self, destination: str | Destination, config: StoreConfig | None = None,
-                 store: S3Store | None = None, profile: str | None = None) -> None:
+    def __init__(
+        self,
+        destination: str | Destination,
+        config: StoreConfig | None = None,
+        store: S3Store | None = None,
+        profile: str | None = None,
+    ) -> None:
         """``profile``: the store's family, or ``auto`` to probe it at job setup;
         default: ``config.profile`` (``auto``)."""
-        self.dest = (destination if isinstance(destination, Destination)
-                     else Destination.parse(destination))
+        self.dest = (
+            destination if isinstance(destination, Destination) else Destination.parse(destination)
+        )
         self.store = store or S3Store.connect(config or StoreConfig())
         self.profile = check_profile_name(profile or (config.profile if config else AUTO))
         self.records = JobRecords(self.store, self.dest)
@@ -71,12 +77,17 @@ class Committer:
         """A view of the connection pool counting one step's requests."""
         return self.store.scoped()
 
-    def setup_job(self, options: JobOptions | Mapping[str, Any] | None = None,
-                  job_id: str | None = None, expected_tasks: int | None = None,
-                  origin: Mapping[str, str] | None = None) -> JobRecord:
+    def setup_job(
+        self,
+        options: JobOptions | Mapping[str, Any] | None = None,
+        job_id: str | None = None,
+        expected_tasks: int | None = None,
+        origin: Mapping[str, str] | None = None,
+    ) -> JobRecord:
         opts = options if isinstance(options, JobOptions) else parse_options(options)
-        return setup_job(self._job_store(), self.dest, opts, job_id, expected_tasks,
-                         self.profile, origin)
+        return setup_job(
+            self._job_store(), self.dest, opts, job_id, expected_tasks, self.profile, origin
+        )
 
     def job(self, job_id: str) -> JobRecord:
         return self.records.get(job_id)
@@ -84,26 +95,38 @@ class Committer:
     def jobs(self) -> list[JobRecord]:
         return self.records.list()
 
-    def task_attempt(self, job: JobRecord | str, task_id: str, attempt: int = 0,
-                     spool_dir: str | None = None, upload_threads: int = 0) -> TaskAttempt:
+    def task_attempt(
+        self,
+        job: JobRecord | str,
+        task_id: str,
+        attempt: int = 0,
+        spool_dir: str | None = None,
+        upload_threads: int = 0,
+    ) -> TaskAttempt:
         record = job if isinstance(job, JobRecord) else self.job(job)
-        return TaskAttempt(self.store, self.dest, record, task_id, attempt, spool_dir,
-                           upload_threads)
+        return TaskAttempt(
+            self.store, self.dest, record, task_id, attempt, spool_dir, upload_threads
+        )
 
-    def save_stage_manifest(self, job_id: str, task_manifests: Sequence[TaskManifest],
-                            engine: str = "", started: datetime | None = None) -> str:
+    def save_stage_manifest(
+        self,
+        job_id: str,
+        task_manifests: Sequence[TaskManifest],
+        engine: str = "",
+        started: datetime | None = None,
+    ) -> str:
         """Save the engine's choice of task attempts, and record the stage as a step of
         the job (from ``started``, when the engine's write began, to now)."""
-        where = manifests.save_stage_manifest(self.store, self.dest, job_id, task_manifests,
-                                              engine)
+        where = manifests.save_stage_manifest(self.store, self.dest, job_id, task_manifests, engine)
         files = sum(len(m.uploads) for m in task_manifests)
         detail = f"{engine or 'engine'}: {len(task_manifests)} task(s), {files} file(s)"
 
         def stage_step(r: JobRecord) -> JobRecord | None:
             if r.decided:  # an abort won meanwhile: its record is final
                 return None
-            step = StepTiming(started=started or utcnow(), finished=utcnow(),
-                              status="succeeded", detail=detail)
+            step = StepTiming(
+                started=started or utcnow(), finished=utcnow(), status="succeeded", detail=detail
+            )
             return r.model_copy(update={"steps": {**r.steps, "stage": step}})
 
         try:
@@ -111,8 +134,11 @@ class Committer:
         except ZeroRenameError:
             # The step is what the job's record shows, not part of the protocol:
             # the saved manifest is the stage's outcome, which must not fail for it.
-            log.warning("job %s: its stage manifest is saved, but the stage step could not "
-                        "be recorded", job_id, exc_info=True)
+            log.warning(
+                "job %s: its stage manifest is saved, but the stage step could not be recorded",
+                job_id,
+                exc_info=True,
+            )
         return where
 
     def load_manifests(self, job_id: str) -> list[TaskManifest]:
@@ -132,64 +158,110 @@ class Committer:
         counts = manifests.stage_counts(self.store, self.dest, job_id)
         if counts is None:
             return None
-        return JobSummary(job_id=job_id, destination=self.dest.url, state=state,  # type: ignore[arg-type]
-                          tasks=counts.tasks, files=counts.files, bytes=counts.bytes,
-                          rows=counts.rows)
+        return JobSummary(
+            job_id=job_id,
+            destination=self.dest.url,
+            state=state,  # type: ignore[arg-type]
+            tasks=counts.tasks,
+            files=counts.files,
+            bytes=counts.bytes,
+            rows=counts.rows,
+        )
 
-    def validate(self, job_id: str, task_manifests: Sequence[TaskManifest] | None = None,
-                 expected: Expected = None) -> JobSummary:
+    def validate(
+        self,
+        job_id: str,
+        task_manifests: Sequence[TaskManifest] | None = None,
+        expected: Expected = None,
+    ) -> JobSummary:
         """Manifest validation as its own step; raises ValidationError. The plan it
         writes is what the job commit takes, unless the manifests change."""
-        return self._step(job_id, "validate", lambda store, record: self._prepare(
-            store, record, task_manifests, expected, resolve=False))
+        return self._step(
+            job_id,
+            "validate",
+            lambda store, record: self._prepare(
+                store, record, task_manifests, expected, resolve=False
+            ),
+        )
 
-    def resolve_conflicts(self, job_id: str,
-                          task_manifests: Sequence[TaskManifest] | None = None) -> JobSummary:
+    def resolve_conflicts(
+        self, job_id: str, task_manifests: Sequence[TaskManifest] | None = None
+    ) -> JobSummary:
         """Conflict resolution as its own step: claims the job's partitions, fails
         early for ``fail``, records what ``replace`` replaces in the plan."""
-        return self._step(job_id, "resolve_conflicts", lambda store, record: self._prepare(
-            store, record, task_manifests, None, resolve=True))
+        return self._step(
+            job_id,
+            "resolve_conflicts",
+            lambda store, record: self._prepare(store, record, task_manifests, None, resolve=True),
+        )
 
-    def _prepare(self, store: S3Store, record: JobRecord,
-                 task_manifests: Sequence[TaskManifest] | None, expected: Expected,
-                 resolve: bool) -> JobSummary:
+    def _prepare(
+        self,
+        store: S3Store,
+        record: JobRecord,
+        task_manifests: Sequence[TaskManifest] | None,
+        expected: Expected,
+        resolve: bool,
+    ) -> JobSummary:
         source = commit_mod.manifest_source(store, self.dest, record, task_manifests)
         plan, key = planning.prepared_for(store, self.dest, record, source, expected, resolve)
         if key != record.prepared_plan:
-            self.records.update(record.job_id, lambda r: r.model_copy(
-                update={"prepared_plan": key}))
-        return JobSummary(job_id=record.job_id, destination=self.dest.url, state=record.state,
-                          files=plan.files, bytes=plan.bytes, rows=plan.rows, tasks=plan.tasks,
-                          partitions=plan.partitions[:PARTITIONS_LISTED],
-                          partition_count=len(plan.partitions),
-                          replaced_files=plan.replaced_files)
+            self.records.update(
+                record.job_id, lambda r: r.model_copy(update={"prepared_plan": key})
+            )
+        return JobSummary(
+            job_id=record.job_id,
+            destination=self.dest.url,
+            state=record.state,
+            files=plan.files,
+            bytes=plan.bytes,
+            rows=plan.rows,
+            tasks=plan.tasks,
+            partitions=plan.partitions[:PARTITIONS_LISTED],
+            partition_count=len(plan.partitions),
+            replaced_files=plan.replaced_files,
+        )
 
-    def _step(self, job_id: str, step: str,
-              run: Callable[[S3Store, JobRecord], JobSummary]) -> JobSummary:
+    def _step(
+        self, job_id: str, step: str, run: Callable[[S3Store, JobRecord], JobSummary]
+    ) -> JobSummary:
         started = time.monotonic()
         record = self.records.get(job_id)
         store = self._job_store().with_profile(record.store_profile)
         if record.state not in ("setup", "sealed"):
             raise JobDecidedError(f"job {job_id} is {record.state}; {step} runs before commit")
-        self.records.update(job_id, lambda r: r.model_copy(
-            update={"steps": step_started(r, step)}))
+        self.records.update(job_id, lambda r: r.model_copy(update={"steps": step_started(r, step)}))
         try:
             summary: JobSummary = run(store, record)
         except ZeroRenameError as exc:
             detail = str(exc)[:500]
-            self.records.update(job_id, lambda r: r.model_copy(update={
-                "steps": step_finished(r, step, ok=False, detail=detail)}))
+            self.records.update(
+                job_id,
+                lambda r: r.model_copy(
+                    update={"steps": step_finished(r, step, ok=False, detail=detail)}
+                ),
+            )
             raise
-        self.records.update(job_id, lambda r: r.model_copy(update={
-            "steps": step_finished(r, step)}))
-        return summary.model_copy(update={"requests": store.stats.total_requests,
-                                          "seconds": round(time.monotonic() - started, 3)})
+        self.records.update(
+            job_id, lambda r: r.model_copy(update={"steps": step_finished(r, step)})
+        )
+        return summary.model_copy(
+            update={
+                "requests": store.stats.total_requests,
+                "seconds": round(time.monotonic() - started, 3),
+            }
+        )
 
-    def commit_job(self, job_id: str, task_manifests: Sequence[TaskManifest] | None = None,
-                   expected: Expected = None,
-                   progress: commit_mod.Progress | None = None) -> JobSummary:
-        return commit_mod.commit_job(self._job_store(), self.dest, job_id, task_manifests,
-                                     expected, progress)
+    def commit_job(
+        self,
+        job_id: str,
+        task_manifests: Sequence[TaskManifest] | None = None,
+        expected: Expected = None,
+        progress: commit_mod.Progress | None = None,
+    ) -> JobSummary:
+        return commit_mod.commit_job(
+            self._job_store(), self.dest, job_id, task_manifests, expected, progress
+        )
 
     def abort_job(self, job_id: str, reason: str = "") -> JobSummary:
         """Job abort; ``reason`` is recorded in the job record's ``error``."""
@@ -229,8 +301,9 @@ class Committer:
 
     def holds_anything(self) -> bool:
         """Whether any object is under the destination: a file, or the protocol's own."""
-        return next(iter(self.store.list_objects(self.dest.bucket, self.dest.dir)),
-                    None) is not None
+        return (
+            next(iter(self.store.list_objects(self.dest.bucket, self.dest.dir)), None) is not None
+        )
 
     def read_success(self) -> SuccessData | None:
         found = self.store.get_object(self.dest.bucket, self.dest.success_key)
@@ -242,8 +315,12 @@ class Committer:
         """Every file ``success`` (this destination's ``_SUCCESS``) stands for, streamed."""
         return committed_files(self.store, self.dest, success)
 
-    def check_output(self, success: SuccessData, threads: int = 16,
-                     advance: Callable[[int], None] = lambda n: None) -> list[Problem]:
+    def check_output(
+        self,
+        success: SuccessData,
+        threads: int = 16,
+        advance: Callable[[int], None] = lambda n: None,
+    ) -> list[Problem]:
         """The destination's files against ``success``: every file it lists there with
         its size and ETag, none carrying its job id missing from it; ``advance``
         counts the directories listed (:func:`~zero_rename.core.output_check.scan_dirs`)."""

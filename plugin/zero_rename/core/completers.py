@@ -65,15 +65,27 @@ OPERATION = "CompleteMultipartUpload"
 # botocore.retries.standard: what its standard mode retries.
 _TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
 _THROTTLING_STATUS = frozenset({429})
-_TRANSIENT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException",
-                              "PriorRequestNotComplete"})
-_THROTTLING_CODES = frozenset({
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-    "TooManyRequestsException", "ProvisionedThroughputExceededException",
-    "TransactionInProgressException", "RequestLimitExceeded", "BandwidthLimitExceeded",
-    "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
-    "EC2ThrottledException",
-})
+_TRANSIENT_CODES = frozenset(
+    {"RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete"}
+)
+_THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
+        "RequestThrottled",
+        "SlowDown",
+        "PriorRequestNotComplete",
+        "EC2ThrottledException",
+    }
+)
 # Backoff base: 1 s for throttling, 50 ms otherwise, doubling, at most 20 s (botocore's).
 _THROTTLING_SCALE = 1.0
 _TRANSIENT_SCALE = 0.05
@@ -139,7 +151,8 @@ class CompleteFailure:
             return StoreError(f"{OPERATION} {where}: {self.message}", operation=OPERATION)
         response: dict[str, Any] = {
             "Error": {"Code": self.code or str(self.status), "Message": self.message},
-            "ResponseMetadata": {"HTTPStatusCode": self.status}}
+            "ResponseMetadata": {"HTTPStatusCode": self.status},
+        }
         return translate(ClientError(response, OPERATION), OPERATION, where)
 
 
@@ -176,17 +189,29 @@ class BotocoreCompleter:
         start = time.perf_counter_ns()
         try:
             response = self.client.complete_multipart_upload(
-                Bucket=self.bucket, Key=key, UploadId=upload_id,
-                MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in parts]})
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in parts]},
+            )
         except ClientError as exc:
             error = exc.response.get("Error", {})
             meta = exc.response.get("ResponseMetadata", {})
             # Retries before a failure are requests too.
-            self.stats.record(OPERATION, time.perf_counter_ns() - start,
-                              retries=int(meta.get("RetryAttempts", 0)), failed=True)
-            return Outcome(None, CompleteFailure(str(error.get("Code", "")),
-                                                 int(meta.get("HTTPStatusCode") or 0),
-                                                 str(error.get("Message", "") or exc)))
+            self.stats.record(
+                OPERATION,
+                time.perf_counter_ns() - start,
+                retries=int(meta.get("RetryAttempts", 0)),
+                failed=True,
+            )
+            return Outcome(
+                None,
+                CompleteFailure(
+                    str(error.get("Code", "")),
+                    int(meta.get("HTTPStatusCode") or 0),
+                    str(error.get("Message", "") or exc),
+                ),
+            )
         except BotoCoreError as exc:  # no answer: connection refused, reset, timeout
             self.stats.record(OPERATION, time.perf_counter_ns() - start, failed=True)
             return Outcome(None, CompleteFailure("", 0, str(exc)))
@@ -205,8 +230,9 @@ def light_path_unsupported(config: StoreConfig, bucket: str) -> str | None:
     unsupported = direct_unsupported()
     if unsupported is not None:
         return unsupported
-    if config.endpoint_url is not None and not config.endpoint_url.startswith(("http://",
-                                                                               "https://")):
+    if config.endpoint_url is not None and not config.endpoint_url.startswith(
+        ("http://", "https://")
+    ):
         return f"endpoint {config.endpoint_url!r} is not http(s)"
     return None
 
@@ -230,8 +256,11 @@ class LightTarget:
         client = make_client(config)
         try:
             parts = urlsplit(bucket_base_url(client, bucket))
-            return cls(f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/"),
-                       str(client.meta.region_name))
+            return cls(
+                f"{parts.scheme}://{parts.netloc}",
+                parts.path.rstrip("/"),
+                str(client.meta.region_name),
+            )
         finally:
             client.close()
 
@@ -239,8 +268,9 @@ class LightTarget:
 class LightCompleter:
     """CompleteMultipartUpload signed by botocore, sent over urllib3, parsed here."""
 
-    def __init__(self, config: StoreConfig, target: LightTarget, stats: RequestStats,
-                 owner: Any = None) -> None:
+    def __init__(
+        self, config: StoreConfig, target: LightTarget, stats: RequestStats, owner: Any = None
+    ) -> None:
         """``owner``: the client of the store this completes for, whose request
         hooks run (see :func:`add_request_hook`); None in a worker process."""
         self.owner = owner
@@ -268,8 +298,12 @@ class LightCompleter:
             time.sleep(random.random() * min(retry_scale * 2 ** (attempt - 1), _MAX_BACKOFF))
             attempt += 1
         outcome = _run_hooks(hooks, "after", key, context) or outcome
-        self.stats.record(OPERATION, time.perf_counter_ns() - start, retries=attempt - 1,
-                          failed=outcome.failure is not None)
+        self.stats.record(
+            OPERATION,
+            time.perf_counter_ns() - start,
+            retries=attempt - 1,
+            failed=outcome.failure is not None,
+        )
         return outcome
 
     def _attempt(self, path: str, body: bytes) -> tuple[Outcome, float | None]:
@@ -279,16 +313,18 @@ class LightCompleter:
         except BotoCoreError as exc:  # credentials that could not be refreshed
             return Outcome(None, CompleteFailure("", 0, str(exc))), None
         except urllib3.exceptions.HTTPError as exc:  # no answer, or half of one
-            return Outcome(None, CompleteFailure("", 0, f"{type(exc).__name__}: {exc}")), \
-                _TRANSIENT_SCALE
+            return Outcome(
+                None, CompleteFailure("", 0, f"{type(exc).__name__}: {exc}")
+            ), _TRANSIENT_SCALE
         return _judge(response.status, response.data)
 
     def close(self) -> None:
         self.requests.close()
 
 
-def _run_hooks(hooks: Sequence[RequestHook], stage: str, key: str,
-               context: dict[str, Any]) -> Outcome | None:
+def _run_hooks(
+    hooks: Sequence[RequestHook], stage: str, key: str, context: dict[str, Any]
+) -> Outcome | None:
     """Run the hooks; the failure a hook raised as a ClientError, else None."""
     for hook in hooks:
         try:
@@ -296,8 +332,12 @@ def _run_hooks(hooks: Sequence[RequestHook], stage: str, key: str,
         except ClientError as exc:
             error = exc.response.get("Error", {})
             status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-            return Outcome(None, CompleteFailure(str(error.get("Code", "")), status,
-                                                 str(error.get("Message", "") or exc)))
+            return Outcome(
+                None,
+                CompleteFailure(
+                    str(error.get("Code", "")), status, str(error.get("Message", "") or exc)
+                ),
+            )
     return None
 
 
@@ -306,21 +346,28 @@ def bucket_base_url(client: Any, bucket: str) -> str:
     custom endpoint, ``AWS_ENDPOINT_URL``, FIPS, dual-stack...), resolved once by
     presigning a request for a probe key: presigning sends nothing."""
     url: str = client.generate_presigned_url(
-        "complete_multipart_upload", ExpiresIn=60,
-        Params={"Bucket": bucket, "Key": _PROBE_KEY, "UploadId": "probe"})
+        "complete_multipart_upload",
+        ExpiresIn=60,
+        Params={"Bucket": bucket, "Key": _PROBE_KEY, "UploadId": "probe"},
+    )
     base, found, _ = url.partition(f"/{_PROBE_KEY}?")
     if not found:
-        raise StoreError(f"cannot find where botocore addresses bucket {bucket!r} "
-                         f"(presigned URL {urlsplit(url)._replace(query='').geturl()})",
-                         operation=OPERATION)
+        raise StoreError(
+            f"cannot find where botocore addresses bucket {bucket!r} "
+            f"(presigned URL {urlsplit(url)._replace(query='').geturl()})",
+            operation=OPERATION,
+        )
     return base
 
 
 def _request_body(parts: Parts) -> bytes:
-    xml = "".join(f"<Part><PartNumber>{int(n)}</PartNumber><ETag>{escape(e)}</ETag></Part>"
-                  for n, e in parts)
-    return (f'<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
-            f"{xml}</CompleteMultipartUpload>").encode()
+    xml = "".join(
+        f"<Part><PartNumber>{int(n)}</PartNumber><ETag>{escape(e)}</ETag></Part>" for n, e in parts
+    )
+    return (
+        f'<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        f"{xml}</CompleteMultipartUpload>"
+    ).encode()
 
 
 def _judge(status: int, data: bytes) -> tuple[Outcome, float | None]:
@@ -334,8 +381,9 @@ def _judge(status: int, data: bytes) -> tuple[Outcome, float | None]:
         status = 500
     code = child_text(root, "Code") if root is not None else ""
     message = child_text(root, "Message") if root is not None else ""
-    failure = CompleteFailure(code or str(status), status,
-                              message or data[:200].decode("utf-8", "replace"))
+    failure = CompleteFailure(
+        code or str(status), status, message or data[:200].decode("utf-8", "replace")
+    )
     if code in _THROTTLING_CODES or status in _THROTTLING_STATUS:
         return Outcome(None, failure), _THROTTLING_SCALE
     if code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS:
@@ -355,13 +403,18 @@ def _parse(data: bytes) -> ET.Element | None:
 REQUEST_PATHS = ("light", "botocore")
 
 
-def make_completer(config: StoreConfig, bucket: str, path: str, stats: RequestStats,
-                   target: LightTarget | None = None, owner: Any = None) -> Completer:
+def make_completer(
+    config: StoreConfig,
+    bucket: str,
+    path: str,
+    stats: RequestStats,
+    target: LightTarget | None = None,
+    owner: Any = None,
+) -> Completer:
     """The completer for ``path`` ("light" or "botocore"); the light one at
     ``target``, resolved here if not given, running ``owner``'s request hooks."""
     if path == "light":
-        return LightCompleter(config, target or LightTarget.resolve(config, bucket), stats,
-                              owner)
+        return LightCompleter(config, target or LightTarget.resolve(config, bucket), stats, owner)
     if path == "botocore":
         return BotocoreCompleter(config, bucket, stats)
     raise ValueError(f"request path {path!r}: choose from {', '.join(REQUEST_PATHS)}")

@@ -38,10 +38,12 @@ def target_dirs(job: JobRecord, partition_dirs: Collection[str]) -> list[str]:
     return sorted(partition_dirs)
 
 
-def existing_files(store: S3Store, dest: Destination, job: JobRecord,
-                   dirs: Sequence[str]) -> Iterator[ReplacedObject]:
+def existing_files(
+    store: S3Store, dest: Destination, job: JobRecord, dirs: Sequence[str]
+) -> Iterator[ReplacedObject]:
     """Visible files in ``dirs`` that this job did not write, streamed: one huge
     directory page by page, many small ones listed in parallel."""
+
     def scan(relative: str) -> Iterator[ReplacedObject]:
         for o in visible_objects(store, dest, relative):
             if job.job_id not in o.key:
@@ -54,8 +56,13 @@ def existing_files(store: S3Store, dest: Destination, job: JobRecord,
         yield from found
 
 
-def resolve_conflicts(store: S3Store, dest: Destination, job: JobRecord, dirs: Sequence[str],
-                      replaced: Callable[[ReplacedObject], None]) -> int:
+def resolve_conflicts(
+    store: S3Store,
+    dest: Destination,
+    job: JobRecord,
+    dirs: Sequence[str],
+    replaced: Callable[[ReplacedObject], None],
+) -> int:
     """Apply the job's conflict mode to ``dirs``; each file to replace goes to
     ``replaced``. Returns how many; raises ConflictError for ``fail``."""
     mode = job.options.conflict_mode
@@ -69,8 +76,7 @@ def resolve_conflicts(store: S3Store, dest: Destination, job: JobRecord, dirs: S
         replaced(obj)
         count += 1
     if count:
-        log.info("job %s will replace %d file(s) in %d partition(s)", job.job_id, count,
-                 len(dirs))
+        log.info("job %s will replace %d file(s) in %d partition(s)", job.job_id, count, len(dirs))
     return count
 
 
@@ -82,9 +88,10 @@ def _refuse_existing(dest: Destination, found: Iterator[ReplacedObject]) -> None
     raise ConflictError(
         f"conflict mode 'fail': file(s) already in "
         f"{', '.join(d or dest.url for d in conflicting)} (first: {examples[0].key}); "
-        "nothing was changed. Use conflict mode 'replace' or 'append', or abort the job")
+        "nothing was changed. Use conflict mode 'replace' or 'append', or abort the job"
+    )
 
 
 def _dir_of(dest: Destination, key: str) -> str:
-    relative = key[len(dest.dir):]
+    relative = key[len(dest.dir) :]
     return relative.rsplit("/", 1)[0] + "/" if "/" in relative else ""

@@ -156,10 +156,17 @@ def _is_loopback(url: str) -> bool:
     return host in _LOOPBACK or host.startswith("127.")
 
 
-def complete_uploads(config: StoreConfig, bucket: str, items: Iterable[Item], *,
-                     processes: int | None = None, threads: int | None = None,
-                     request_path: str = AUTO,
-                     stats: RequestStats | None = None, owner: Any = None) -> Completions:
+def complete_uploads(
+    config: StoreConfig,
+    bucket: str,
+    items: Iterable[Item],
+    *,
+    processes: int | None = None,
+    threads: int | None = None,
+    request_path: str = AUTO,
+    stats: RequestStats | None = None,
+    owner: Any = None,
+) -> Completions:
     """Complete every item's upload; iterate the result for one :class:`Completion` each.
 
     ``processes``: 1 completes in this process; more start that many workers
@@ -183,14 +190,21 @@ def complete_uploads(config: StoreConfig, bucket: str, items: Iterable[Item], *,
     threads = config.max_pool_connections if threads is None else threads
     for name, value in (("processes", processes), ("threads", threads)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"complete_uploads: {name} must be a positive integer, "
-                              f"got {value!r}")
+            raise ConfigError(f"complete_uploads: {name} must be a positive integer, got {value!r}")
     if processes > 1 and not sys.executable:
         log.warning("no Python executable to start workers with; completing in this process")
         processes = 1
     path = choose_path(config, bucket, request_path)
-    return Completions(config, bucket, items, processes, threads, path,
-                       stats if stats is not None else RequestStats(), owner)
+    return Completions(
+        config,
+        bucket,
+        items,
+        processes,
+        threads,
+        path,
+        stats if stats is not None else RequestStats(),
+        owner,
+    )
 
 
 def choose_path(config: StoreConfig, bucket: str, request_path: str) -> str:
@@ -202,17 +216,26 @@ def choose_path(config: StoreConfig, bucket: str, request_path: str) -> str:
         log.info("completing uploads through botocore: %s", why)
         return "botocore"
     if request_path not in REQUEST_PATHS:
-        raise ConfigError(f"request path {request_path!r}: choose from "
-                          f"{AUTO}, {', '.join(REQUEST_PATHS)}")
+        raise ConfigError(
+            f"request path {request_path!r}: choose from {AUTO}, {', '.join(REQUEST_PATHS)}"
+        )
     return request_path
 
 
 class Completions(Iterator[Completion]):
     """The stream of completions; an iterator and a context manager."""
 
-    def __init__(self, config: StoreConfig, bucket: str, items: Iterable[Item],
-                 processes: int, threads: int, path: str, stats: RequestStats,
-                 owner: Any = None) -> None:
+    def __init__(
+        self,
+        config: StoreConfig,
+        bucket: str,
+        items: Iterable[Item],
+        processes: int,
+        threads: int,
+        path: str,
+        stats: RequestStats,
+        owner: Any = None,
+    ) -> None:
         self.stats = stats
         self._owner = owner
         self.request_path = path
@@ -221,10 +244,11 @@ class Completions(Iterator[Completion]):
         self.worker_stats: list[Mapping[str, Any]] = []
         self._workers: list[_Worker] = []
         target = LightTarget.resolve(config, bucket) if path == "light" else None
-        self._stream = (self._run_here(config, bucket, iter(items), threads, path, target)
-                        if processes == 1 else
-                        self._run_workers(config, bucket, iter(items), processes, threads, path,
-                                          target))
+        self._stream = (
+            self._run_here(config, bucket, iter(items), threads, path, target)
+            if processes == 1
+            else self._run_workers(config, bucket, iter(items), processes, threads, path, target)
+        )
 
     def __next__(self) -> Completion:
         return next(self._stream)
@@ -236,8 +260,12 @@ class Completions(Iterator[Completion]):
     def __enter__(self) -> Completions:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     @property
@@ -250,9 +278,15 @@ class Completions(Iterator[Completion]):
         self.stats.merge_snapshot(snapshot)
 
     # -- in this process ---------------------------------------------------
-    def _run_here(self, config: StoreConfig, bucket: str, items: Iterator[Item],
-                  threads: int, path: str,
-                  target: LightTarget | None) -> Generator[Completion, None, None]:
+    def _run_here(
+        self,
+        config: StoreConfig,
+        bucket: str,
+        items: Iterator[Item],
+        threads: int,
+        path: str,
+        target: LightTarget | None,
+    ) -> Generator[Completion, None, None]:
         engine = _Engine(config, bucket, threads, path, target, self._owner)
         window = IN_FLIGHT_PER_THREAD * threads
         in_flight, exhausted, finished = 0, False, False
@@ -275,17 +309,24 @@ class Completions(Iterator[Completion]):
             self._finished(engine.stats.snapshot())
 
     # -- in worker processes -----------------------------------------------
-    def _run_workers(self, config: StoreConfig, bucket: str, items: Iterator[Item],
-                     processes: int, threads: int, path: str,
-                     target: LightTarget | None) -> Generator[Completion, None, None]:
+    def _run_workers(
+        self,
+        config: StoreConfig,
+        bucket: str,
+        items: Iterator[Item],
+        processes: int,
+        threads: int,
+        path: str,
+        target: LightTarget | None,
+    ) -> Generator[Completion, None, None]:
         per_worker = -(-threads // processes)
-        worker_config = dataclasses.replace(
-            config, max_pool_connections=max(per_worker, 1))
+        worker_config = dataclasses.replace(config, max_pool_connections=max(per_worker, 1))
         finished = False
         try:
             for number in range(processes):
-                self._workers.append(_Worker.start(
-                    _Setup(worker_config, bucket, per_worker, path, target, number)))
+                self._workers.append(
+                    _Worker.start(_Setup(worker_config, bucket, per_worker, path, target, number))
+                )
             exhausted = False
             while True:
                 if not exhausted:
@@ -364,7 +405,9 @@ class _Worker:
             try:
                 proc = subprocess.Popen(
                     [sys.executable, "-c", _BOOTSTRAP, str(theirs.fileno())],
-                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                )
             except BaseException:
                 conn.close()
                 raise
@@ -409,7 +452,8 @@ class _Worker:
         raise FanoutWorkerError(
             f"{self.name} {'exited with ' + str(code) if code is not None else 'hung up'} "
             f"before finishing; the outcome of its {self.in_flight} upload(s) in flight is "
-            "unknown")
+            "unknown"
+        )
 
     def stop(self) -> None:
         """Ask it to stop; its in-flight requests finish, queued ones are dropped."""
@@ -419,8 +463,9 @@ class _Worker:
             pass
 
 
-def _stop_all(workers: list[_Worker], graceful: bool,
-              on_done: Callable[[Mapping[str, Any]], None]) -> None:
+def _stop_all(
+    workers: list[_Worker], graceful: bool, on_done: Callable[[Mapping[str, Any]], None]
+) -> None:
     """Wait for every worker to exit; on the error path ask them to stop first and
     give them :data:`STOP_GRACE_SECONDS` before they are terminated."""
     if not graceful:
@@ -442,8 +487,9 @@ def _stop_all(workers: list[_Worker], graceful: bool,
         worker.conn.close()
 
 
-def _drain(workers: list[_Worker], deadline: float,
-           on_done: Callable[[Mapping[str, Any]], None]) -> None:
+def _drain(
+    workers: list[_Worker], deadline: float, on_done: Callable[[Mapping[str, Any]], None]
+) -> None:
     """Drop the results stopping workers still send, so none blocks on a full
     socket; keep their request statistics, since their requests were made."""
     open_ = {w.conn: w for w in workers if not w.done}
@@ -463,8 +509,15 @@ def _drain(workers: list[_Worker], deadline: float,
 class _Engine:
     """A completer and its threads; results arrive on ``results`` in completion order."""
 
-    def __init__(self, config: StoreConfig, bucket: str, threads: int, path: str,
-                 target: LightTarget | None = None, owner: Any = None) -> None:
+    def __init__(
+        self,
+        config: StoreConfig,
+        bucket: str,
+        threads: int,
+        path: str,
+        target: LightTarget | None = None,
+        owner: Any = None,
+    ) -> None:
         self.stats = RequestStats()
         self.completer = make_completer(config, bucket, path, self.stats, target, owner)
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="zero-rename-complete")
@@ -496,15 +549,18 @@ def worker_main(conn: Connection) -> int:
     # Ctrl-C reaches the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     setup: _Setup = conn.recv()
-    logging.basicConfig(level=logging.WARNING, format=(
-        f"zero-rename complete worker {setup.number}: %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(
+        level=logging.WARNING,
+        format=(f"zero-rename complete worker {setup.number}: %(levelname)s %(name)s: %(message)s"),
+    )
     try:
         engine = _Engine(setup.config, setup.bucket, setup.threads, setup.path, setup.target)
     except Exception:
         conn.send(("error", traceback.format_exc()))
         return 1
-    sender = threading.Thread(target=_send_results, args=(engine.results, conn),
-                              name="zero-rename-results", daemon=True)
+    sender = threading.Thread(
+        target=_send_results, args=(engine.results, conn), name="zero-rename-results", daemon=True
+    )
     sender.start()
     cancel = _serve(conn, engine)
     engine.close(cancel)

@@ -69,8 +69,9 @@ _registry_lock = threading.Lock()
 _registry: OrderedDict[tuple[int, str, str], SharedRead] = OrderedDict()
 
 
-def shared_read(client_id: int, destination: str, job_id: str,
-                read: Callable[[], JobRecord]) -> SharedRead:
+def shared_read(
+    client_id: int, destination: str, job_id: str, read: Callable[[], JobRecord]
+) -> SharedRead:
     """The process's shared fence read for one job over one S3 client."""
     key = (client_id, destination, job_id)
     with _registry_lock:

@@ -34,8 +34,10 @@ def tls_options(scheme: str) -> dict[str, Any]:
     if scheme != "https":
         return {}
     # The bundle botocore verifies against: AWS_CA_BUNDLE, else its certifi copy.
-    return {"cert_reqs": "CERT_REQUIRED",
-            "ca_certs": os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True)}
+    return {
+        "cert_reqs": "CERT_REQUIRED",
+        "ca_certs": os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True),
+    }
 
 
 def local_name(tag: str) -> str:

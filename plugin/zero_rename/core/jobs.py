@@ -80,8 +80,7 @@ class JobRecords:
         existing = create_once(self.store, self.dest.bucket, key, dump(record))
         return record if existing is None else self.parse(record.job_id, existing)
 
-    def update(self, job_id: str,
-               change: Callable[[JobRecord], JobRecord | None]) -> JobRecord:
+    def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord:
         """Apply ``change`` by compare-and-swap; it may raise, or return None for no change.
 
         ``change`` must be safe to call again on a newer record: after a lost
@@ -108,11 +107,15 @@ class JobRecords:
                     raise
                 if self.read_raw(job_id)[0] == body:
                     return new
-                log.info("update of job record %s: outcome unknown (%s), not applied; "
-                         "reading it again", job_id, exc)
+                log.info(
+                    "update of job record %s: outcome unknown (%s), not applied; reading it again",
+                    job_id,
+                    exc,
+                )
             backoff(round_number)
-        raise ZeroRenameError(f"job record {job_id} kept changing; gave up after {CAS_ROUNDS} "
-                              "rounds")
+        raise ZeroRenameError(
+            f"job record {job_id} kept changing; gave up after {CAS_ROUNDS} rounds"
+        )
 
     def list(self) -> list[JobRecord]:
         """Every job record under the destination, oldest first."""
@@ -122,12 +125,15 @@ class JobRecords:
         """Every job record under the destination, by job id, read in parallel (one
         GET each, after one listing per 1,000 jobs); with ``known``, a record whose
         state can no longer change is taken from there rather than read again."""
-        keys = [o.key for o in self.store.list_objects(self.dest.bucket, self.dest.jobs_dir)
-                if o.key.endswith("/job.json")]
+        keys = [
+            o.key
+            for o in self.store.list_objects(self.dest.bucket, self.dest.jobs_dir)
+            if o.key.endswith("/job.json")
+        ]
         found: dict[str, JobRecord] = {}
         wanted = []
         for key in keys:
-            job_id = key[len(self.dest.jobs_dir):].split("/", 1)[0]
+            job_id = key[len(self.dest.jobs_dir) :].split("/", 1)[0]
             old = (known or {}).get(job_id)
             if old is not None and old.state in FINAL_STATES:
                 found[job_id] = old
@@ -136,8 +142,9 @@ class JobRecords:
 
         def read(key: str) -> JobRecord | None:
             body = self.store.get_object(self.dest.bucket, key)
-            return None if body is None else load(JobRecord, body[0],
-                                                  f"s3://{self.dest.bucket}/{key}")
+            return (
+                None if body is None else load(JobRecord, body[0], f"s3://{self.dest.bucket}/{key}")
+            )
 
         with ThreadPoolExecutor(max(1, min(RECORD_THREADS, len(wanted)))) as pool:
             for record in pool.map(read, wanted):
@@ -150,12 +157,19 @@ def step_started(record: JobRecord, step: str) -> dict[str, StepTiming]:
     return {**record.steps, step: StepTiming(started=utcnow())}
 
 
-def step_finished(record: JobRecord, step: str, ok: bool = True,
-                  detail: str = "") -> dict[str, StepTiming]:
+def step_finished(
+    record: JobRecord, step: str, ok: bool = True, detail: str = ""
+) -> dict[str, StepTiming]:
     started = record.steps[step].started if step in record.steps else utcnow()
-    return {**record.steps, step: StepTiming(started=started, finished=utcnow(),
-                                             status="succeeded" if ok else "failed",
-                                             detail=detail)}
+    return {
+        **record.steps,
+        step: StepTiming(
+            started=started,
+            finished=utcnow(),
+            status="succeeded" if ok else "failed",
+            detail=detail,
+        ),
+    }
 
 
 def check_destination(store: S3Store, dest: Destination) -> None:
@@ -165,11 +179,15 @@ def check_destination(store: S3Store, dest: Destination) -> None:
         raise DestinationError(f"destination {dest.url} is a file, not a directory")
 
 
-def visible_objects(store: S3Store, dest: Destination,
-                    relative_dir: str = "") -> Iterator[ObjectInfo]:
+def visible_objects(
+    store: S3Store, dest: Destination, relative_dir: str = ""
+) -> Iterator[ObjectInfo]:
     """Objects under ``dest/relative_dir`` that table readers would see, streamed."""
-    return (o for o in store.list_objects(dest.bucket, dest.dir + relative_dir)
-            if is_visible(o.key[len(dest.dir):]))
+    return (
+        o
+        for o in store.list_objects(dest.bucket, dest.dir + relative_dir)
+        if is_visible(o.key[len(dest.dir) :])
+    )
 
 
 def visible_files(store: S3Store, dest: Destination, relative_dir: str = "") -> list[str]:
@@ -177,9 +195,15 @@ def visible_files(store: S3Store, dest: Destination, relative_dir: str = "") -> 
     return [o.key for o in visible_objects(store, dest, relative_dir)]
 
 
-def setup_job(store: S3Store, dest: Destination, options: JobOptions,
-              job_id: str | None = None, expected_tasks: int | None = None,
-              profile: str = AUTO, origin: Mapping[str, str] | None = None) -> JobRecord:
+def setup_job(
+    store: S3Store,
+    dest: Destination,
+    options: JobOptions,
+    job_id: str | None = None,
+    expected_tasks: int | None = None,
+    profile: str = AUTO,
+    origin: Mapping[str, str] | None = None,
+) -> JobRecord:
     """Job setup: check the destination and the store, and create the job record.
 
     Running it again with the same job id and options returns the existing
@@ -205,29 +229,43 @@ def setup_job(store: S3Store, dest: Destination, options: JobOptions,
             raise ConflictError(
                 f"destination {dest.url} already has {len(existing)} file(s) (first: "
                 f"{existing[0]}) and conflict mode is 'fail'; use 'append' or 'replace', "
-                "or write elsewhere")
+                "or write elsewhere"
+            )
     now = utcnow()
-    record = JobRecord(job_id=job_id, destination=dest.url, options=options,
-                       expected_tasks=expected_tasks, store_profile=store_profile,
-                       origin=dict(origin or {}),
-                       steps={"setup": StepTiming(started=now, finished=now, status="succeeded")})
+    record = JobRecord(
+        job_id=job_id,
+        destination=dest.url,
+        options=options,
+        expected_tasks=expected_tasks,
+        store_profile=store_profile,
+        origin=dict(origin or {}),
+        steps={"setup": StepTiming(started=now, finished=now, status="succeeded")},
+    )
     found = JobRecords(store, dest).create(record)
     if found is not record:
         if found.options != options or found.state != "setup":
             raise ConfigError(
                 f"job {job_id} already exists at {dest.url} (state {found.state}) "
-                "with other options; use a new job id")
+                "with other options; use a new job id"
+            )
         log.info("job %s already set up at %s", job_id, dest.url)
         return found
-    log.info("set up job %s at %s (%s committer, conflict mode %s)", job_id, dest.url,
-             options.mode_name, options.conflict_mode)
+    log.info(
+        "set up job %s at %s (%s committer, conflict mode %s)",
+        job_id,
+        dest.url,
+        options.mode_name,
+        options.conflict_mode,
+    )
     return record
 
 
 def _check_expected_tasks(expected_tasks: object) -> None:
     if expected_tasks is None:
         return
-    if isinstance(expected_tasks, bool) or not isinstance(expected_tasks, int) \
-            or expected_tasks < 0:
-        raise ConfigError(f"expected_tasks must be an integer >= 0 or None, got "
-                          f"{expected_tasks!r}")
+    if (
+        isinstance(expected_tasks, bool)
+        or not isinstance(expected_tasks, int)
+        or expected_tasks < 0
+    ):
+        raise ConfigError(f"expected_tasks must be an integer >= 0 or None, got {expected_tasks!r}")

@@ -64,8 +64,10 @@ class Journal:
             self.flush()
             self.shard = shard
         self.pending.append(index)
-        if (len(self.pending) >= JOURNAL_EVERY_FILES
-                or time.monotonic() - self.last >= JOURNAL_EVERY_SECONDS):
+        if (
+            len(self.pending) >= JOURNAL_EVERY_FILES
+            or time.monotonic() - self.last >= JOURNAL_EVERY_SECONDS
+        ):
             self.flush()
 
     def flush(self) -> None:
@@ -78,8 +80,14 @@ class Journal:
         self._write(shard, (), done=True)
 
     def _write(self, shard: int, completed: tuple[int, ...], done: bool) -> None:
-        entry = JournalEntry(job_id=self.plan.job_id, plan_id=self.plan.plan_id, seq=self.seq,
-                             shard=shard, completed=completed, done=done)
+        entry = JournalEntry(
+            job_id=self.plan.job_id,
+            plan_id=self.plan.plan_id,
+            seq=self.seq,
+            shard=shard,
+            completed=completed,
+            done=done,
+        )
         while True:
             key = self.dest.job(self.plan.job_id).journal_key(self.seq)
             # A lost response is read back: the entry there is ours, or a

@@ -30,7 +30,8 @@ _EXTENSION_RE = re.compile(r"(\.[A-Za-z0-9]{1,16})+")
 # ``part-<task>-<job id>.c<seq><ext>``, as data_file_name names files.
 _FILE_JOB_RE = re.compile(
     r"^part-[A-Za-z0-9_\-]{1,64}-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
-    r"\.c\d{3,}")
+    r"\.c\d{3,}"
+)
 _SEQ_EXTENSION_RE = re.compile(r"\d{3,}(?:\.[A-Za-z0-9]{1,16})*")
 
 
@@ -64,12 +65,14 @@ class Destination:
             raise ConfigError(
                 f"destination {_shown(text)!r} looks like it carries credentials ('@'); remove "
                 "them: zero-rename takes credentials only from boto3's standard chain "
-                "(environment, profile, role)")
+                "(environment, profile, role)"
+            )
         bucket, _, path = rest.partition("/")
         if any(c in text for c in "?#") or any(ord(c) < 0x20 or c == "\x7f" for c in text):
             raise ConfigError(
                 f"destination {_shown(text)!r} has a query, a fragment or a control character; "
-                "S3 URLs here are s3://bucket/path with neither '?' nor '#'")
+                "S3 URLs here are s3://bucket/path with neither '?' nor '#'"
+            )
         if not _BUCKET_RE.fullmatch(bucket):
             raise ConfigError(f"destination {_shown(text)!r} has an invalid bucket name {bucket!r}")
         parts = path.split("/")
@@ -81,8 +84,9 @@ class Destination:
             )
         for part in parts:
             if part in ("", ".", "..") or part.startswith(HIDDEN_DIR):
-                raise ConfigError(f"destination {text!r} has an empty or unsafe path element "
-                                  f"{part!r}")
+                raise ConfigError(
+                    f"destination {text!r} has an empty or unsafe path element {part!r}"
+                )
         return cls(bucket=bucket, prefix="/".join(parts))
 
     @property
@@ -191,15 +195,13 @@ def check_job_id(job_id: str) -> str:
     except ValueError:
         raise ConfigError(f"job id {text[:80]!r} is not a UUID") from None
     if text != canonical:
-        raise ConfigError(f"job id {text[:80]!r} is not in canonical form; write it as "
-                          f"{canonical}")
+        raise ConfigError(f"job id {text[:80]!r} is not in canonical form; write it as {canonical}")
     return text
 
 
 def check_task_id(task_id: str) -> str:
     if not isinstance(task_id, str) or not _TASK_ID_RE.fullmatch(task_id):
-        raise ConfigError(f"task id {str(task_id)[:80]!r} must be 1-64 letters, digits, "
-                          "'-' or '_'")
+        raise ConfigError(f"task id {str(task_id)[:80]!r} must be 1-64 letters, digits, '-' or '_'")
     return task_id
 
 
@@ -292,8 +294,9 @@ def file_job_id(name: str) -> str | None:
 def data_file_name(task_id: str, job_id: str, seq: int, extension: str) -> str:
     """``part-00003-<job id>.c000.parquet``: unique per job and task, as Spark names files."""
     if extension and not _EXTENSION_RE.fullmatch(extension):
-        raise ConfigError(f"file extension {extension!r} must look like '.parquet' or "
-                          "'.snappy.parquet'")
+        raise ConfigError(
+            f"file extension {extension!r} must look like '.parquet' or '.snappy.parquet'"
+        )
     return f"part-{check_task_id(task_id)}-{job_id}.c{seq:03d}{extension}"
 
 
@@ -306,8 +309,9 @@ def is_visible(relative_key: str) -> bool:
     return not any(p.startswith(("_", ".")) for p in relative_key.split("/"))
 
 
-def is_job_data_key(dest: Destination, job_id: str, key: str,
-                    columns: tuple[str, ...] | None = None) -> bool:
+def is_job_data_key(
+    dest: Destination, job_id: str, key: str, columns: tuple[str, ...] | None = None
+) -> bool:
     """Whether ``key`` is where ``job_id`` could have written a data file in ``dest``.
 
     Job-scoped sweeps list the destination's pending uploads and keep only
@@ -319,15 +323,20 @@ def is_job_data_key(dest: Destination, job_id: str, key: str,
     """
     if not key.startswith(dest.dir):
         return False
-    *dirs, name = key[len(dest.dir):].split("/")
+    *dirs, name = key[len(dest.dir) :].split("/")
     head, sep, tail = name.partition(f"-{job_id}.c")
-    if not (sep and head.startswith("part-") and _TASK_ID_RE.fullmatch(head[5:])
-            and _SEQ_EXTENSION_RE.fullmatch(tail)):
+    if not (
+        sep
+        and head.startswith("part-")
+        and _TASK_ID_RE.fullmatch(head[5:])
+        and _SEQ_EXTENSION_RE.fullmatch(tail)
+    ):
         return False
     if columns is None:
         return all("=" in d and not d.startswith(("_", ".")) for d in dirs)
     return len(dirs) == len(columns) and all(
-        d.startswith(escape_partition_value(c) + "=") for d, c in zip(dirs, columns, strict=True))
+        d.startswith(escape_partition_value(c) + "=") for d, c in zip(dirs, columns, strict=True)
+    )
 
 
 def check_data_key(dest: Destination, job_id: str, key: str) -> str | None:

@@ -73,8 +73,9 @@ def streaming_unsupported(client: Any) -> str | None:
     return direct_unsupported()
 
 
-def streamed_uploads(client: Any, stats: RequestStats, bucket: str,
-                     prefix: str | None) -> Iterator[Listed]:
+def streamed_uploads(
+    client: Any, stats: RequestStats, bucket: str, prefix: str | None
+) -> Iterator[Listed]:
     """Every pending upload under ``prefix`` (the whole bucket when None), as the
     store lists it, one request per answer it gives.
 
@@ -93,15 +94,22 @@ def streamed_uploads(client: Any, stats: RequestStats, bucket: str,
             return
         position = (answer.next_key, answer.next_upload_id)
         if not any(position):
-            raise StoreError(f"{OPERATION} s3://{bucket}/{prefix or ''}: the store says the "
-                             "listing is truncated but gives no marker to continue from; "
-                             "refusing to act on part of it", operation=OPERATION)
+            raise StoreError(
+                f"{OPERATION} s3://{bucket}/{prefix or ''}: the store says the "
+                "listing is truncated but gives no marker to continue from; "
+                "refusing to act on part of it",
+                operation=OPERATION,
+            )
         if position == previous:
-            raise StoreError(f"{OPERATION} s3://{bucket}/{prefix or ''}: the listing does not "
-                             f"advance past {position!r}; refusing to loop", operation=OPERATION)
+            raise StoreError(
+                f"{OPERATION} s3://{bucket}/{prefix or ''}: the listing does not "
+                f"advance past {position!r}; refusing to loop",
+                operation=OPERATION,
+            )
         previous = position
-        markers = {k: v for k, v in (("KeyMarker", position[0]),
-                                     ("UploadIdMarker", position[1])) if v}
+        markers = {
+            k: v for k, v in (("KeyMarker", position[0]), ("UploadIdMarker", position[1])) if v
+        }
 
 
 class _Answer:
@@ -114,16 +122,24 @@ class _Answer:
         self.url_encoded = False
 
 
-def _fetch(client: Any, limits: Timeouts, stats: RequestStats, bucket: str,
-           prefix: str | None, markers: dict[str, str], answer: _Answer) -> Iterator[Listed]:
+def _fetch(
+    client: Any,
+    limits: Timeouts,
+    stats: RequestStats,
+    bucket: str,
+    prefix: str | None,
+    markers: dict[str, str],
+    answer: _Answer,
+) -> Iterator[Listed]:
     params: dict[str, Any] = {"Bucket": bucket, "MaxUploads": ANSWER_UPLOADS, **markers}
     if prefix is not None:
         params["Prefix"] = prefix
     where = f"s3://{bucket}/{prefix or ''}"
     for attempt in range(1, limits.attempts + 1):
         start = time.perf_counter_ns()
-        url = client.generate_presigned_url("list_multipart_uploads", Params=params,
-                                            ExpiresIn=_EXPIRES)
+        url = client.generate_presigned_url(
+            "list_multipart_uploads", Params=params, ExpiresIn=_EXPIRES
+        )
         try:
             count = 0
             for upload in _read(url, limits, answer):
@@ -135,12 +151,12 @@ def _fetch(client: Any, limits: Timeouts, stats: RequestStats, bucket: str,
         except (urllib3.exceptions.HTTPError, ET.ParseError, _Transient) as exc:
             # No answer, half of one (a cut body does not parse), or a 5xx.
             if attempt == limits.attempts:
-                stats.record(OPERATION, time.perf_counter_ns() - start, retries=attempt - 1,
-                             failed=True)
+                stats.record(
+                    OPERATION, time.perf_counter_ns() - start, retries=attempt - 1, failed=True
+                )
                 raise StoreError(f"{OPERATION} {where}: {exc}", operation=OPERATION) from exc
-            log.warning("listing pending uploads under %s failed (%s); listing again",
-                        where, exc)
-            time.sleep(min(2.0 ** attempt, 20.0))
+            log.warning("listing pending uploads under %s failed (%s); listing again", where, exc)
+            time.sleep(min(2.0**attempt, 20.0))
 
 
 class _Transient(Exception):
@@ -151,11 +167,20 @@ def _read(url: str, limits: Timeouts, answer: _Answer) -> Iterator[Listed]:
     parts = urlsplit(url)
     origin = f"{parts.scheme}://{parts.netloc}"
     with urllib3.connection_from_url(
-            origin, maxsize=1, retries=False,
-            timeout=urllib3.Timeout(connect=limits.connect, read=limits.read),
-            **tls_options(parts.scheme)) as pool:
-        response = pool.urlopen("GET", url[len(origin):], preload_content=False,
-                                retries=False, redirect=False, assert_same_host=False)
+        origin,
+        maxsize=1,
+        retries=False,
+        timeout=urllib3.Timeout(connect=limits.connect, read=limits.read),
+        **tls_options(parts.scheme),
+    ) as pool:
+        response = pool.urlopen(
+            "GET",
+            url[len(origin) :],
+            preload_content=False,
+            retries=False,
+            redirect=False,
+            assert_same_host=False,
+        )
         try:
             if response.status != 200:
                 _refuse(response, url)
@@ -177,8 +202,9 @@ def _refuse(response: Any, url: str) -> None:
     if response.status >= 500 or code in ("SlowDown", "Throttling", "RequestTimeout"):
         raise _Transient(text)
     where = urlsplit(url)._replace(query="").geturl()  # the signature stays out of errors
-    raise StoreError(f"{OPERATION} {where}: {text}", operation=OPERATION, code=code,
-                     status=response.status)
+    raise StoreError(
+        f"{OPERATION} {where}: {text}", operation=OPERATION, code=code, status=response.status
+    )
 
 
 def _parse(chunks: Iterator[bytes], answer: _Answer) -> Iterator[Listed]:
@@ -207,8 +233,10 @@ def _parse(chunks: Iterator[bytes], answer: _Answer) -> Iterator[Listed]:
                 yield upload
     parser.close()
     if root is None or local_name(root.tag) != "ListMultipartUploadsResult":
-        raise _Transient(f"the answer is not a ListMultipartUploadsResult "
-                         f"({local_name(root.tag) if root is not None else 'empty'})")
+        raise _Transient(
+            f"the answer is not a ListMultipartUploadsResult "
+            f"({local_name(root.tag) if root is not None else 'empty'})"
+        )
 
 
 def _top_level(element: ET.Element, answer: _Answer) -> Listed | None:
@@ -219,8 +247,11 @@ def _top_level(element: ET.Element, answer: _Answer) -> Listed | None:
         if answer.url_encoded:
             key = unquote(key)
         initiated = child_text(element, "Initiated")
-        return (key, child_text(element, "UploadId"),
-                datetime.fromisoformat(initiated) if initiated else None)
+        return (
+            key,
+            child_text(element, "UploadId"),
+            datetime.fromisoformat(initiated) if initiated else None,
+        )
     if name == "IsTruncated":
         answer.truncated = text.strip().lower() == "true"
     elif name == "NextKeyMarker":

@@ -42,8 +42,9 @@ class StageCounts:
 class ManifestSource:
     """The task manifests a job commit would take, streamed once per use."""
 
-    def __init__(self, identity: str, count: int,
-                 produce: Callable[[], Iterator[TaskManifest]]) -> None:
+    def __init__(
+        self, identity: str, count: int, produce: Callable[[], Iterator[TaskManifest]]
+    ) -> None:
         self.identity = identity
         self.count = count
         self._produce = produce
@@ -54,8 +55,11 @@ class ManifestSource:
     @classmethod
     def given(cls, manifests: Sequence[TaskManifest]) -> ManifestSource:
         """Manifests an engine handed over in memory (Spark's commit messages)."""
-        return cls("given:" + attempts_digest(m.task_attempt_id for m in manifests),
-                   len(manifests), lambda: iter(manifests))
+        return cls(
+            "given:" + attempts_digest(m.task_attempt_id for m in manifests),
+            len(manifests),
+            lambda: iter(manifests),
+        )
 
 
 def attempts_digest(attempt_ids: Iterable[str]) -> str:
@@ -72,8 +76,13 @@ def source(store: S3Store, dest: Destination, job_id: str, threads: int = 16) ->
 
 
 # -- stage manifests -----------------------------------------------------------------
-def save_stage_manifest(store: S3Store, dest: Destination, job_id: str,
-                        manifests: Sequence[TaskManifest], engine: str = "") -> str:
+def save_stage_manifest(
+    store: S3Store,
+    dest: Destination,
+    job_id: str,
+    manifests: Sequence[TaskManifest],
+    engine: str = "",
+) -> str:
     """Save the manifests an engine chose, for a commit run later or elsewhere.
 
     Create-only: an engine's retry that chose the same attempts succeeds; a
@@ -85,22 +94,38 @@ def save_stage_manifest(store: S3Store, dest: Destination, job_id: str,
     layout = dest.job(job_id)
     groups = _groups(ordered)
     for number, group in enumerate(groups):
-        write_shard(store, dest.bucket, shard_key(layout.stage_shards_dir(digest), "manifests",
-                                                  number), group)
+        write_shard(
+            store,
+            dest.bucket,
+            shard_key(layout.stage_shards_dir(digest), "manifests", number),
+            group,
+        )
     uploads = [u for m in ordered for u in m.uploads]
-    header = StageManifest(job_id=job_id, engine=engine, tasks=len(ordered), files=len(uploads),
-                           bytes=sum(u.bytes for u in uploads),
-                           rows=sum(u.rows or 0 for u in uploads), shards=len(groups),
-                           attempts_digest=digest)
+    header = StageManifest(
+        job_id=job_id,
+        engine=engine,
+        tasks=len(ordered),
+        files=len(uploads),
+        bytes=sum(u.bytes for u in uploads),
+        rows=sum(u.rows or 0 for u in uploads),
+        shards=len(groups),
+        attempts_digest=digest,
+    )
     key = layout.stage_manifest_key
     existing = create_once(store, dest.bucket, key, dump(header))
     if existing is not None:
         found = load(StageManifest, existing, f"s3://{dest.bucket}/{key}")
         if _digest_of(found) != digest:
-            raise ManifestError(f"job {job_id} already has a stage manifest naming other "
-                                "task attempts; run a new job")
-    log.info("saved stage manifest of job %s: %d task(s) in %d shard(s)", job_id,
-             len(ordered), len(groups))
+            raise ManifestError(
+                f"job {job_id} already has a stage manifest naming other "
+                "task attempts; run a new job"
+            )
+    log.info(
+        "saved stage manifest of job %s: %d task(s) in %d shard(s)",
+        job_id,
+        len(ordered),
+        len(groups),
+    )
     return f"s3://{dest.bucket}/{key}"
 
 
@@ -142,8 +167,12 @@ def stage_counts(store: S3Store, dest: Destination, job_id: str) -> StageCounts 
         return None
     if stage.version == 1:
         uploads = [u for m in stage.manifests for u in m.uploads]
-        return StageCounts(len(stage.manifests), len(uploads), sum(u.bytes for u in uploads),
-                           sum(u.rows or 0 for u in uploads))
+        return StageCounts(
+            len(stage.manifests),
+            len(uploads),
+            sum(u.bytes for u in uploads),
+            sum(u.rows or 0 for u in uploads),
+        )
     return StageCounts(stage.tasks, stage.files, stage.bytes, stage.rows)
 
 
@@ -155,20 +184,24 @@ def _stage_source(store: S3Store, dest: Destination, stage: StageManifest) -> Ma
 
     def produce() -> Iterator[TaskManifest]:
         for number in range(stage.shards):
-            yield from read_shard(store, dest.bucket, shard_key(prefix, "manifests", number),
-                                  TaskManifest)
+            yield from read_shard(
+                store, dest.bucket, shard_key(prefix, "manifests", number), TaskManifest
+            )
 
     return ManifestSource(identity, stage.tasks, produce)
 
 
 # -- published manifests -------------------------------------------------------------
-def _published_source(store: S3Store, dest: Destination, job_id: str,
-                      threads: int) -> ManifestSource:
+def _published_source(
+    store: S3Store, dest: Destination, job_id: str, threads: int
+) -> ManifestSource:
     """Manifests published by first-attempt-wins task commits; the listing (keys and
     ETags, no bodies) is the identity."""
     listed = sorted((o.key, o.etag) for o in _published(store, dest, job_id))
-    identity = "published:" + hashlib.sha256(
-        "\n".join(f"{k} {e}" for k, e in listed).encode("utf-8")).hexdigest()[:32]
+    identity = (
+        "published:"
+        + hashlib.sha256("\n".join(f"{k} {e}" for k, e in listed).encode("utf-8")).hexdigest()[:32]
+    )
 
     def read(key: str) -> TaskManifest:
         found = store.get_object(dest.bucket, key)
@@ -176,13 +209,17 @@ def _published_source(store: S3Store, dest: Destination, job_id: str,
             raise ManifestError(f"task manifest {key} vanished while loading")
         return load(TaskManifest, found[0], f"s3://{dest.bucket}/{key}")
 
-    return ManifestSource(identity, len(listed),
-                          lambda: bounded_map(read, [k for k, _ in listed], threads))
+    return ManifestSource(
+        identity, len(listed), lambda: bounded_map(read, [k for k, _ in listed], threads)
+    )
 
 
 def _published(store: S3Store, dest: Destination, job_id: str) -> Iterator[ObjectInfo]:
-    return (o for o in store.list_objects(dest.bucket, dest.job(job_id).tasks_dir)
-            if o.key.endswith(".json"))
+    return (
+        o
+        for o in store.list_objects(dest.bucket, dest.job(job_id).tasks_dir)
+        if o.key.endswith(".json")
+    )
 
 
 def published_count(store: S3Store, dest: Destination, job_id: str) -> int:
@@ -213,15 +250,17 @@ def bounded_map(fn: Callable[[T], R], items: Sequence[T], threads: int) -> Itera
                 future.cancel()
 
 
-def load_manifests(store: S3Store, dest: Destination, job_id: str,
-                   threads: int = 16) -> list[TaskManifest]:
+def load_manifests(
+    store: S3Store, dest: Destination, job_id: str, threads: int = 16
+) -> list[TaskManifest]:
     """Every task manifest of the job, in memory: for small jobs and tests; the job
     commit streams them instead."""
     return list(source(store, dest, job_id, threads))
 
 
-def load_stage_manifest(store: S3Store, dest: Destination,
-                        job_id: str) -> list[TaskManifest] | None:
+def load_stage_manifest(
+    store: S3Store, dest: Destination, job_id: str
+) -> list[TaskManifest] | None:
     """The stage manifest's task manifests, in memory; None before it exists."""
     stage = read_stage_header(store, dest, job_id)
     return None if stage is None else list(_stage_source(store, dest, stage))

@@ -73,8 +73,10 @@ class PendingUpload(_Frozen):
         if numbers != list(range(1, len(numbers) + 1)):
             raise ValueError(f"parts of {self.key} must be numbered 1..n in order, got {numbers}")
         if sum(p.size for p in self.parts) != self.bytes:
-            raise ValueError(f"parts of {self.key} add up to {sum(p.size for p in self.parts)} "
-                             f"bytes, not the {self.bytes} recorded")
+            raise ValueError(
+                f"parts of {self.key} add up to {sum(p.size for p in self.parts)} "
+                f"bytes, not the {self.bytes} recorded"
+            )
         return self
 
     def part_list(self) -> list[tuple[int, str]]:
@@ -212,9 +214,12 @@ class JobRecord(_Frozen):
     def _bounded_origin(cls, origin: dict[str, str]) -> dict[str, str]:
         # The record is read by every fence read: names, not payloads.
         if len(origin) > MAX_ORIGIN_ENTRIES or any(
-                len(k) > MAX_ORIGIN_CHARS or len(v) > MAX_ORIGIN_CHARS for k, v in origin.items()):
-            raise ValueError(f"origin holds at most {MAX_ORIGIN_ENTRIES} entries of at most "
-                             f"{MAX_ORIGIN_CHARS} characters")
+            len(k) > MAX_ORIGIN_CHARS or len(v) > MAX_ORIGIN_CHARS for k, v in origin.items()
+        ):
+            raise ValueError(
+                f"origin holds at most {MAX_ORIGIN_ENTRIES} entries of at most "
+                f"{MAX_ORIGIN_CHARS} characters"
+            )
         return origin
 
     @property
@@ -304,7 +309,8 @@ class SuccessData(_Frozen):
     """
 
     name: Literal["org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"] = (
-        "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1")
+        "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
+    )
     committer: str
     job_id: str = Field(alias="jobId")
     job_id_source: str = Field(default="zero-rename", alias="jobIdSource")

@@ -50,22 +50,29 @@ def scan_dirs(success: SuccessData) -> list[str]:
     return [p.rstrip("/") + "/" for p in success.partitions] or [""]
 
 
-def visible_objects(store: S3Store, dest: Destination, dirs: Sequence[str], threads: int,
-                    advance: Callable[[int], None] = lambda n: None) -> dict[str, ObjectInfo]:
+def visible_objects(
+    store: S3Store,
+    dest: Destination,
+    dirs: Sequence[str],
+    threads: int,
+    advance: Callable[[int], None] = lambda n: None,
+) -> dict[str, ObjectInfo]:
     """Visible objects under each directory, by path relative to the destination."""
+
     def scan(relative: str) -> list[ObjectInfo]:
         return list(jobs.visible_objects(store, dest, relative))
 
     found: dict[str, ObjectInfo] = {}
     with ThreadPoolExecutor(max(1, min(threads, len(dirs)))) as pool:
         for future in as_completed([pool.submit(scan, d) for d in dirs]):
-            found.update((o.key[len(dest.dir):], o) for o in future.result())
+            found.update((o.key[len(dest.dir) :], o) for o in future.result())
             advance(1)
     return found
 
 
-def compare(success: SuccessData, files: Iterable[CommittedFile],
-            found: dict[str, ObjectInfo]) -> list[Problem]:
+def compare(
+    success: SuccessData, files: Iterable[CommittedFile], found: dict[str, ObjectInfo]
+) -> list[Problem]:
     """Problems, in the order of the committed files and then of the unlisted paths."""
     problems = []
     listed: set[str] = set()
@@ -77,11 +84,19 @@ def compare(success: SuccessData, files: Iterable[CommittedFile],
         elif obj.size != f.bytes:
             problems.append(Problem(SIZE, f.path, f"{obj.size} bytes, _SUCCESS says {f.bytes}"))
         elif f.etag and _bare(obj.etag) != _bare(f.etag):
-            problems.append(Problem(ETAG, f.path, f"ETag {_bare(obj.etag)}, _SUCCESS says "
-                                    f"{_bare(f.etag)}: the file was rewritten"))
-    problems += [Problem(UNLISTED, path, f"carries job id {success.job_id} but is not in _SUCCESS")
-                 for path in sorted(found)
-                 if path not in listed and success.job_id in path.rsplit("/", 1)[-1]]
+            problems.append(
+                Problem(
+                    ETAG,
+                    f.path,
+                    f"ETag {_bare(obj.etag)}, _SUCCESS says "
+                    f"{_bare(f.etag)}: the file was rewritten",
+                )
+            )
+    problems += [
+        Problem(UNLISTED, path, f"carries job id {success.job_id} but is not in _SUCCESS")
+        for path in sorted(found)
+        if path not in listed and success.job_id in path.rsplit("/", 1)[-1]
+    ]
     return problems
 
 
@@ -89,11 +104,20 @@ def _bare(etag: str) -> str:
     return etag.strip('"')
 
 
-def check_output(store: S3Store, dest: Destination, success: SuccessData, threads: int,
-                 advance: Callable[[int], None] = lambda n: None) -> list[Problem]:
+def check_output(
+    store: S3Store,
+    dest: Destination,
+    success: SuccessData,
+    threads: int,
+    advance: Callable[[int], None] = lambda n: None,
+) -> list[Problem]:
     found = visible_objects(store, dest, scan_dirs(success), threads, advance)
     problems = compare(success, committed_files(store, dest, success), found)
-    log.info("checked %d file(s) of job %s at %s: %d problem(s)", files_committed(success),
-             success.job_id, dest.url, len(problems))
+    log.info(
+        "checked %d file(s) of job %s at %s: %d problem(s)",
+        files_committed(success),
+        success.job_id,
+        dest.url,
+        len(problems),
+    )
     return problems
-

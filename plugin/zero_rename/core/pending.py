@@ -120,13 +120,21 @@ def candidate_destinations(dest: Destination, key: str) -> list[Destination]:
     elements = key.split("/")[:-1]
     prefixes = ["/".join(elements[: n + 1]) for n in range(len(elements))]
     ordered = [dest.prefix] + [p for p in prefixes if p != dest.prefix]
-    return [Destination(dest.bucket, p) for p in ordered
-            if p and not any(e.startswith(HIDDEN_DIR) for e in p.split("/"))]
+    return [
+        Destination(dest.bucket, p)
+        for p in ordered
+        if p and not any(e.startswith(HIDDEN_DIR) for e in p.split("/"))
+    ]
 
 
-def pending_uploads(store: S3Store, dest: Destination, owners: Owners,
-                    job_id: str | None = None, older_than: timedelta | None = None,
-                    now: datetime | None = None) -> list[Pending]:
+def pending_uploads(
+    store: S3Store,
+    dest: Destination,
+    owners: Owners,
+    job_id: str | None = None,
+    older_than: timedelta | None = None,
+    now: datetime | None = None,
+) -> list[Pending]:
     """Pending uploads under DEST (the listing prefix ends in '/': never DEST10's)."""
     now = now or datetime.now(UTC)
     found = []
@@ -148,12 +156,18 @@ def decide_for_job(owner: Owner) -> Decision:
     """What ``uploads abort DEST --job ID`` may do with that job's uploads."""
     state = owner.state
     if state == "committing":
-        return Decision(REFUSE, f"job {owner.job_id} is committing: its pending uploads are "
-                        "the commit's and a commit retry completes them. Retry the commit")
+        return Decision(
+            REFUSE,
+            f"job {owner.job_id} is committing: its pending uploads are "
+            "the commit's and a commit retry completes them. Retry the commit",
+        )
     if state in ("setup", "sealed"):
-        return Decision(REFUSE, f"job {owner.job_id} is still in {state} and may be running. "
-                        "Abort the job instead (zero-rename jobs abort DEST JOB): it records "
-                        "the abort first, so no attempt can commit afterwards")
+        return Decision(
+            REFUSE,
+            f"job {owner.job_id} is still in {state} and may be running. "
+            "Abort the job instead (zero-rename jobs abort DEST JOB): it records "
+            "the abort first, so no attempt can commit afterwards",
+        )
     return Decision(ABORT, _abort_reason(state))
 
 
@@ -164,8 +178,10 @@ def decide_for_sweep(owner: Owner) -> Decision:
     if owner.state == "committing":
         return Decision(REFUSE, "job is committing: its commit needs these uploads; retry it")
     if owner.state in ("setup", "sealed"):
-        return Decision(ABORT_JOB, f"job left in {owner.state}: aborted as a job, so no "
-                        "attempt can commit afterwards")
+        return Decision(
+            ABORT_JOB,
+            f"job left in {owner.state}: aborted as a job, so no attempt can commit afterwards",
+        )
     return Decision(ABORT, _abort_reason(owner.state))
 
 
@@ -182,15 +198,27 @@ def named_uploads(store: S3Store, dest: Destination, job_id: str) -> list[Upload
     return [u for u in store.list_uploads(dest.bucket, dest.dir) if job_id_of(u.key) == job_id]
 
 
-def abort_job_uploads(store: S3Store, dest: Destination, job_id: str, first: Sequence[Pending],
-                      threads: int, advance: Callable[[int], None] = lambda n: None
-                      ) -> tuple[int, int]:
+def abort_job_uploads(
+    store: S3Store,
+    dest: Destination,
+    job_id: str,
+    first: Sequence[Pending],
+    threads: int,
+    advance: Callable[[int], None] = lambda n: None,
+) -> tuple[int, int]:
     """Abort the job's uploads under DEST (``first``: as listed), listing again until
     none is left; returns (aborted, already gone)."""
-    aborted, gone = sweep_uploads(store, dest.bucket, lambda: named_uploads(store, dest, job_id),
-                                  threads, [p.upload for p in first], advance)
-    log.info("aborted %d upload(s) of job %s under %s (%d already gone)", aborted, job_id,
-             dest.url, gone)
+    aborted, gone = sweep_uploads(
+        store,
+        dest.bucket,
+        lambda: named_uploads(store, dest, job_id),
+        threads,
+        [p.upload for p in first],
+        advance,
+    )
+    log.info(
+        "aborted %d upload(s) of job %s under %s (%d already gone)", aborted, job_id, dest.url, gone
+    )
     return aborted, gone
 
 
@@ -210,8 +238,10 @@ def plan_sweep(old: Sequence[Pending]) -> list[JobSweep]:
     by_job: dict[str | None, list[Pending]] = {}
     for p in old:
         by_job.setdefault(p.owner.job_id, []).append(p)
-    return [JobSweep(group[0].owner, tuple(group), decide_for_sweep(group[0].owner))
-            for group in by_job.values()]
+    return [
+        JobSweep(group[0].owner, tuple(group), decide_for_sweep(group[0].owner))
+        for group in by_job.values()
+    ]
 
 
 def abort_abandoned_job(store: S3Store, job: JobSweep, reason: str) -> tuple[JobSweep, int]:

@@ -71,17 +71,26 @@ class _Shards:
 
     def flush(self) -> None:
         if self.buffer:
-            write_shard(self.store, self.bucket, shard_key(self.prefix, self.name, self.written),
-                        self.buffer)
+            write_shard(
+                self.store,
+                self.bucket,
+                shard_key(self.prefix, self.name, self.written),
+                self.buffer,
+            )
             self.written += 1
             self.buffer = []
 
 
-def upload_shards(store: S3Store, dest: Destination, plan: CommitPlan) -> Iterator[
-        tuple[int, list[PendingUpload]]]:
+def upload_shards(
+    store: S3Store, dest: Destination, plan: CommitPlan
+) -> Iterator[tuple[int, list[PendingUpload]]]:
     for number in range(plan.upload_shards):
-        yield number, read_shard(store, dest.bucket, shard_key(plan.shards_prefix, "uploads",
-                                                               number), PendingUpload)
+        yield (
+            number,
+            read_shard(
+                store, dest.bucket, shard_key(plan.shards_prefix, "uploads", number), PendingUpload
+            ),
+        )
 
 
 def planned_uploads(store: S3Store, dest: Destination, plan: CommitPlan) -> Iterator[PendingUpload]:
@@ -89,8 +98,14 @@ def planned_uploads(store: S3Store, dest: Destination, plan: CommitPlan) -> Iter
         yield from uploads
 
 
-def prepare(store: S3Store, dest: Destination, record: JobRecord, manifests: ManifestSource,
-            expected: Expected = None, resolve: bool = True) -> tuple[CommitPlan, str]:
+def prepare(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    manifests: ManifestSource,
+    expected: Expected = None,
+    resolve: bool = True,
+) -> tuple[CommitPlan, str]:
     """Validate the manifests and write the plan; with ``resolve``, also claim the
     target partitions and resolve conflicts. Changes nothing visible.
 
@@ -99,14 +114,21 @@ def prepare(store: S3Store, dest: Destination, record: JobRecord, manifests: Man
     """
     plan_id = uuid.uuid4().hex
     prefix = dest.job(record.job_id).plan_dir(plan_id)
-    validator, uploads, attempts, stats = _stream(store, dest, record, manifests, prefix,
-                                                  expected)
-    plan = CommitPlan(job_id=record.job_id, plan_id=plan_id, manifests_id=manifests.identity,
-                      shards_prefix=prefix, files=uploads.count, bytes=stats.bytes,
-                      rows=stats.rows, tasks=len(validator.tasks),
-                      upload_shards=uploads.written, attempt_starts=attempts,
-                      partitions=tuple(d.rstrip("/") for d in sorted(validator.dirs) if d),
-                      task_stats=stats.requests.snapshot())
+    validator, uploads, attempts, stats = _stream(store, dest, record, manifests, prefix, expected)
+    plan = CommitPlan(
+        job_id=record.job_id,
+        plan_id=plan_id,
+        manifests_id=manifests.identity,
+        shards_prefix=prefix,
+        files=uploads.count,
+        bytes=stats.bytes,
+        rows=stats.rows,
+        tasks=len(validator.tasks),
+        upload_shards=uploads.written,
+        attempt_starts=attempts,
+        partitions=tuple(d.rstrip("/") for d in sorted(validator.dirs) if d),
+        task_stats=stats.requests.snapshot(),
+    )
     if resolve:
         plan = resolve_plan(store, dest, record, plan)
     return plan, save_plan(store, dest, plan)
@@ -119,9 +141,14 @@ class _Totals:
     requests: RequestStats = field(default_factory=RequestStats)
 
 
-def _stream(store: S3Store, dest: Destination, record: JobRecord, manifests: ManifestSource,
-            prefix: str, expected: Expected) -> tuple[Validator, _Shards, tuple[str, ...],
-                                                      _Totals]:
+def _stream(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    manifests: ManifestSource,
+    prefix: str,
+    expected: Expected,
+) -> tuple[Validator, _Shards, tuple[str, ...], _Totals]:
     """One pass over the manifests: validate each, shard its uploads; then the checks
     across the job. Returns the validator, the upload shards, the first attempt id
     of each attempts shard, and the totals."""
@@ -144,12 +171,18 @@ def _stream(store: S3Store, dest: Destination, record: JobRecord, manifests: Man
     written = _ShardedUploads(store, dest, prefix, uploads.written)
     validator.finish(written)
     if not validator.problem_count and record.options.verify_uploads:
-        pending = pending_digests(store, dest, record, sorted(validator.dirs),
-                                  record.options.threads, validator.files)
+        pending = pending_digests(
+            store, dest, record, sorted(validator.dirs), record.options.threads, validator.files
+        )
         check_pending(validator, pending, written)
     validator.raise_if_problems()
-    log.info("validated job %s: %d task manifest(s), %d file(s) in %d shard(s)",
-             record.job_id, len(validator.tasks), validator.files, uploads.written)
+    log.info(
+        "validated job %s: %d task manifest(s), %d file(s) in %d shard(s)",
+        record.job_id,
+        len(validator.tasks),
+        validator.files,
+        uploads.written,
+    )
     return validator, uploads, starts, totals
 
 
@@ -161,37 +194,52 @@ class _ShardedUploads:
 
     def __iter__(self) -> Iterator[PendingUpload]:
         for number in range(self.shards):
-            yield from read_shard(self.store, self.dest.bucket,
-                                  shard_key(self.prefix, "uploads", number), PendingUpload)
+            yield from read_shard(
+                self.store,
+                self.dest.bucket,
+                shard_key(self.prefix, "uploads", number),
+                PendingUpload,
+            )
 
 
-def _write_attempts(store: S3Store, dest: Destination, prefix: str,
-                    attempt_ids: list[str]) -> tuple[str, ...]:
+def _write_attempts(
+    store: S3Store, dest: Destination, prefix: str, attempt_ids: list[str]
+) -> tuple[str, ...]:
     ordered = sorted(attempt_ids)
     starts = []
     for number, start in enumerate(range(0, len(ordered), shards.SHARD_SIZE)):
-        chunk = ordered[start:start + shards.SHARD_SIZE]
-        write_shard(store, dest.bucket, shard_key(prefix, "attempts", number),
-                    [AttemptId(id=a) for a in chunk])
+        chunk = ordered[start : start + shards.SHARD_SIZE]
+        write_shard(
+            store,
+            dest.bucket,
+            shard_key(prefix, "attempts", number),
+            [AttemptId(id=a) for a in chunk],
+        )
         starts.append(chunk[0])
     return tuple(starts)
 
 
-def resolve_plan(store: S3Store, dest: Destination, record: JobRecord,
-                 plan: CommitPlan) -> CommitPlan:
+def resolve_plan(
+    store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan
+) -> CommitPlan:
     """Claim the plan's target directories, then resolve conflicts under the claim
     into replaced shards; returns the plan, resolved, under a fresh id (its
     uploads and attempts stay in the shards it names)."""
     dirs = target_dirs(record, [p + "/" for p in plan.partitions])
     Claims(store, dest).acquire(record, dirs)
     plan_id = uuid.uuid4().hex
-    replaced = _Shards(store, dest.bucket, dest.job(record.job_id).plan_dir(plan_id),
-                       "replaced")
+    replaced = _Shards(store, dest.bucket, dest.job(record.job_id).plan_dir(plan_id), "replaced")
     resolve_conflicts(store, dest, record, dirs, replaced.add)
     replaced.flush()
-    return plan.model_copy(update={"plan_id": plan_id, "claimed": tuple(dirs),
-                                   "resolved": True, "replaced_files": replaced.count,
-                                   "replaced_shards": replaced.written})
+    return plan.model_copy(
+        update={
+            "plan_id": plan_id,
+            "claimed": tuple(dirs),
+            "resolved": True,
+            "replaced_files": replaced.count,
+            "replaced_shards": replaced.written,
+        }
+    )
 
 
 def save_plan(store: S3Store, dest: Destination, plan: CommitPlan) -> str:
@@ -211,22 +259,25 @@ def load_plan(store: S3Store, dest: Destination, job_id: str, key: str) -> Commi
     return plan
 
 
-def attempt_committed(store: S3Store, dest: Destination, record: JobRecord,
-                      attempt_id: str) -> bool:
+def attempt_committed(
+    store: S3Store, dest: Destination, record: JobRecord, attempt_id: str
+) -> bool:
     """Whether the job's decided plan commits this task attempt (for the fence)."""
     if attempt_id in record.committed_attempts:  # records of version 2
         return True
     if record.state not in ("committing", "committed") or not record.plan_key:
         return False
-    return attempt_in_plan(store, dest, load_plan(store, dest, record.job_id, record.plan_key),
-                           attempt_id)
+    return attempt_in_plan(
+        store, dest, load_plan(store, dest, record.job_id, record.plan_key), attempt_id
+    )
 
 
 def plan_attempts(store: S3Store, dest: Destination, plan: CommitPlan) -> Iterator[str]:
     """The task attempts the plan commits, sorted."""
     for number in range(len(plan.attempt_starts)):
-        for attempt in read_shard(store, dest.bucket,
-                                  shard_key(plan.shards_prefix, "attempts", number), AttemptId):
+        for attempt in read_shard(
+            store, dest.bucket, shard_key(plan.shards_prefix, "attempts", number), AttemptId
+        ):
             yield attempt.id
 
 
@@ -235,13 +286,13 @@ def attempt_in_plan(store: S3Store, dest: Destination, plan: CommitPlan, attempt
     number = bisect_right(plan.attempt_starts, attempt_id) - 1
     if number < 0:
         return False
-    ids = read_shard(store, dest.bucket, shard_key(plan.shards_prefix, "attempts", number),
-                     AttemptId)
+    ids = read_shard(
+        store, dest.bucket, shard_key(plan.shards_prefix, "attempts", number), AttemptId
+    )
     return any(a.id == attempt_id for a in ids)
 
 
-def recheck_pending(store: S3Store, dest: Destination, record: JobRecord,
-                    plan: CommitPlan) -> None:
+def recheck_pending(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan) -> None:
     """Before reusing a plan prepared earlier: every planned upload still pending."""
     if not record.options.verify_uploads:
         return
@@ -254,8 +305,14 @@ def recheck_pending(store: S3Store, dest: Destination, record: JobRecord,
     validator.raise_if_problems()
 
 
-def prepared_for(store: S3Store, dest: Destination, record: JobRecord, source: ManifestSource,
-                 expected: Expected, resolve: bool) -> tuple[CommitPlan, str]:
+def prepared_for(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    source: ManifestSource,
+    expected: Expected,
+    resolve: bool,
+) -> tuple[CommitPlan, str]:
     """The plan for these manifests, prepared once across the steps that need it: the
     job's prepared plan where it was made from the same manifests (resolved now if
     ``resolve`` and not yet, or its claim no longer stands), else a new one."""
@@ -263,8 +320,9 @@ def prepared_for(store: S3Store, dest: Destination, record: JobRecord, source: M
     plan = load_plan(store, dest, record.job_id, key) if key else None
     if plan is None or plan.manifests_id != source.identity:
         return prepare(store, dest, record, source, expected, resolve)
-    if resolve and (not plan.resolved or not Claims(store, dest).holds(record.job_id,
-                                                                        plan.claimed)):
+    if resolve and (
+        not plan.resolved or not Claims(store, dest).holds(record.job_id, plan.claimed)
+    ):
         plan = resolve_plan(store, dest, record, plan)
         return plan, save_plan(store, dest, plan)
     assert key is not None

@@ -74,8 +74,12 @@ def detect(store: S3Store, dest: Destination) -> StoreProfile:
     finally:
         _remove_scratch(store, dest.bucket, scratch)
     profile = StoreProfile(name=AUTO, **checks)
-    log.info("probed the S3 store at %s for %s: %s", store.endpoint_url, dest.url,
-             profile.model_dump(exclude={"name"}))
+    log.info(
+        "probed the S3 store at %s for %s: %s",
+        store.endpoint_url,
+        dest.url,
+        profile.model_dump(exclude={"name"}),
+    )
     return profile
 
 
@@ -84,8 +88,11 @@ def _conditional_checks(store: S3Store, bucket: str, scratch: str) -> dict[str, 
     _settled(lambda: store.put_object(bucket, key, b"1", if_none_match=True))
     create = _refused(lambda: store.put_object(bucket, key, b"2", if_none_match=True))
     replace = _refused(lambda: store.put_object(bucket, key, b"3", if_match=_WRONG_ETAG))
-    return {"conditional_create": create, "conditional_replace": replace,
-            "if_match_missing": _if_match_missing(store, bucket, scratch + "missing")}
+    return {
+        "conditional_create": create,
+        "conditional_replace": replace,
+        "if_match_missing": _if_match_missing(store, bucket, scratch + "missing"),
+    }
 
 
 def _settled(write: Callable[[], object]) -> object:
@@ -128,8 +135,9 @@ def _prefix_listing_check(store: S3Store, bucket: str, scratch: str) -> dict[str
 
 def _raw_upload_keys(store: S3Store, bucket: str, prefix: str, **more: Any) -> list[str]:
     """One raw ListMultipartUploads page, as the store answers it."""
-    response = _raw(store, "ListMultipartUploads", bucket, prefix, Bucket=bucket,
-                    Prefix=prefix, **more)
+    response = _raw(
+        store, "ListMultipartUploads", bucket, prefix, Bucket=bucket, Prefix=prefix, **more
+    )
     return [str(u["Key"]) for u in response.get("Uploads", [])]
 
 
@@ -150,8 +158,12 @@ def _remove_scratch(store: S3Store, bucket: str, scratch: str) -> None:
         if keys:
             store.delete_objects(bucket, keys)
     except StoreError:
-        log.warning("could not remove the store probe's objects under s3://%s/%s", bucket,
-                    scratch, exc_info=True)
+        log.warning(
+            "could not remove the store probe's objects under s3://%s/%s",
+            bucket,
+            scratch,
+            exc_info=True,
+        )
 
 
 # -- the doctor's full examination -------------------------------------------------
@@ -174,45 +186,78 @@ def examine(store: S3Store, dest: Destination) -> tuple[StoreProfile, list[Check
         checks.append(_upload_paging(store, dest.bucket, scratch))
     finally:
         _remove_scratch(cleaner, dest.bucket, scratch)
-    checks.append(Check("409 ConditionalRequestConflict", "cannot be provoked on demand",
-                        "info", "read as a lost round and retried, never as a failure"))
+    checks.append(
+        Check(
+            "409 ConditionalRequestConflict",
+            "cannot be provoked on demand",
+            "info",
+            "read as a lost round and retried, never as a failure",
+        )
+    )
     return profile, checks
 
 
 def _profile_checks(p: StoreProfile) -> list[Check]:
     yes = "honoured"
     return [
-        Check("PutObject If-None-Match: *", yes if p.conditional_create else "ignored",
-              "ok" if p.conditional_create else "unsafe",
-              "creates job records, manifests, plans and claims once" if p.conditional_create
-              else "refuses to run: two processes could both create one object"),
-        Check("PutObject If-Match (compare-and-swap)", yes if p.conditional_replace else "ignored",
-              "ok" if p.conditional_replace else "unsafe",
-              "decides each job exactly once" if p.conditional_replace
-              else "refuses to run: a commit and an abort could both decide a job"),
-        Check("If-Match on a missing key", {"404": "404 NoSuchKey (as AWS)",
-                                            "412": "412 PreconditionFailed",
-                                            "ignored": "ignored: the object was written",
-                                            "unknown": "not probed"}[p.if_match_missing],
-              "info" if p.if_match_missing != "ignored" else "fallback",
-              "reads both answers as a lost compare-and-swap" if p.if_match_missing != "ignored"
-              else "never compare-and-swaps a record it has not just read"),
-        Check("ListMultipartUploads by prefix", "prefix" if p.uploads_by_prefix
-              else "prefix taken as one exact key (as MinIO)",
-              "ok" if p.uploads_by_prefix else "fallback",
-              "finds a job's pending uploads by prefix" if p.uploads_by_prefix
-              else "lists the bucket's uploads without a prefix and filters them"),
-        Check("CompleteMultipartUpload If-None-Match: *",
-              {True: yes, False: "ignored", None: "not supported"}[p.conditional_complete],
-              "info", "not relied on: every file name carries its job id"),
-        Check("complete of an already completed upload", _RECOMPLETE[p.recomplete], "info",
-              "a resumed commit lists pending uploads and checks the others by ETag"),
+        Check(
+            "PutObject If-None-Match: *",
+            yes if p.conditional_create else "ignored",
+            "ok" if p.conditional_create else "unsafe",
+            "creates job records, manifests, plans and claims once"
+            if p.conditional_create
+            else "refuses to run: two processes could both create one object",
+        ),
+        Check(
+            "PutObject If-Match (compare-and-swap)",
+            yes if p.conditional_replace else "ignored",
+            "ok" if p.conditional_replace else "unsafe",
+            "decides each job exactly once"
+            if p.conditional_replace
+            else "refuses to run: a commit and an abort could both decide a job",
+        ),
+        Check(
+            "If-Match on a missing key",
+            {
+                "404": "404 NoSuchKey (as AWS)",
+                "412": "412 PreconditionFailed",
+                "ignored": "ignored: the object was written",
+                "unknown": "not probed",
+            }[p.if_match_missing],
+            "info" if p.if_match_missing != "ignored" else "fallback",
+            "reads both answers as a lost compare-and-swap"
+            if p.if_match_missing != "ignored"
+            else "never compare-and-swaps a record it has not just read",
+        ),
+        Check(
+            "ListMultipartUploads by prefix",
+            "prefix" if p.uploads_by_prefix else "prefix taken as one exact key (as MinIO)",
+            "ok" if p.uploads_by_prefix else "fallback",
+            "finds a job's pending uploads by prefix"
+            if p.uploads_by_prefix
+            else "lists the bucket's uploads without a prefix and filters them",
+        ),
+        Check(
+            "CompleteMultipartUpload If-None-Match: *",
+            {True: yes, False: "ignored", None: "not supported"}[p.conditional_complete],
+            "info",
+            "not relied on: every file name carries its job id",
+        ),
+        Check(
+            "complete of an already completed upload",
+            _RECOMPLETE[p.recomplete],
+            "info",
+            "a resumed commit lists pending uploads and checks the others by ETag",
+        ),
     ]
 
 
 _RECOMPLETE: dict[Recomplete, str] = {
-    "same-etag": "200, same ETag (as AWS)", "no-such-upload": "404 NoSuchUpload (as MinIO)",
-    "error": "an error other than NoSuchUpload", "unknown": "not probed"}
+    "same-etag": "200, same ETag (as AWS)",
+    "no-such-upload": "404 NoSuchUpload (as MinIO)",
+    "error": "an error other than NoSuchUpload",
+    "unknown": "not probed",
+}
 
 
 def _one_part_upload(store: S3Store, bucket: str, key: str) -> tuple[str, list[tuple[int, str]]]:
@@ -260,30 +305,52 @@ def _complete_after_abort(store: S3Store, bucket: str, scratch: str) -> Check:
         observed, status = "404 NoSuchUpload (as AWS)", "ok"
     except StoreError as exc:
         observed, status = f"{exc.code or exc.status or 'error'} (AWS: 404 NoSuchUpload)", "info"
-    return Check("complete of an aborted upload", observed, status,  # type: ignore[arg-type]
-                 "checks the object's ETag before believing any answer")
+    return Check(
+        "complete of an aborted upload",
+        observed,
+        status,  # type: ignore[arg-type]
+        "checks the object's ETag before believing any answer",
+    )
 
 
 def _prefix_exactness(store: S3Store, bucket: str, scratch: str) -> Check:
     for key in (scratch + "d1/x", scratch + "d10/x"):
         store.create_upload(bucket, key)
     found = _raw_upload_keys(store, bucket, scratch + "d1/")
-    observed = ("only d1/" if found == [scratch + "d1/x"] else
-                "d1/ and d10/" if scratch + "d10/x" in found else f"{len(found)} upload(s)")
-    return Check("upload listing prefix 'd1/' next to 'd10/'", observed, "info",
-                 "always lists with a trailing '/' and filters keys by prefix itself")
+    observed = (
+        "only d1/"
+        if found == [scratch + "d1/x"]
+        else "d1/ and d10/"
+        if scratch + "d10/x" in found
+        else f"{len(found)} upload(s)"
+    )
+    return Check(
+        "upload listing prefix 'd1/' next to 'd10/'",
+        observed,
+        "info",
+        "always lists with a trailing '/' and filters keys by prefix itself",
+    )
 
 
 def _upload_paging(store: S3Store, bucket: str, scratch: str) -> Check:
-    response = _raw(store, "ListMultipartUploads", bucket, scratch, Bucket=bucket,
-                    Prefix=scratch, MaxUploads=1)
+    response = _raw(
+        store, "ListMultipartUploads", bucket, scratch, Bucket=bucket, Prefix=scratch, MaxUploads=1
+    )
     truncated = bool(response.get("IsTruncated"))
     marker = bool(response.get("NextKeyMarker"))
-    observed = ("pages with markers" if truncated and marker else
-                "truncated without NextKeyMarker" if truncated else
-                f"ignores MaxUploads ({len(response.get('Uploads', []))} in one page)")
+    observed = (
+        "pages with markers"
+        if truncated and marker
+        else "truncated without NextKeyMarker"
+        if truncated
+        else f"ignores MaxUploads ({len(response.get('Uploads', []))} in one page)"
+    )
     complete = sorted(u.key for u in store.list_uploads(bucket, scratch))
     ok = complete == sorted([scratch + "d1/x", scratch + "d10/x"])
-    return Check("ListMultipartUploads paging", observed, "ok" if ok else "unsafe",
-                 "asks for no page size, follows markers, and stops with an error "
-                 "rather than restart a listing that does not advance")
+    return Check(
+        "ListMultipartUploads paging",
+        observed,
+        "ok" if ok else "unsafe",
+        "asks for no page size, follows markers, and stops with an error "
+        "rather than restart a listing that does not advance",
+    )

@@ -62,11 +62,14 @@ class StoreProfile(BaseModel):
         """Why the protocol cannot run safely on this store; empty when it can."""
         found = []
         if not self.conditional_create:
-            found.append("PutObject ignores If-None-Match, so two processes could both create "
-                         "a job record, a task manifest or a claim")
+            found.append(
+                "PutObject ignores If-None-Match, so two processes could both create "
+                "a job record, a task manifest or a claim"
+            )
         if not self.conditional_replace:
-            found.append("PutObject ignores If-Match, so a commit and an abort could both "
-                         "decide a job")
+            found.append(
+                "PutObject ignores If-Match, so a commit and an abort could both decide a job"
+            )
         return found
 
     def require_safe(self, where: str) -> StoreProfile:
@@ -76,26 +79,36 @@ class StoreProfile(BaseModel):
             raise StoreCapabilityError(
                 f"the S3 store at {where} ({self.name}) cannot run the zero-rename protocol "
                 f"safely: {'; '.join(problems)}. Nothing was written. Run `zero-rename doctor` "
-                "against it for details")
+                "against it for details"
+            )
         return self
 
 
 PROFILES: dict[str, StoreProfile] = {
-    "aws": StoreProfile(name="aws", conditional_complete=True, if_match_missing="404",
-                        recomplete="same-etag"),
-    "minio": StoreProfile(name="minio", uploads_by_prefix=False, conditional_complete=True,
-                          if_match_missing="412", recomplete="no-such-upload"),
+    "aws": StoreProfile(
+        name="aws", conditional_complete=True, if_match_missing="404", recomplete="same-etag"
+    ),
+    "minio": StoreProfile(
+        name="minio",
+        uploads_by_prefix=False,
+        conditional_complete=True,
+        if_match_missing="412",
+        recomplete="no-such-upload",
+    ),
     # Conditional CompleteMultipartUpload from v20 (Tentacle); an unknown upload
     # gave 500 on complete (ceph/s3-tests PR #728).
-    "ceph": StoreProfile(name="ceph", conditional_complete=None, if_match_missing="404",
-                         recomplete="error"),
+    "ceph": StoreProfile(
+        name="ceph", conditional_complete=None, if_match_missing="404", recomplete="error"
+    ),
     "r2": StoreProfile(name="r2", conditional_complete=True, recomplete="unknown"),
     # The XML API takes no S3 preconditions on writes ("Preconditions are not
     # supported" for multipart; create-if-absent only as x-goog-if-generation-match).
-    "gcs": StoreProfile(name="gcs", conditional_create=False, conditional_replace=False,
-                        conditional_complete=False),
-    "seaweedfs": StoreProfile(name="seaweedfs", conditional_complete=True,
-                              if_match_missing="412", recomplete="same-etag"),
+    "gcs": StoreProfile(
+        name="gcs", conditional_create=False, conditional_replace=False, conditional_complete=False
+    ),
+    "seaweedfs": StoreProfile(
+        name="seaweedfs", conditional_complete=True, if_match_missing="412", recomplete="same-etag"
+    ),
 }
 
 
@@ -104,8 +117,10 @@ def named_profile(name: str) -> StoreProfile:
     try:
         return PROFILES[name.strip().lower()]
     except KeyError:
-        raise ConfigError(f"unknown store profile {name!r}; use {AUTO!r} (probe the store) or "
-                          f"one of {sorted(PROFILES)}") from None
+        raise ConfigError(
+            f"unknown store profile {name!r}; use {AUTO!r} (probe the store) or "
+            f"one of {sorted(PROFILES)}"
+        ) from None
 
 
 def check_profile_name(name: str) -> str:

@@ -47,8 +47,14 @@ def file_shard_key(dest: Destination, job_id: str, number: int) -> str:
     return shard_key(dest.job(job_id).files_dir, "files", number)
 
 
-def publish(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan,
-            progress: ProgressCallback | None, resumed: bool) -> list[CommittedFile]:
+def publish(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    plan: CommitPlan,
+    progress: ProgressCallback | None,
+    resumed: bool,
+) -> list[CommittedFile]:
     """Make every planned file visible; returns the first FILES_LISTED committed
     files (the rest are in the file list's shards). The files the job replaces
     are deleted once its record says committed (:func:`delete_replaced`)."""
@@ -61,14 +67,24 @@ def publish(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPl
         if number in journal_state.done:
             reporter.skip(len(uploads))
             if len(first) < FILES_LISTED:
-                files = read_shard(store, dest.bucket, file_shard_key(dest, plan.job_id, number),
-                                   CommittedFile)
-                first += files[:FILES_LISTED - len(first)]
+                files = read_shard(
+                    store, dest.bucket, file_shard_key(dest, plan.job_id, number), CommittedFile
+                )
+                first += files[: FILES_LISTED - len(first)]
             continue
-        files = _publish_shard(store, dest, plan, number, uploads,
-                               journal_state.completed_in(number), pending,
-                               record.options.threads, journal, reporter)
-        first += files[:FILES_LISTED - len(first)]
+        files = _publish_shard(
+            store,
+            dest,
+            plan,
+            number,
+            uploads,
+            journal_state.completed_in(number),
+            pending,
+            record.options.threads,
+            journal,
+            reporter,
+        )
+        first += files[: FILES_LISTED - len(first)]
     reporter.finish()
     return first
 
@@ -78,45 +94,80 @@ def _pending(store: S3Store, dest: Destination, record: JobRecord, plan: CommitP
     return pending_digests(store, dest, record, dirs, record.options.threads, plan.files)
 
 
-def _publish_shard(store: S3Store, dest: Destination, plan: CommitPlan, number: int,
-                   uploads: Sequence[PendingUpload], done: set[int], pending: KeySet | None,
-                   threads: int, journal: Journal, reporter: _Reporter) -> list[CommittedFile]:
+def _publish_shard(
+    store: S3Store,
+    dest: Destination,
+    plan: CommitPlan,
+    number: int,
+    uploads: Sequence[PendingUpload],
+    done: set[int],
+    pending: KeySet | None,
+    threads: int,
+    journal: Journal,
+    reporter: _Reporter,
+) -> list[CommittedFile]:
     todo = [i for i in range(len(uploads)) if i not in done]
     reporter.skip(len(uploads) - len(todo))
     etags = _complete(store, dest, uploads, todo, pending, threads, number, journal, reporter)
     journal.flush()
-    files = [CommittedFile(path=u.key[len(dest.dir):], bytes=u.bytes, rows=u.rows,
-                           etag=etags.get(i) or u.expected_etag() or "")
-             for i, u in enumerate(uploads)]
+    files = [
+        CommittedFile(
+            path=u.key[len(dest.dir) :],
+            bytes=u.bytes,
+            rows=u.rows,
+            etag=etags.get(i) or u.expected_etag() or "",
+        )
+        for i, u in enumerate(uploads)
+    ]
     # The file list first, then "done": a shard marked done has its file list.
-    write_shard(store, dest.bucket, file_shard_key(dest, plan.job_id, number), files,
-                overwrite=True)
+    write_shard(
+        store, dest.bucket, file_shard_key(dest, plan.job_id, number), files, overwrite=True
+    )
     journal.shard_done(number)
     return files
 
 
-def _complete(store: S3Store, dest: Destination, uploads: Sequence[PendingUpload],
-              todo: Sequence[int], pending: KeySet | None, threads: int, shard: int,
-              journal: Journal, reporter: _Reporter) -> dict[int, str]:
+def _complete(
+    store: S3Store,
+    dest: Destination,
+    uploads: Sequence[PendingUpload],
+    todo: Sequence[int],
+    pending: KeySet | None,
+    threads: int,
+    shard: int,
+    journal: Journal,
+    reporter: _Reporter,
+) -> dict[int, str]:
     """Complete ``todo`` (indexes into ``uploads``) in parallel; index -> ETag."""
     etags: dict[int, str] = {}
     if not todo:
         return etags
     # One pooled connection stays free for the journal, written from this thread.
     workers = max(1, min(threads, store.pool_size - 1, len(todo)))
-    send = {i for i in todo if pending is None
-            or upload_digest(uploads[i].key, uploads[i].upload_id) in pending}
+    send = {
+        i
+        for i in todo
+        if pending is None or upload_digest(uploads[i].key, uploads[i].upload_id) in pending
+    }
     fanout = _fanout(store, dest, len(send))
     # What is not pending may be complete already: HEAD tells, on the store's client.
     checks = [i for i in todo if i not in send] if fanout else todo
     with ThreadPoolExecutor(workers) as pool:
-        futures = {pool.submit(complete_one, store, dest, uploads[i],
-                               not fanout and i in send): i for i in checks}
+        futures = {
+            pool.submit(complete_one, store, dest, uploads[i], not fanout and i in send): i
+            for i in checks
+        }
         try:
             if fanout is not None:
-                _complete_fanned_out(store, dest, uploads, sorted(send), fanout, workers,
-                                     lambda i, etag: _done(etags, i, etag, shard, journal,
-                                                           reporter))
+                _complete_fanned_out(
+                    store,
+                    dest,
+                    uploads,
+                    sorted(send),
+                    fanout,
+                    workers,
+                    lambda i, etag: _done(etags, i, etag, shard, journal, reporter),
+                )
             for future in as_completed(futures):
                 _done(etags, futures[future], future.result(), shard, journal, reporter)
         except BaseException:
@@ -126,8 +177,9 @@ def _complete(store: S3Store, dest: Destination, uploads: Sequence[PendingUpload
     return etags
 
 
-def _done(etags: dict[int, str], index: int, etag: str, shard: int, journal: Journal,
-          reporter: _Reporter) -> None:
+def _done(
+    etags: dict[int, str], index: int, etag: str, shard: int, journal: Journal, reporter: _Reporter
+) -> None:
     etags[index] = etag
     journal.add(shard, index)
     reporter.advance()
@@ -146,16 +198,29 @@ def _fanout(store: S3Store, dest: Destination, uploads: int) -> tuple[str, int] 
     return path, processes
 
 
-def _complete_fanned_out(store: S3Store, dest: Destination, uploads: Sequence[PendingUpload],
-                         send: Sequence[int], how: tuple[str, int], threads: int,
-                         done: Callable[[int, str], None]) -> None:
+def _complete_fanned_out(
+    store: S3Store,
+    dest: Destination,
+    uploads: Sequence[PendingUpload],
+    send: Sequence[int],
+    how: tuple[str, int],
+    threads: int,
+    done: Callable[[int, str], None],
+) -> None:
     """Complete ``send`` by :func:`complete_uploads`; failures settled here, one by one."""
     assert store.config is not None
     path, processes = how
     items = ((i, uploads[i].key, uploads[i].upload_id, uploads[i].part_list()) for i in send)
-    with complete_uploads(store.config, dest.bucket, items, processes=processes,
-                          threads=threads, request_path=path, stats=store.stats,
-                          owner=store.client) as completions:
+    with complete_uploads(
+        store.config,
+        dest.bucket,
+        items,
+        processes=processes,
+        threads=threads,
+        request_path=path,
+        stats=store.stats,
+        owner=store.client,
+    ) as completions:
         for completion in completions:
             upload = uploads[completion.index]
             if completion.failure is None:
@@ -165,13 +230,11 @@ def _complete_fanned_out(store: S3Store, dest: Destination, uploads: Sequence[Pe
             done(completion.index, settle(store, dest, upload, error))
 
 
-def complete_one(store: S3Store, dest: Destination, upload: PendingUpload,
-                 is_pending: bool) -> str:
+def complete_one(store: S3Store, dest: Destination, upload: PendingUpload, is_pending: bool) -> str:
     if not is_pending:
         return check_completed(store, dest, upload, None)
     try:
-        return store.complete_upload(dest.bucket, upload.key, upload.upload_id,
-                                     upload.part_list())
+        return store.complete_upload(dest.bucket, upload.key, upload.upload_id, upload.part_list())
     except StoreError as exc:
         return settle(store, dest, upload, exc)
 
@@ -192,24 +255,30 @@ def settle(store: S3Store, dest: Destination, upload: PendingUpload, exc: Except
             raise ManifestError(
                 f"S3 refused the parts recorded for {upload.key} ({exc.code}): the task "
                 f"manifest does not describe upload {upload.upload_id}. The job is past its "
-                "point of no return; find the attempt that wrote it") from exc
+                "point of no return; find the attempt that wrote it"
+            ) from exc
     raise exc
 
 
-def check_completed(store: S3Store, dest: Destination, upload: PendingUpload,
-                    error: StoreError | None) -> str:
+def check_completed(
+    store: S3Store, dest: Destination, upload: PendingUpload, error: StoreError | None
+) -> str:
     """The ETag of the object the upload became, or an error saying why it is not there."""
     info = store.head_object(dest.bucket, upload.key)
     expected = upload.expected_etag()
     if info is not None and (info.etag == expected if expected else info.size == upload.bytes):
         return info.etag
-    if error is not None and not isinstance(error, NoSuchUpload) and _still_pending(
-            store, dest, upload):
+    if (
+        error is not None
+        and not isinstance(error, NoSuchUpload)
+        and _still_pending(store, dest, upload)
+    ):
         raise error  # a failed complete of a pending upload: a retry may finish it
     raise CommitStateUnknownError(
         f"upload {upload.upload_id} of {upload.key} is no longer pending and the object "
         f"there is {'missing' if info is None else 'not the one this job wrote'}; "
-        "check whether another process aborted or overwrote it") from error
+        "check whether another process aborted or overwrote it"
+    ) from error
 
 
 def _still_pending(store: S3Store, dest: Destination, upload: PendingUpload) -> bool:

@@ -44,8 +44,14 @@ MAX_GENERATIONS = 100
 # manifests, a conflict. S3 errors, an unknown commit outcome and another
 # job's claim on a partition (it goes away when that job finishes) are not.
 FINAL_ERRORS: tuple[type[Exception], ...] = (
-    AbortRefusedError, ConfigError, ConflictError, DestinationError, JobDecidedError,
-    JobNotFoundError, ManifestError, ValidationError,
+    AbortRefusedError,
+    ConfigError,
+    ConflictError,
+    DestinationError,
+    JobDecidedError,
+    JobNotFoundError,
+    ManifestError,
+    ValidationError,
 )
 # Enough problems to act on without flooding a step's log.
 MAX_PROBLEMS = 20
@@ -85,9 +91,13 @@ def run_job_id(pipeline: str, run_id: str, destination: str, generation: int = 0
     return str(uuid.uuid5(NAMESPACE, name))
 
 
-def setup_run_job(committer: Committer, pipeline: str, run_id: str,
-                  options: Mapping[str, Any] | None,
-                  origin: Mapping[str, str] | None = None) -> JobRecord:
+def setup_run_job(
+    committer: Committer,
+    pipeline: str,
+    run_id: str,
+    options: Mapping[str, Any] | None,
+    origin: Mapping[str, str] | None = None,
+) -> JobRecord:
     """Set up, or find again, this run's job: the first generation not aborted.
 
     A job in setup is set up again (idempotent for the same options); a job
@@ -129,8 +139,9 @@ def decided_summary(record: JobRecord, destination: str) -> JobSummary | None:
     """The summary a pre-commit step reports when it finds its job already past it."""
     if record.state not in ("committing", "committed"):
         return None
-    return record.summary or JobSummary(job_id=record.job_id, destination=destination,
-                                        state=record.state)
+    return record.summary or JobSummary(
+        job_id=record.job_id, destination=destination, state=record.state
+    )
 
 
 def stage_done(committer: Committer, job_id: str) -> JobSummary | None:
@@ -141,7 +152,10 @@ def stage_done(committer: Committer, job_id: str) -> JobSummary | None:
     staged = committer.stage_summary(job_id, record.state)
     if record.state == "setup" and staged is None:
         return None
-    log.info("job %s is %s%s; its stage is not run again", job_id, record.state,
-             " and its stage manifest is saved" if staged else "")
-    return staged or JobSummary(job_id=job_id, destination=committer.dest.url,
-                                state=record.state)
+    log.info(
+        "job %s is %s%s; its stage is not run again",
+        job_id,
+        record.state,
+        " and its stage manifest is saved" if staged else "",
+    )
+    return staged or JobSummary(job_id=job_id, destination=committer.dest.url, state=record.state)

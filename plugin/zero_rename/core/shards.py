@@ -33,8 +33,7 @@ _LEVEL = 1
 
 
 def encode(items: Iterable[BaseModel]) -> bytes:
-    lines = b"".join(item.model_dump_json(by_alias=True).encode("utf-8") + b"\n"
-                     for item in items)
+    lines = b"".join(item.model_dump_json(by_alias=True).encode("utf-8") + b"\n" for item in items)
     # mtime=0: the same items give the same bytes, so a create-only write
     # retried after a lost answer is recognised as its own.
     return gzip.compress(lines, compresslevel=_LEVEL, mtime=0)
@@ -51,13 +50,16 @@ def decode(cls: type[M], data: bytes, where: str) -> list[M]:
             try:
                 items.append(cls.model_validate_json(line))
             except ValueError as exc:
-                raise ManifestError(f"{where} line {number} is not a valid {cls.__name__}: "
-                                    f"{str(exc).splitlines()[0]}") from None
+                raise ManifestError(
+                    f"{where} line {number} is not a valid {cls.__name__}: "
+                    f"{str(exc).splitlines()[0]}"
+                ) from None
     return items
 
 
-def write_shard(store: S3Store, bucket: str, key: str, items: Sequence[BaseModel],
-                overwrite: bool = False) -> None:
+def write_shard(
+    store: S3Store, bucket: str, key: str, items: Sequence[BaseModel], overwrite: bool = False
+) -> None:
     """Write a shard once; raises ManifestError if the key holds another shard."""
     body = encode(items)
     if overwrite:

@@ -37,12 +37,17 @@ class SignedPool:
         self.credentials = credentials
         self.origin, self.region = origin, region
         self.pool = urllib3.connection_from_url(
-            origin, maxsize=config.max_pool_connections, block=True, retries=False,
+            origin,
+            maxsize=config.max_pool_connections,
+            block=True,
+            retries=False,
             timeout=urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout),
-            **tls_options(urlsplit(origin).scheme))
+            **tls_options(urlsplit(origin).scheme),
+        )
 
-    def send(self, method: str, path: str, body: bytes = b"",
-             headers: Mapping[str, str] | None = None) -> urllib3.BaseHTTPResponse:
+    def send(
+        self, method: str, path: str, body: bytes = b"", headers: Mapping[str, str] | None = None
+    ) -> urllib3.BaseHTTPResponse:
         """Sign and send one request for ``path`` (quoted, query included).
 
         Raises botocore's ``BotoCoreError`` when there are no credentials to sign
@@ -56,10 +61,15 @@ class SignedPool:
         # refresh cannot fall between reading the key and the secret.
         S3SigV4Auth(self.credentials.get_frozen_credentials(), "s3", self.region).add_auth(request)
         response: urllib3.BaseHTTPResponse = self.pool.urlopen(
-            method, path, body=body, headers=dict(request.headers.items()), retries=False,
-            redirect=False, assert_same_host=False)
+            method,
+            path,
+            body=body,
+            headers=dict(request.headers.items()),
+            retries=False,
+            redirect=False,
+            assert_same_host=False,
+        )
         return response
 
     def close(self) -> None:
         self.pool.close()
-

@@ -76,8 +76,9 @@ class TableSnapshot:
         return ()
 
 
-def table_snapshot(store: S3Store, dest: Destination, as_of_job: str | None = None
-                   ) -> TableSnapshot:
+def table_snapshot(
+    store: S3Store, dest: Destination, as_of_job: str | None = None
+) -> TableSnapshot:
     """The committed state of ``dest`` now, or right after job ``as_of_job`` committed."""
     jobs = JobRecords(store, dest)
     records = jobs.read_all()
@@ -86,13 +87,18 @@ def table_snapshot(store: S3Store, dest: Destination, as_of_job: str | None = No
         again = jobs.read_all(known=records)
         if _same_states(records, again):
             return _snapshot(dest, again, listing, as_of_job)
-        log.info("snapshot of %s: a job changed state while the destination was listed; "
-                 "listing again (round %d)", dest.url, round_number)
+        log.info(
+            "snapshot of %s: a job changed state while the destination was listed; "
+            "listing again (round %d)",
+            dest.url,
+            round_number,
+        )
         records = again
-        time.sleep(min(0.05 * 2 ** round_number, 2.0))
+        time.sleep(min(0.05 * 2**round_number, 2.0))
     raise ZeroRenameError(
         f"could not take a consistent snapshot of {dest.url}: jobs kept changing state "
-        f"during {SNAPSHOT_ROUNDS} listings; try again")
+        f"during {SNAPSHOT_ROUNDS} listings; try again"
+    )
 
 
 def _same_states(before: Mapping[str, JobRecord], after: Mapping[str, JobRecord]) -> bool:
@@ -112,26 +118,34 @@ def committed_at(record: JobRecord) -> datetime:
     return step.finished if step is not None and step.finished is not None else record.updated
 
 
-def _snapshot(dest: Destination, records: Mapping[str, JobRecord],
-              listing: Iterable[ObjectInfo], as_of_job: str | None) -> TableSnapshot:
-    committed = sorted((r for r in records.values() if r.state == "committed"),
-                       key=committed_at)
+def _snapshot(
+    dest: Destination,
+    records: Mapping[str, JobRecord],
+    listing: Iterable[ObjectInfo],
+    as_of_job: str | None,
+) -> TableSnapshot:
+    committed = sorted((r for r in records.values() if r.state == "committed"), key=committed_at)
     horizon = None
     if as_of_job is not None:
         target = records.get(as_of_job)
         if target is None:
             raise JobNotFoundError(f"no job {as_of_job} at {dest.url}")
         if target.state != "committed":
-            raise ZeroRenameError(f"job {as_of_job} is {target.state}, not committed: there "
-                                  "is no state right after it to read")
+            raise ZeroRenameError(
+                f"job {as_of_job} is {target.state}, not committed: there "
+                "is no state right after it to read"
+            )
         horizon = committed_at(target)
         committed = [r for r in committed if committed_at(r) <= horizon]
     order = {r.job_id: committed_at(r) for r in committed}
-    replaces = [(committed_at(r), r.claimed, r.job_id) for r in committed
-                if r.options.conflict_mode == "replace"]
+    replaces = [
+        (committed_at(r), r.claimed, r.job_id)
+        for r in committed
+        if r.options.conflict_mode == "replace"
+    ]
     files, skipped = [], {"uncommitted": 0, "replaced": 0, "later": 0}
     for obj in listing:
-        relative = obj.key[len(dest.dir):]
+        relative = obj.key[len(dest.dir) :]
         job_id = file_job_id(relative.rsplit("/", 1)[-1])
         if job_id is not None and job_id in records and job_id not in order:
             state = records[job_id].state
@@ -146,16 +160,28 @@ def _snapshot(dest: Destination, records: Mapping[str, JobRecord],
         if _replaced(relative, job_id, written, replaces):
             skipped["replaced"] += 1
             continue
-        files.append(SnapshotFile(obj.key, relative, obj.size, _partition(relative), job_id,
-                                  obj.last_modified))
+        files.append(
+            SnapshotFile(
+                obj.key, relative, obj.size, _partition(relative), job_id, obj.last_modified
+            )
+        )
     if horizon is not None:
         _check_not_deleted(dest, as_of_job or "", committed, records)
-    return TableSnapshot(dest.url, tuple(files), tuple(r.job_id for r in committed),
-                         as_of_job, {k: v for k, v in skipped.items() if v})
+    return TableSnapshot(
+        dest.url,
+        tuple(files),
+        tuple(r.job_id for r in committed),
+        as_of_job,
+        {k: v for k, v in skipped.items() if v},
+    )
 
 
-def _replaced(relative: str, job_id: str | None, written: datetime | None,
-              replaces: Iterable[tuple[datetime, tuple[str, ...], str]]) -> bool:
+def _replaced(
+    relative: str,
+    job_id: str | None,
+    written: datetime | None,
+    replaces: Iterable[tuple[datetime, tuple[str, ...], str]],
+) -> bool:
     """Whether a replace job committed after the file was written, over its directory."""
     directory = relative.rsplit("/", 1)[0] + "/" if "/" in relative else ""
     for at, claimed, replacer in replaces:
@@ -166,14 +192,22 @@ def _replaced(relative: str, job_id: str | None, written: datetime | None,
     return False
 
 
-def _check_not_deleted(dest: Destination, as_of_job: str, committed: list[JobRecord],
-                       records: Mapping[str, JobRecord]) -> None:
+def _check_not_deleted(
+    dest: Destination, as_of_job: str, committed: list[JobRecord], records: Mapping[str, JobRecord]
+) -> None:
     """A state whose files a later replace job deleted cannot be read: say so."""
     horizon = committed_at(records[as_of_job])
     included = {r.job_id for r in committed}
-    later = sorted((r for r in records.values()
-                    if r.state == "committed" and r.job_id not in included
-                    and r.options.conflict_mode == "replace"), key=committed_at)
+    later = sorted(
+        (
+            r
+            for r in records.values()
+            if r.state == "committed"
+            and r.job_id not in included
+            and r.options.conflict_mode == "replace"
+        ),
+        key=committed_at,
+    )
     touched = {d for r in committed for d in r.claimed}
     for record in later:
         hit = [d for d in touched if any(d.startswith(c) for c in record.claimed)]
@@ -181,7 +215,8 @@ def _check_not_deleted(dest: Destination, as_of_job: str, committed: list[JobRec
             raise ZeroRenameError(
                 f"the state right after job {as_of_job} at {dest.url} can no longer be read: "
                 f"job {record.job_id}, committed later, replaced {sorted(hit)[:5]} and "
-                "deleted the files it replaced")
+                "deleted the files it replaced"
+            )
 
 
 def _partition(relative: str) -> tuple[tuple[str, str | None], ...]:

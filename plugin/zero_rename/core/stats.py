@@ -24,8 +24,9 @@ class RequestStats:
         self._nanos: dict[str, int] = {}
         self._max_nanos: dict[str, int] = {}
 
-    def record(self, op: str, nanos: int, nbytes: int = 0, retries: int = 0,
-               failed: bool = False) -> None:
+    def record(
+        self, op: str, nanos: int, nbytes: int = 0, retries: int = 0, failed: bool = False
+    ) -> None:
         with self._lock:
             self._count[op] = self._count.get(op, 0) + 1
             self._bytes[op] = self._bytes.get(op, 0) + nbytes
@@ -59,11 +60,15 @@ class RequestStats:
                 "counters": dict(sorted(counters.items())),
                 "gauges": {},
                 "minimums": {},
-                "maximums": {f"s3.{op}.duration_ms": n // 1_000_000
-                             for op, n in sorted(self._max_nanos.items())},
+                "maximums": {
+                    f"s3.{op}.duration_ms": n // 1_000_000
+                    for op, n in sorted(self._max_nanos.items())
+                },
                 "meanstatistics": {
-                    f"s3.{op}.duration_ms": {"samples": self._count[op],
-                                             "sum": self._nanos[op] // 1_000_000}
+                    f"s3.{op}.duration_ms": {
+                        "samples": self._count[op],
+                        "sum": self._nanos[op] // 1_000_000,
+                    }
                     for op in sorted(self._count)
                 },
             }
@@ -73,8 +78,12 @@ class RequestStats:
         with self._lock:
             for name, value in snap.get("counters", {}).items():
                 op, _, kind = name.removeprefix("s3.").partition(".")
-                target = {"": self._count, "bytes": self._bytes, "failures": self._errors,
-                          "retries": self._retries}.get(kind)
+                target = {
+                    "": self._count,
+                    "bytes": self._bytes,
+                    "failures": self._errors,
+                    "retries": self._retries,
+                }.get(kind)
                 if target is not None:
                     target[op] = target.get(op, 0) + int(value)
             for name, mean in snap.get("meanstatistics", {}).items():
@@ -94,5 +103,8 @@ def combined(snapshots: Iterable[Mapping[str, Any]]) -> RequestStats:
 
 def total_requests(snapshot: Mapping[str, Any]) -> int:
     """Requests in a snapshot, retries included."""
-    return sum(int(v) for k, v in snapshot.get("counters", {}).items()
-               if k.count(".") == 1 or k.endswith(".retries"))
+    return sum(
+        int(v)
+        for k, v in snapshot.get("counters", {}).items()
+        if k.count(".") == 1 or k.endswith(".retries")
+    )

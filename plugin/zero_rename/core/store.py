@@ -40,8 +40,14 @@ log = logging.getLogger(__name__)
 DELETE_BATCH = 1000
 # S3: ListMultipartUploads returns at most 1,000 uploads a page.
 UPLOADS_PAGE = 1000
-_CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
-                     "InvalidToken", "ExpiredToken", "403"}
+_CREDENTIAL_CODES = {
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "InvalidToken",
+    "ExpiredToken",
+    "403",
+}
 _MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
 
 
@@ -81,16 +87,20 @@ class StoreConfig:
             value = getattr(self, name)
             least = 0 if name == "complete_processes" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ConfigError(f"StoreConfig.{name} must be an integer >= {least}, "
-                                  f"got {value!r}")
+                raise ConfigError(
+                    f"StoreConfig.{name} must be an integer >= {least}, got {value!r}"
+                )
         if self.request_path not in (AUTO, "light", "botocore"):
-            raise ConfigError(f"StoreConfig.request_path must be auto, light or botocore, "
-                              f"got {self.request_path!r}")
+            raise ConfigError(
+                f"StoreConfig.request_path must be auto, light or botocore, "
+                f"got {self.request_path!r}"
+            )
         for name in ("connect_timeout", "read_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ConfigError(f"StoreConfig.{name} must be a positive number of seconds, "
-                                  f"got {value!r}")
+                raise ConfigError(
+                    f"StoreConfig.{name} must be a positive number of seconds, got {value!r}"
+                )
         object.__setattr__(self, "profile", check_profile_name(self.profile))
         if self.endpoint_url is not None:
             _check_endpoint(self.endpoint_url)
@@ -132,11 +142,14 @@ def _check_endpoint(url: object) -> None:
     except ValueError:
         host = None
     if not isinstance(url, str) or parts.scheme not in ("http", "https") or not host:
-        raise ConfigError(f"endpoint {text[:80]!r} is not an http(s) URL such as "
-                          "http://127.0.0.1:8333 or https://s3.example.com")
+        raise ConfigError(
+            f"endpoint {text[:80]!r} is not an http(s) URL such as "
+            "http://127.0.0.1:8333 or https://s3.example.com"
+        )
     if parts.username or parts.password:
-        raise ConfigError("the endpoint URL may not carry credentials; use the standard AWS "
-                          "credential chain")
+        raise ConfigError(
+            "the endpoint URL may not carry credentials; use the standard AWS credential chain"
+        )
 
 
 def client_config(config: StoreConfig, s3: Mapping[str, Any] | None = None) -> Config:
@@ -148,8 +161,9 @@ def client_config(config: StoreConfig, s3: Mapping[str, Any] | None = None) -> C
     hook's (:mod:`zero_rename.airflow.hooks`) both take them from here.
     """
     if s3 is None:
-        path_style = (config.path_style if config.path_style is not None
-                      else bool(config.endpoint_url))
+        path_style = (
+            config.path_style if config.path_style is not None else bool(config.endpoint_url)
+        )
         s3 = {"addressing_style": "path" if path_style else "auto"}
     return Config(
         max_pool_connections=config.max_pool_connections,
@@ -174,9 +188,12 @@ def make_client(config: StoreConfig, session: Any = None) -> Any:
     for a caller that needs the session's credentials or settings as well.
     """
     session = boto3.session.Session(botocore_session=session or botocore_session())
-    return session.client("s3", endpoint_url=config.endpoint_url,
-                          region_name=config.region or session.region_name or "us-east-1",
-                          config=client_config(config))
+    return session.client(
+        "s3",
+        endpoint_url=config.endpoint_url,
+        region_name=config.region or session.region_name or "us-east-1",
+        config=client_config(config),
+    )
 
 
 _LOADER_LOCK = threading.Lock()
@@ -202,7 +219,8 @@ def _code(exc: ClientError) -> str:
 
 def _status(exc: ClientError) -> int:
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or exc.response.get(
-        "Error", {}).get("Code", "")
+        "Error", {}
+    ).get("Code", "")
     return int(status) if str(status).isdigit() else 0
 
 
@@ -219,11 +237,13 @@ def translate(exc: Exception, op: str, where: str) -> Exception:
         if code == "NoSuchUpload":
             return NoSuchUpload(text, operation=op, code=code, status=status or 404)
         if code == "NoSuchBucket":
-            return DestinationError(f"bucket does not exist ({text}); create it or fix the "
-                                    "destination")
+            return DestinationError(
+                f"bucket does not exist ({text}); create it or fix the destination"
+            )
         if code in _CREDENTIAL_CODES:
-            return DestinationError(f"access refused ({text}); check the credentials and "
-                                    "bucket policy")
+            return DestinationError(
+                f"access refused ({text}); check the credentials and bucket policy"
+            )
         return StoreError(text, operation=op, code=code, status=status)
     if isinstance(exc, EndpointConnectionError):
         return StoreError(f"{op} {where}: cannot reach the S3 endpoint ({exc})", operation=op)
@@ -239,9 +259,13 @@ class S3Store:
     probe says): it selects the fallback for listing pending uploads.
     """
 
-    def __init__(self, client: Any, stats: RequestStats | None = None,
-                 profile: StoreProfile | None = None,
-                 config: StoreConfig | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        stats: RequestStats | None = None,
+        profile: StoreProfile | None = None,
+        config: StoreConfig | None = None,
+    ) -> None:
         """``config``: the configuration ``client`` was made from with boto3's
         standard credential chain, which lets job commit open connections of
         its own (:mod:`zero_rename.core.fanout`); None for a client made
@@ -258,8 +282,9 @@ class S3Store:
 
     def scoped(self, stats: RequestStats | None = None) -> S3Store:
         """The same connection pool, counting into other statistics (a task's, a job's)."""
-        return S3Store(self.client, stats if stats is not None else RequestStats(), self.profile,
-                       self.config)
+        return S3Store(
+            self.client, stats if stats is not None else RequestStats(), self.profile, self.config
+        )
 
     def with_profile(self, profile: StoreProfile | None) -> S3Store:
         """The same connection pool and statistics, behaving as ``profile`` says."""
@@ -295,35 +320,62 @@ class S3Store:
         except StoreError as exc:
             if exc.code in ("404", "NoSuchBucket"):
                 raise DestinationError(
-                    f"bucket {bucket!r} does not exist; create it first") from exc
+                    f"bucket {bucket!r} does not exist; create it first"
+                ) from exc
             raise
 
     # -- multipart uploads -------------------------------------------------
     def create_upload(self, bucket: str, key: str) -> str:
-        return str(self._call("CreateMultipartUpload", _url(bucket, key), Bucket=bucket,
-                              Key=key)["UploadId"])
+        return str(
+            self._call("CreateMultipartUpload", _url(bucket, key), Bucket=bucket, Key=key)[
+                "UploadId"
+            ]
+        )
 
-    def upload_part(self, bucket: str, key: str, upload_id: str, number: int,
-                    body: bytes) -> str:
-        response = self._call("UploadPart", _url(bucket, key), len(body), Bucket=bucket,
-                              Key=key, UploadId=upload_id, PartNumber=number, Body=body)
+    def upload_part(self, bucket: str, key: str, upload_id: str, number: int, body: bytes) -> str:
+        response = self._call(
+            "UploadPart",
+            _url(bucket, key),
+            len(body),
+            Bucket=bucket,
+            Key=key,
+            UploadId=upload_id,
+            PartNumber=number,
+            Body=body,
+        )
         return str(response["ETag"])
 
-    def complete_upload(self, bucket: str, key: str, upload_id: str,
-                        parts: Sequence[tuple[int, str]], *, if_none_match: bool = False) -> str:
+    def complete_upload(
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        parts: Sequence[tuple[int, str]],
+        *,
+        if_none_match: bool = False,
+    ) -> str:
         kwargs: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
         response = self._call(
-            "CompleteMultipartUpload", _url(bucket, key), Bucket=bucket, Key=key,
+            "CompleteMultipartUpload",
+            _url(bucket, key),
+            Bucket=bucket,
+            Key=key,
             UploadId=upload_id,
             MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in parts]},
-            **kwargs)
+            **kwargs,
+        )
         return str(response.get("ETag", ""))
 
     def abort_upload(self, bucket: str, key: str, upload_id: str) -> bool:
         """Abort a pending upload; False if it was no longer pending."""
         try:
-            self._call("AbortMultipartUpload", _url(bucket, key), Bucket=bucket, Key=key,
-                       UploadId=upload_id)
+            self._call(
+                "AbortMultipartUpload",
+                _url(bucket, key),
+                Bucket=bucket,
+                Key=key,
+                UploadId=upload_id,
+            )
             return True
         except NoSuchUpload:
             return False
@@ -332,16 +384,25 @@ class S3Store:
         parts: list[PartInfo] = []
         marker = 0
         while True:  # S3: at most 1,000 parts a page.
-            response = self._call("ListParts", _url(bucket, key), Bucket=bucket, Key=key,
-                                  UploadId=upload_id, PartNumberMarker=marker)
-            parts += [PartInfo(int(p["PartNumber"]), str(p["ETag"]), int(p["Size"]))
-                      for p in response.get("Parts", [])]
+            response = self._call(
+                "ListParts",
+                _url(bucket, key),
+                Bucket=bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumberMarker=marker,
+            )
+            parts += [
+                PartInfo(int(p["PartNumber"]), str(p["ETag"]), int(p["Size"]))
+                for p in response.get("Parts", [])
+            ]
             if not response.get("IsTruncated"):
                 return parts
             marker = int(response["NextPartNumberMarker"])
 
-    def list_uploads(self, bucket: str, prefix: str, page_size: int | None = UPLOADS_PAGE,
-                     *, unique: bool = True) -> Iterator[UploadInfo]:
+    def list_uploads(
+        self, bucket: str, prefix: str, page_size: int | None = UPLOADS_PAGE, *, unique: bool = True
+    ) -> Iterator[UploadInfo]:
         """Pending uploads whose keys start with ``prefix``, which must end in '/'.
 
         Listings differ by server: AWS pages by 1,000 with markers; SeaweedFS
@@ -374,8 +435,9 @@ class S3Store:
         if not found and self.profile is None:
             yield from self._uploads(bucket, prefix, page_size, False, unique)
 
-    def _uploads(self, bucket: str, prefix: str, page_size: int | None,
-                 by_prefix: bool, unique: bool = True) -> Iterator[UploadInfo]:
+    def _uploads(
+        self, bucket: str, prefix: str, page_size: int | None, by_prefix: bool, unique: bool = True
+    ) -> Iterator[UploadInfo]:
         kwargs: dict[str, Any] = {"Bucket": bucket}
         if by_prefix:
             kwargs["Prefix"] = prefix
@@ -391,34 +453,46 @@ class S3Store:
                     seen.add((key, upload_id))
                 yield UploadInfo(key, upload_id, initiated)
 
-        for page in self._pages("ListMultipartUploads", _url(bucket, prefix), kwargs,
-                                ("NextKeyMarker", "KeyMarker"),
-                                ("NextUploadIdMarker", "UploadIdMarker")):
-            yield from kept((str(u["Key"]), str(u["UploadId"]), u.get("Initiated"))
-                            for u in page.get("Uploads", []))
+        for page in self._pages(
+            "ListMultipartUploads",
+            _url(bucket, prefix),
+            kwargs,
+            ("NextKeyMarker", "KeyMarker"),
+            ("NextUploadIdMarker", "UploadIdMarker"),
+        ):
+            yield from kept(
+                (str(u["Key"]), str(u["UploadId"]), u.get("Initiated"))
+                for u in page.get("Uploads", [])
+            )
             if self._stream_instead(page, bucket):
                 # The rest in large answers, from the start: the first page's
                 # uploads come again, which ``kept`` or the caller absorbs.
-                yield from kept(streamed_uploads(self.client, self.stats, bucket,
-                                                 prefix if by_prefix else None))
+                yield from kept(
+                    streamed_uploads(self.client, self.stats, bucket, prefix if by_prefix else None)
+                )
                 return
 
     def _stream_instead(self, page: dict[str, Any], bucket: str) -> bool:
         """Whether to list the rest in large streamed answers (:mod:`zero_rename.core.listing`):
         where the store pages by upload id alone (SeaweedFS), each page costs a scan
         of all the bucket's pending uploads."""
-        if not page.get("IsTruncated") or page.get("NextKeyMarker") \
-                or not page.get("NextUploadIdMarker"):
+        if (
+            not page.get("IsTruncated")
+            or page.get("NextKeyMarker")
+            or not page.get("NextUploadIdMarker")
+        ):
             return False
         unsupported = streaming_unsupported(self.client)
         if unsupported is not None:
-            log.info("listing pending uploads of %s page by page, a scan each: %s", bucket,
-                     unsupported)
+            log.info(
+                "listing pending uploads of %s page by page, a scan each: %s", bucket, unsupported
+            )
             return False
         return True
 
-    def _pages(self, op: str, where: str, kwargs: dict[str, Any],
-               *markers: tuple[str, str]) -> Iterator[dict[str, Any]]:
+    def _pages(
+        self, op: str, where: str, kwargs: dict[str, Any], *markers: tuple[str, str]
+    ) -> Iterator[dict[str, Any]]:
         """The pages of a listing; ``markers`` pair each response field with the
         request parameter that continues from it. A truncated page must give at
         least one marker (SeaweedFS pages uploads by ``NextUploadIdMarker``
@@ -432,13 +506,18 @@ class S3Store:
                 return
             position = tuple(str(response.get(field) or "") for field, _ in markers)
             if not any(position):
-                raise StoreError(f"{op} {where}: the store says the listing is truncated but "
-                                 f"gives no {' or '.join(f for f, _ in markers)} to continue "
-                                 "from; refusing to restart it or to act on part of it",
-                                 operation=op)
+                raise StoreError(
+                    f"{op} {where}: the store says the listing is truncated but "
+                    f"gives no {' or '.join(f for f, _ in markers)} to continue "
+                    "from; refusing to restart it or to act on part of it",
+                    operation=op,
+                )
             if position == previous:
-                raise StoreError(f"{op} {where}: the listing does not advance past "
-                                 f"{position!r}; refusing to loop", operation=op)
+                raise StoreError(
+                    f"{op} {where}: the listing does not advance past "
+                    f"{position!r}; refusing to loop",
+                    operation=op,
+                )
             previous = position
             for (_, param), value in zip(markers, position, strict=True):
                 if value:
@@ -447,11 +526,23 @@ class S3Store:
                     kwargs.pop(param, None)
 
     # -- objects -----------------------------------------------------------
-    def put_object(self, bucket: str, key: str, body: bytes, *, if_none_match: bool = False,
-                   if_match: str | None = None, content_type: str = "application/json") -> str:
+    def put_object(
+        self,
+        bucket: str,
+        key: str,
+        body: bytes,
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+        content_type: str = "application/json",
+    ) -> str:
         """PUT, optionally conditional; raises PreconditionFailed when the condition fails."""
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": body,
-                                  "ContentType": content_type}
+        kwargs: dict[str, Any] = {
+            "Bucket": bucket,
+            "Key": key,
+            "Body": body,
+            "ContentType": content_type,
+        }
         if if_none_match:
             kwargs["IfNoneMatch"] = "*"
         if if_match is not None:
@@ -462,8 +553,9 @@ class S3Store:
             # If-Match on a missing key: AWS says 404 NoSuchKey, SeaweedFS 412.
             # The original code stays on the error, for the store probes.
             if if_match is not None and exc.code in _MISSING_KEY_CODES:
-                raise PreconditionFailed(str(exc), operation="PutObject", code=exc.code,
-                                         status=exc.status) from exc
+                raise PreconditionFailed(
+                    str(exc), operation="PutObject", code=exc.code, status=exc.status
+                ) from exc
             raise
 
     def get_object(self, bucket: str, key: str) -> tuple[bytes, str] | None:
@@ -490,27 +582,38 @@ class S3Store:
     def list_objects(self, bucket: str, prefix: str, page_size: int = 1000) -> Iterator[ObjectInfo]:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": page_size}
         # S3: at most 1,000 keys a page.
-        for page in self._pages("ListObjectsV2", _url(bucket, prefix), kwargs,
-                                ("NextContinuationToken", "ContinuationToken")):
+        for page in self._pages(
+            "ListObjectsV2",
+            _url(bucket, prefix),
+            kwargs,
+            ("NextContinuationToken", "ContinuationToken"),
+        ):
             for o in page.get("Contents", []):
-                yield ObjectInfo(str(o["Key"]), int(o["Size"]), str(o["ETag"]),
-                                 o.get("LastModified"))
+                yield ObjectInfo(
+                    str(o["Key"]), int(o["Size"]), str(o["ETag"]), o.get("LastModified")
+                )
 
     def delete_objects(self, bucket: str, keys: Sequence[str]) -> int:
         """Delete keys in batches of 1,000; missing keys are not an error."""
         deleted = 0
         for i in range(0, len(keys), DELETE_BATCH):
             batch = list(keys[i : i + DELETE_BATCH])
-            response = self._call("DeleteObjects", f"s3://{bucket} ({len(batch)} keys)",
-                                  Bucket=bucket, Delete={
-                                      "Objects": [{"Key": k} for k in batch], "Quiet": True})
+            response = self._call(
+                "DeleteObjects",
+                f"s3://{bucket} ({len(batch)} keys)",
+                Bucket=bucket,
+                Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+            )
             errors = response.get("Errors", [])
             if errors:
                 first = errors[0]
-                raise StoreError(f"DeleteObjects: {len(errors)} key(s) not deleted, first "
-                                 f"{first.get('Key')!r}: {first.get('Code')} "
-                                 f"{first.get('Message')}",
-                                 operation="DeleteObjects", code=str(first.get("Code", "")))
+                raise StoreError(
+                    f"DeleteObjects: {len(errors)} key(s) not deleted, first "
+                    f"{first.get('Key')!r}: {first.get('Code')} "
+                    f"{first.get('Message')}",
+                    operation="DeleteObjects",
+                    code=str(first.get("Code", "")),
+                )
             deleted += len(batch)
         return deleted
 

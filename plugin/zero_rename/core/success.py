@@ -34,8 +34,13 @@ FILENAMES_LIMIT = 100
 PARTITIONS_LISTED = 1000
 
 
-def build_success(dest: Destination, record: JobRecord, plan: CommitPlan,
-                  first_files: Sequence[CommittedFile], job_stats: RequestStats) -> SuccessData:
+def build_success(
+    dest: Destination,
+    record: JobRecord,
+    plan: CommitPlan,
+    first_files: Sequence[CommittedFile],
+    job_stats: RequestStats,
+) -> SuccessData:
     now = datetime.now(UTC)
     stats = combined([plan.task_stats, job_stats.snapshot()])
     options = record.options
@@ -69,27 +74,38 @@ def build_success(dest: Destination, record: JobRecord, plan: CommitPlan,
         partitions=plan.partitions[:PARTITIONS_LISTED],
         file_count=plan.files,
         partition_count=len(plan.partitions),
-        file_list=tuple(file_shard_key(dest, plan.job_id, n)[len(dest.dir):]
-                        for n in range(plan.upload_shards)),
+        file_list=tuple(
+            file_shard_key(dest, plan.job_id, n)[len(dest.dir) :] for n in range(plan.upload_shards)
+        ),
     )
 
 
-def success_summary(dest: Destination, plan: CommitPlan, job_stats: RequestStats,
-                    seconds: float) -> JobSummary:
+def success_summary(
+    dest: Destination, plan: CommitPlan, job_stats: RequestStats, seconds: float
+) -> JobSummary:
     return JobSummary(
-        job_id=plan.job_id, destination=dest.url, state="committed",
-        files=plan.files, bytes=plan.bytes, rows=plan.rows,
-        partitions=plan.partitions[:PARTITIONS_LISTED], partition_count=len(plan.partitions),
-        tasks=plan.tasks, replaced_files=plan.replaced_files,
-        requests=total_requests(job_stats.snapshot()), seconds=round(seconds, 3))
+        job_id=plan.job_id,
+        destination=dest.url,
+        state="committed",
+        files=plan.files,
+        bytes=plan.bytes,
+        rows=plan.rows,
+        partitions=plan.partitions[:PARTITIONS_LISTED],
+        partition_count=len(plan.partitions),
+        tasks=plan.tasks,
+        replaced_files=plan.replaced_files,
+        requests=total_requests(job_stats.snapshot()),
+        seconds=round(seconds, 3),
+    )
 
 
 def now_millis() -> int:
     return int(time.time() * 1000)
 
 
-def committed_files(store: S3Store, dest: Destination,
-                    success: SuccessData) -> Iterator[CommittedFile]:
+def committed_files(
+    store: S3Store, dest: Destination, success: SuccessData
+) -> Iterator[CommittedFile]:
     """Every file a ``_SUCCESS`` stands for: from its file list's shards, one shard
     at a time, or from ``files`` where that lists them all."""
     if not success.file_list:

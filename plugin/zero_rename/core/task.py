@@ -59,17 +59,27 @@ FENCE_WAIT_SECONDS = 300.0
 class TaskAttempt:
     """One attempt of one task of a job; writes files that stay invisible."""
 
-    def __init__(self, store: S3Store, dest: Destination, job: JobRecord, task_id: str,
-                 attempt: int = 0, spool_dir: str | None = None,
-                 upload_threads: int = 0) -> None:
+    def __init__(
+        self,
+        store: S3Store,
+        dest: Destination,
+        job: JobRecord,
+        task_id: str,
+        attempt: int = 0,
+        spool_dir: str | None = None,
+        upload_threads: int = 0,
+    ) -> None:
         """``upload_threads``: with 0, every request is made by the thread that
         writes; above 0, files are uploaded on that many threads while the task
         goes on writing (see :class:`BackgroundUploads`), at most about one part
         per thread of memory more."""
         if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
             raise ConfigError(f"task attempt number must be an integer >= 0, got {attempt!r}")
-        if isinstance(upload_threads, bool) or not isinstance(upload_threads, int) \
-                or upload_threads < 0:
+        if (
+            isinstance(upload_threads, bool)
+            or not isinstance(upload_threads, int)
+            or upload_threads < 0
+        ):
             raise ConfigError(f"upload_threads must be an integer >= 0, got {upload_threads!r}")
         self.dest = dest
         self.job = job
@@ -82,15 +92,19 @@ class TaskAttempt:
         self._spool: Path | None = None
         self._spool_root = spool_dir
         self._state = "writing"
-        self._uploads = (BackgroundUploads(upload_threads, upload_threads * job.options.part_size)
-                         if upload_threads else None)
+        self._uploads = (
+            BackgroundUploads(upload_threads, upload_threads * job.options.part_size)
+            if upload_threads
+            else None
+        )
 
     @property
     def options(self) -> JobOptions:
         return self.job.options
 
-    def open(self, partition: dict[str, str | None] | None = None,
-             extension: str = ".parquet") -> OutputFile:
+    def open(
+        self, partition: dict[str, str | None] | None = None, extension: str = ".parquet"
+    ) -> OutputFile:
         """A new output file in ``partition`` (values of the partition columns)."""
         if self._state != "writing":
             raise ZeroRenameError(f"{self.attempt_id} is {self._state}; it cannot open files")
@@ -99,21 +113,34 @@ class TaskAttempt:
         name = data_file_name(self.task_id, self.job.job_id, len(self._files), extension)
         key = self.dest.dir + relative + name
         if self.options.committer == "magic":
-            out: OutputFile = MagicOutput(self.store, self.dest.bucket, key, values,
-                                          self.options.part_size, self._part_failed,
-                                          self._uploads)
+            out: OutputFile = MagicOutput(
+                self.store,
+                self.dest.bucket,
+                key,
+                values,
+                self.options.part_size,
+                self._part_failed,
+                self._uploads,
+            )
         else:
             spool = self._spool_dir() / f"{len(self._files):05d}{extension}"
-            out = StagingOutput(self.dest.bucket, key, values, str(spool),
-                                self.options.part_size, self._part_failed,
-                                (self._uploads, self.store) if self._uploads else None)
+            out = StagingOutput(
+                self.dest.bucket,
+                key,
+                values,
+                str(spool),
+                self.options.part_size,
+                self._part_failed,
+                (self._uploads, self.store) if self._uploads else None,
+            )
         self._files.append(out)
         return out
 
     def _spool_dir(self) -> Path:
         if self._spool is None:
-            self._spool = Path(tempfile.mkdtemp(prefix=f"zr-{self.attempt_id}-",
-                                                dir=self._spool_root))
+            self._spool = Path(
+                tempfile.mkdtemp(prefix=f"zr-{self.attempt_id}-", dir=self._spool_root)
+            )
         return self._spool
 
     def commit(self, publish: bool = True) -> TaskManifest:
@@ -131,8 +158,10 @@ class TaskAttempt:
                 manifest counts) or the job abort.
         """
         if self._state != "writing":
-            raise ZeroRenameError(f"{self.attempt_id} is {self._state}; it cannot commit"
-                                  + ("; start a new attempt" if self._state == "aborted" else ""))
+            raise ZeroRenameError(
+                f"{self.attempt_id} is {self._state}; it cannot commit"
+                + ("; start a new attempt" if self._state == "aborted" else "")
+            )
         try:
             for f in self._files:
                 f.close()
@@ -161,11 +190,16 @@ class TaskAttempt:
                 raise
             raise TaskCommitUnknownError(
                 f"{self.attempt_id} published its manifest but could not read the job record "
-                f"({exc}); the job commit includes it if it listed it") from exc
+                f"({exc}); the job commit includes it if it listed it"
+            ) from exc
         self._state = "committed"
         self._remove_spool()
-        log.info("task commit %s: %d file(s), %d bytes", self.attempt_id,
-                 len(manifest.uploads), manifest.bytes)
+        log.info(
+            "task commit %s: %d file(s), %d bytes",
+            self.attempt_id,
+            len(manifest.uploads),
+            manifest.bytes,
+        )
         return manifest
 
     def _publish_or_abort(self, manifest: TaskManifest) -> None:
@@ -179,8 +213,8 @@ class TaskAttempt:
             if exc.outcome_unknown:
                 self._unknown()
                 raise TaskCommitUnknownError(
-                    f"{self.attempt_id}: the outcome of publishing its manifest is unknown "
-                    f"({exc})") from exc
+                    f"{self.attempt_id}: the outcome of publishing its manifest is unknown ({exc})"
+                ) from exc
             self.abort()
             raise
         except BaseException:
@@ -190,8 +224,10 @@ class TaskAttempt:
     def _unknown(self) -> None:
         self._state = "unknown"
         self._remove_spool()
-        log.warning("%s: task commit outcome unknown; its uploads stay for the job commit "
-                    "or the job abort", self.attempt_id)
+        log.warning(
+            "%s: task commit outcome unknown; its uploads stay for the job commit or the job abort",
+            self.attempt_id,
+        )
 
     def _stop_uploads(self) -> None:
         if self._uploads is not None:
@@ -206,11 +242,15 @@ class TaskAttempt:
                 future.result()
 
     def _manifest(self) -> TaskManifest:
-        return TaskManifest(job_id=self.job.job_id, task_id=self.task_id, attempt=self.attempt,
-                            task_attempt_id=self.attempt_id,
-                            committer=self.options.mode_name,
-                            uploads=tuple(f.pending() for f in self._files),
-                            stats=self.stats.snapshot())
+        return TaskManifest(
+            job_id=self.job.job_id,
+            task_id=self.task_id,
+            attempt=self.attempt,
+            task_attempt_id=self.attempt_id,
+            committer=self.options.mode_name,
+            uploads=tuple(f.pending() for f in self._files),
+            stats=self.stats.snapshot(),
+        )
 
     def _publish(self, manifest: TaskManifest) -> None:
         key = self.dest.job(self.job.job_id).task_manifest_key(self.task_id)
@@ -221,7 +261,8 @@ class TaskAttempt:
                 raise
             raise TaskCommitUnknownError(
                 f"{self.attempt_id}: its manifest may or may not have been published ({exc}); "
-                "its uploads stay for the job commit or the job abort") from exc
+                "its uploads stay for the job commit or the job abort"
+            ) from exc
         if existing is None:
             return
         winner = load(TaskManifest, existing, f"s3://{self.dest.bucket}/{key}")
@@ -229,7 +270,8 @@ class TaskAttempt:
             return
         raise TaskCommitConflict(
             f"task {self.task_id} was already committed by {winner.task_attempt_id}; "
-            f"{self.attempt_id} aborted its uploads")
+            f"{self.attempt_id} aborted its uploads"
+        )
 
     def _check_fence(self, published: bool) -> None:
         """Read the job record after task commit; see the module documentation. The
@@ -239,22 +281,29 @@ class TaskAttempt:
         committed_at = time.monotonic()
         deadline = committed_at + FENCE_WAIT_SECONDS
         round_number = 0
-        fence = shared_read(id(self.store.client), self.dest.url, self.job.job_id,
-                            lambda: records.get(self.job.job_id))
+        fence = shared_read(
+            id(self.store.client),
+            self.dest.url,
+            self.job.job_id,
+            lambda: records.get(self.job.job_id),
+        )
         record = fence.after(committed_at)
         while True:
-            if record.state == "setup" or attempt_committed(self.store, self.dest, record,
-                                                            self.attempt_id):
+            if record.state == "setup" or attempt_committed(
+                self.store, self.dest, record, self.attempt_id
+            ):
                 return
             if record.state != "sealed" or not published:
                 raise JobDecidedError(
                     f"job {record.job_id} is already {record.state}; task attempt "
-                    f"{self.attempt_id} may not add output, its uploads were aborted")
+                    f"{self.attempt_id} may not add output, its uploads were aborted"
+                )
             if time.monotonic() > deadline:
                 raise TaskCommitUnknownError(
                     f"job {record.job_id} stayed sealed for {FENCE_WAIT_SECONDS:.0f} s after "
                     f"{self.attempt_id} published its manifest: its job commit stopped before "
-                    "deciding. A commit retry decides whether this task counts")
+                    "deciding. A commit retry decides whether this task counts"
+                )
             round_number = min(round_number + 1, 8)
             backoff(round_number, base=0.05, cap=2.0)
             record = records.get(self.job.job_id)
@@ -280,7 +329,8 @@ class TaskAttempt:
         if record.closed:
             raise JobDecidedError(
                 f"job {record.job_id} is {record.state} and swept the uploads of task attempt "
-                f"{self.attempt_id}; this attempt may add nothing") from exc
+                f"{self.attempt_id}; this attempt may add nothing"
+            ) from exc
 
     def abort(self) -> None:
         """Task abort: abort this attempt's uploads and remove its spool. Idempotent.
@@ -293,8 +343,11 @@ class TaskAttempt:
         # Before anything is aborted: an upload still being created would outlive it.
         self._stop_uploads()
         if self._state == "unknown":
-            log.warning("%s: its task commit outcome is unknown, so task abort leaves its "
-                        "uploads to the job commit or job abort", self.attempt_id)
+            log.warning(
+                "%s: its task commit outcome is unknown, so task abort leaves its "
+                "uploads to the job commit or job abort",
+                self.attempt_id,
+            )
             self._remove_spool()
             return
         errors = []
@@ -307,8 +360,12 @@ class TaskAttempt:
         self._state = "aborted"
         self._remove_spool()
         if errors:
-            log.warning("%s: %d upload(s) could not be aborted; job abort or cleanup "
-                        "will find them by job id", self.attempt_id, len(errors))
+            log.warning(
+                "%s: %d upload(s) could not be aborted; job abort or cleanup "
+                "will find them by job id",
+                self.attempt_id,
+                len(errors),
+            )
 
     def _remove_spool(self) -> None:
         if self._spool is not None:

@@ -61,15 +61,18 @@ class Validator:
 
     def check(self, manifest: TaskManifest) -> None:
         if manifest.job_id != self.job.job_id:
-            self.problem(f"manifest of task {manifest.task_id} belongs to job "
-                         f"{manifest.job_id}, not {self.job.job_id}")
+            self.problem(
+                f"manifest of task {manifest.task_id} belongs to job "
+                f"{manifest.job_id}, not {self.job.job_id}"
+            )
         self.tasks[manifest.task_id] += 1
         for upload in manifest.uploads:
             self.files += 1
             self.keys.add(digest(upload.key))
             self.uploads.add(upload_digest(upload.key, upload.upload_id))
-            problem = check_data_key(self.dest, self.job.job_id, upload.key) or \
-                self._partition_problem(upload)
+            problem = check_data_key(
+                self.dest, self.job.job_id, upload.key
+            ) or self._partition_problem(upload)
             if problem:
                 self.problem(f"task {manifest.task_id}: {problem}")
 
@@ -79,7 +82,7 @@ class Validator:
         except ConfigError as exc:
             return f"{upload.key}: {exc}"
         self.dirs.add(relative)
-        name = upload.key[len(self.dest.dir):]
+        name = upload.key[len(self.dest.dir) :]
         if name != relative + name.rsplit("/", 1)[-1]:
             return f"{upload.key} is not directly in its partition directory {relative or '(root)'}"
         return None
@@ -106,9 +109,10 @@ class Validator:
             missing = sorted(set(expected) - set(tasks))
             extra = sorted(set(tasks) - set(expected))
             if missing:
-                self.problem(f"no manifest for task(s) {missing[:_SHOWN]}"
-                             + (f" and {len(missing) - _SHOWN} more"
-                                if len(missing) > _SHOWN else ""))
+                self.problem(
+                    f"no manifest for task(s) {missing[:_SHOWN]}"
+                    + (f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else "")
+                )
             if extra:
                 self.problem(f"manifests of unexpected task(s) {extra[:_SHOWN]}")
 
@@ -117,12 +121,21 @@ class Validator:
             return
         shown = "; ".join(self.problems[:_SHOWN])
         more = self.problem_count - min(_SHOWN, len(self.problems))
-        raise ValidationError(f"job {self.job.job_id} cannot commit: {shown}"
-                              + (f" (and {more} more)" if more else ""), self.problems)
+        raise ValidationError(
+            f"job {self.job.job_id} cannot commit: {shown}"
+            + (f" (and {more} more)" if more else ""),
+            self.problems,
+        )
 
 
-def pending_digests(store: S3Store, dest: Destination, job: JobRecord,
-                    dirs: Sequence[str], threads: int, files: int = 0) -> KeySet:
+def pending_digests(
+    store: S3Store,
+    dest: Destination,
+    job: JobRecord,
+    dirs: Sequence[str],
+    threads: int,
+    files: int = 0,
+) -> KeySet:
     """Digests of the job's pending uploads: a paged listing per target directory
     (a partition, or the whole destination), in parallel; or one listing of the
     whole destination where that costs fewer requests (many small partitions) or
@@ -138,8 +151,14 @@ def pending_digests(store: S3Store, dest: Destination, job: JobRecord,
         # listing that does not remember what it yielded (a repeat is the same
         # digest twice, which a membership test does not mind).
         uploads = store.list_uploads(dest.bucket, dest.dir + relative, unique=False)
-        return array("Q", (upload_digest(u.key, u.upload_id) for u in uploads
-                           if is_job_data_key(dest, job.job_id, u.key, columns)))
+        return array(
+            "Q",
+            (
+                upload_digest(u.key, u.upload_id)
+                for u in uploads
+                if is_job_data_key(dest, job.job_id, u.key, columns)
+            ),
+        )
 
     prefixes = _outermost(dirs)
     with ThreadPoolExecutor(max(1, min(threads, len(prefixes)))) as pool:
@@ -158,8 +177,7 @@ def _outermost(dirs: Sequence[str]) -> list[str]:
     return kept
 
 
-def check_pending(validator: Validator, pending: KeySet,
-                  uploads: Iterable[PendingUpload]) -> None:
+def check_pending(validator: Validator, pending: KeySet, uploads: Iterable[PendingUpload]) -> None:
     """Name every upload of the manifests that is no longer pending; ``uploads``
     re-reads them (from the plan's shards) only when one is missing."""
     missing = validator.uploads.missing_from(pending)
@@ -167,12 +185,19 @@ def check_pending(validator: Validator, pending: KeySet,
         return
     for upload in uploads:
         if upload_digest(upload.key, upload.upload_id) in missing:
-            validator.problem(f"upload {upload.upload_id} of {upload.key} is no longer "
-                              "pending (aborted, completed, or never of this job)")
+            validator.problem(
+                f"upload {upload.upload_id} of {upload.key} is no longer "
+                "pending (aborted, completed, or never of this job)"
+            )
 
 
-def validate(store: S3Store, dest: Destination, job: JobRecord,
-             manifests: Sequence[TaskManifest], expected: Expected = None) -> None:
+def validate(
+    store: S3Store,
+    dest: Destination,
+    job: JobRecord,
+    manifests: Sequence[TaskManifest],
+    expected: Expected = None,
+) -> None:
     """Raise ValidationError listing every problem, or return if the job can commit.
 
     For manifests in memory; the job commit streams them through :class:`Validator`.
@@ -183,9 +208,14 @@ def validate(store: S3Store, dest: Destination, job: JobRecord,
     uploads = [u for m in manifests for u in m.uploads]
     validator.finish(uploads)
     if not validator.problem_count and job.options.verify_uploads:
-        pending = pending_digests(store, dest, job, sorted(validator.dirs), job.options.threads,
-                                  validator.files)
+        pending = pending_digests(
+            store, dest, job, sorted(validator.dirs), job.options.threads, validator.files
+        )
         check_pending(validator, pending, uploads)
     validator.raise_if_problems()
-    log.info("validated job %s: %d task manifest(s), %d file(s)", job.job_id, len(manifests),
-             validator.files)
+    log.info(
+        "validated job %s: %d task manifest(s), %d file(s)",
+        job.job_id,
+        len(manifests),
+        validator.files,
+    )

@@ -38,6 +38,7 @@ OnPartFailure = Callable[[StoreError, str, str], None]
 def _ignore(_: StoreError, __: str, ___: str) -> None:
     return None
 
+
 log = logging.getLogger(__name__)
 
 
@@ -67,8 +68,12 @@ class BackgroundUploads:
     def submit(self, nbytes: int, work: Callable[[], None]) -> None:
         """Run ``work`` (which holds ``nbytes`` of body) on an upload thread."""
         with self._cond:
-            while (self._bytes and self._bytes + nbytes > self._max_bytes
-                   and self._error is None and not self._stopped):
+            while (
+                self._bytes
+                and self._bytes + nbytes > self._max_bytes
+                and self._error is None
+                and not self._stopped
+            ):
                 self._cond.wait()
             self._check()
             self._bytes += nbytes
@@ -149,10 +154,16 @@ class MagicOutput(OutputFile):
     :meth:`BackgroundUploads.wait` returned.
     """
 
-    def __init__(self, store: S3Store, bucket: str, key: str,
-                 partition: dict[str, str | None], part_size: int,
-                 on_part_failure: OnPartFailure = _ignore,
-                 uploads: BackgroundUploads | None = None) -> None:
+    def __init__(
+        self,
+        store: S3Store,
+        bucket: str,
+        key: str,
+        partition: dict[str, str | None],
+        part_size: int,
+        on_part_failure: OnPartFailure = _ignore,
+        uploads: BackgroundUploads | None = None,
+    ) -> None:
         super().__init__(bucket, key, partition)
         self._store = store
         self._part_size = part_size
@@ -182,7 +193,8 @@ class MagicOutput(OutputFile):
         if number > MAX_PARTS:
             raise ZeroRenameError(
                 f"{self.key} needs more than {MAX_PARTS} parts (S3's limit); raise part_size "
-                f"above {self._part_size} bytes or write smaller files")
+                f"above {self._part_size} bytes or write smaller files"
+            )
         self._submitted = number
         if self._uploads is None:
             self._send(number, chunk)
@@ -220,10 +232,18 @@ class MagicOutput(OutputFile):
         with self._lock:
             parts = tuple(sorted(self._parts, key=lambda p: p.number))
         if len(parts) != self._submitted:
-            raise ZeroRenameError(f"{self.key}: {self._submitted - len(parts)} of "
-                                  f"{self._submitted} part(s) were not uploaded")
-        return PendingUpload(key=self.key, upload_id=self.upload_id, parts=parts,
-                             bytes=self.bytes, rows=self.rows, partition=self.partition)
+            raise ZeroRenameError(
+                f"{self.key}: {self._submitted - len(parts)} of "
+                f"{self._submitted} part(s) were not uploaded"
+            )
+        return PendingUpload(
+            key=self.key,
+            upload_id=self.upload_id,
+            parts=parts,
+            bytes=self.bytes,
+            rows=self.rows,
+            partition=self.partition,
+        )
 
     def abort(self, store: S3Store) -> None:
         """Abort the upload; with background uploads, call it once they are stopped."""
@@ -237,10 +257,16 @@ class MagicOutput(OutputFile):
 class StagingOutput(OutputFile):
     """Spools to a local file; :meth:`upload` sends it as parts at task commit."""
 
-    def __init__(self, bucket: str, key: str, partition: dict[str, str | None],
-                 spool_path: str, part_size: int,
-                 on_part_failure: OnPartFailure = _ignore,
-                 uploads: tuple[BackgroundUploads, S3Store] | None = None) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        key: str,
+        partition: dict[str, str | None],
+        spool_path: str,
+        part_size: int,
+        on_part_failure: OnPartFailure = _ignore,
+        uploads: tuple[BackgroundUploads, S3Store] | None = None,
+    ) -> None:
         super().__init__(bucket, key, partition)
         self.spool_path = spool_path
         self._part_size = part_size
@@ -275,15 +301,15 @@ class StagingOutput(OutputFile):
         """Initiate the upload and send every part; the caller aborts on failure."""
         parts_needed = max(1, -(-self.bytes // self._part_size))
         if parts_needed > MAX_PARTS:
-            raise ZeroRenameError(f"{self.key} needs {parts_needed} parts, over S3's "
-                                  f"{MAX_PARTS}; raise part_size")
+            raise ZeroRenameError(
+                f"{self.key} needs {parts_needed} parts, over S3's {MAX_PARTS}; raise part_size"
+            )
         self.upload_id = store.create_upload(self.bucket, self.key)
         with open(self.spool_path, "rb") as spool:
             for number in range(1, parts_needed + 1):
                 chunk = spool.read(self._part_size)
                 try:
-                    etag = store.upload_part(self.bucket, self.key, self.upload_id, number,
-                                             chunk)
+                    etag = store.upload_part(self.bucket, self.key, self.upload_id, number, chunk)
                 except StoreError as exc:
                     self._on_part_failure(exc, self.key, self.upload_id)
                     raise
@@ -291,8 +317,14 @@ class StagingOutput(OutputFile):
 
     def pending(self) -> PendingUpload:
         assert self.upload_id is not None
-        return PendingUpload(key=self.key, upload_id=self.upload_id, parts=tuple(self._parts),
-                             bytes=self.bytes, rows=self.rows, partition=self.partition)
+        return PendingUpload(
+            key=self.key,
+            upload_id=self.upload_id,
+            parts=tuple(self._parts),
+            bytes=self.bytes,
+            rows=self.rows,
+            partition=self.partition,
+        )
 
     def abort(self, store: S3Store) -> None:
         if not self.closed:  # closed without handing the file to the uploads

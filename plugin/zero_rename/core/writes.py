@@ -31,11 +31,12 @@ CREATE_ROUNDS = 5
 def backoff(round_number: int, base: float = 0.05, cap: float = 2.0) -> None:
     """Sleep before another round: exponential with full jitter, so processes
     that lost the same race do not meet again in step."""
-    time.sleep(random.uniform(0, min(cap, base * 2 ** round_number)))
+    time.sleep(random.uniform(0, min(cap, base * 2**round_number)))
 
 
-def create_once(store: S3Store, bucket: str, key: str, body: bytes,
-                content_type: str = "application/json") -> bytes | None:
+def create_once(
+    store: S3Store, bucket: str, key: str, body: bytes, content_type: str = "application/json"
+) -> bytes | None:
     """Create ``key`` holding ``body`` unless it exists.
 
     Returns None when the key now holds ``body`` (written by this call or by
@@ -58,19 +59,23 @@ def create_once(store: S3Store, bucket: str, key: str, body: bytes,
             if not exc.outcome_unknown:
                 raise
             unknown = exc
-            log.info("create of s3://%s/%s: outcome unknown (%s); reading it back", bucket,
-                     key, exc)
+            log.info(
+                "create of s3://%s/%s: outcome unknown (%s); reading it back", bucket, key, exc
+            )
         found = store.get_object(bucket, key)
         if found is None:
             backoff(round_number)  # not there (yet): put it again
             continue
         return None if found[0] == body else found[0]
-    raise unknown or StoreError(f"create of s3://{bucket}/{key} kept conflicting; gave up after "
-                                f"{CREATE_ROUNDS} rounds", operation="PutObject")
+    raise unknown or StoreError(
+        f"create of s3://{bucket}/{key} kept conflicting; gave up after {CREATE_ROUNDS} rounds",
+        operation="PutObject",
+    )
 
 
-def put_checked(store: S3Store, bucket: str, key: str, body: bytes,
-                content_type: str = "application/json") -> None:
+def put_checked(
+    store: S3Store, bucket: str, key: str, body: bytes, content_type: str = "application/json"
+) -> None:
     """An unconditional PUT (``_SUCCESS``) whose lost answer is read back, and which
     is sent again if it did not land: a plain overwrite is safe to repeat."""
     for round_number in range(CREATE_ROUNDS):

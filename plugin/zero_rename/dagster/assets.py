@@ -24,9 +24,13 @@ from zero_rename.dagster.resources import ZeroRenameResource
 T = TypeVar("T")
 
 
-def commit_partition(context: AssetExecutionContext, zero_rename: ZeroRenameResource,
-                     destination: str, options: Mapping[str, Any],
-                     write: Callable[[dict[str, str]], None]) -> MaterializeResult:
+def commit_partition(
+    context: AssetExecutionContext,
+    zero_rename: ZeroRenameResource,
+    destination: str,
+    options: Mapping[str, Any],
+    write: Callable[[dict[str, str]], None],
+) -> MaterializeResult:
     """Write and commit one job; ``write(options)`` writes the job's files through the
     ``zero-rename`` format with these writer options (``job_id``, the store's endpoint)."""
     committer = zero_rename.committer(destination)
@@ -40,9 +44,13 @@ def commit_partition(context: AssetExecutionContext, zero_rename: ZeroRenameReso
             if _final_attempt(context, exc):
                 pipeline, run_id = lifecycle.run_key(context)
                 lifecycle.abort_after_failure(
-                    committer, pipeline, run_id,
-                    reason=f"step {step} failed (Dagster run {context.run_id}): "
-                           f"{describe(exc)}"[:1000])
+                    committer,
+                    pipeline,
+                    run_id,
+                    reason=f"step {step} failed (Dagster run {context.run_id}): {describe(exc)}"[
+                        :1000
+                    ],
+                )
             raise
         finally:
             seconds[step] = time.monotonic() - started
@@ -52,15 +60,20 @@ def commit_partition(context: AssetExecutionContext, zero_rename: ZeroRenameReso
     writer = {**zero_rename.spark_options(), "job_id": job_id}
     timed("stage", lambda: lifecycle.stage(committer, job_id, lambda: write(writer)))
     timed("validate", lambda: lifecycle.before_commit(committer, job_id, committer.validate))
-    timed("resolve_conflicts", lambda: lifecycle.before_commit(committer, job_id,
-                                                               committer.resolve_conflicts))
+    timed(
+        "resolve_conflicts",
+        lambda: lifecycle.before_commit(committer, job_id, committer.resolve_conflicts),
+    )
     summary = timed("commit", lambda: lifecycle.commit(committer, job_id))
     timed("cleanup", lambda: committer.cleanup_job(job_id))
-    context.log.info(f"committed job {job_id} at {destination}: {summary.files} file(s), "
-                     f"{summary.rows} row(s), {summary.bytes} byte(s) in "
-                     f"{len(summary.partitions)} partition(s), {summary.requests} S3 request(s)")
-    return MaterializeResult(metadata=lifecycle.metadata(
-        summary, seconds, success=f"{committer.dest.url}/_SUCCESS"))
+    context.log.info(
+        f"committed job {job_id} at {destination}: {summary.files} file(s), "
+        f"{summary.rows} row(s), {summary.bytes} byte(s) in "
+        f"{len(summary.partitions)} partition(s), {summary.requests} S3 request(s)"
+    )
+    return MaterializeResult(
+        metadata=lifecycle.metadata(summary, seconds, success=f"{committer.dest.url}/_SUCCESS")
+    )
 
 
 def _final_attempt(context: AssetExecutionContext, exc: Exception) -> bool:

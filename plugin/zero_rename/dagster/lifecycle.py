@@ -46,8 +46,9 @@ def origin(context: RunContext) -> dict[str, str]:
     return {"dagster_job": context.job_name, "dagster_run_id": context.run.run_id}
 
 
-def setup(context: RunContext, committer: Committer,
-          options: Mapping[str, Any] | None) -> JobRecord:
+def setup(
+    context: RunContext, committer: Committer, options: Mapping[str, Any] | None
+) -> JobRecord:
     pipeline, run_id = run_key(context)
     with protocol_errors():
         return setup_run_job(committer, pipeline, run_id, options, origin(context))
@@ -64,14 +65,18 @@ def stage(committer: Committer, job_id: str, write: Callable[[], None]) -> JobSu
     with protocol_errors():
         staged = committer.stage_summary(job_id)
     if staged is None:
-        raise Failure(description=f"the write finished but saved no stage manifest for job "
-                                  f"{job_id}; does it write through the zero-rename format "
-                                  "with option job_id?", allow_retries=False)
+        raise Failure(
+            description=f"the write finished but saved no stage manifest for job "
+            f"{job_id}; does it write through the zero-rename format "
+            "with option job_id?",
+            allow_retries=False,
+        )
     return staged
 
 
-def before_commit(committer: Committer, job_id: str,
-                  step: Callable[[str], JobSummary]) -> JobSummary:
+def before_commit(
+    committer: Committer, job_id: str, step: Callable[[str], JobSummary]
+) -> JobSummary:
     """Validate or resolve conflicts, or report the job if its commit went ahead."""
     with protocol_errors():
         summary = decided_summary(committer.job(job_id), committer.dest.url)
@@ -83,14 +88,17 @@ def commit(committer: Committer, job_id: str) -> JobSummary:
         return committer.commit_job(job_id)
 
 
-def abort_after_failure(committer: Committer, pipeline: str, run_id: str,
-                        reason: str) -> JobSummary | None:
+def abort_after_failure(
+    committer: Committer, pipeline: str, run_id: str, reason: str
+) -> JobSummary | None:
     """Abort the run's job after a step failed for good; a job past its point of no
     return is left for a retry of the commit, with an error in the log."""
     record = current_run_job(committer, pipeline, run_id)
     if record is None:
-        log.warning("no job of this run is left to abort at %s (none was set up, or it is "
-                    "aborted already)", committer.dest.url)
+        log.warning(
+            "no job of this run is left to abort at %s (none was set up, or it is aborted already)",
+            committer.dest.url,
+        )
         return None
     if record.state == "committed":  # a later step (cleanup) failed: nothing to undo
         log.info("job %s is committed; a failed cleanup leaves nothing visible", record.job_id)
@@ -98,17 +106,24 @@ def abort_after_failure(committer: Committer, pipeline: str, run_id: str,
     try:
         summary = committer.abort_job(record.job_id, reason=reason)
     except AbortRefusedError as exc:
-        log.error("job %s was not aborted: %s; re-execute the run to finish its commit",
-                  record.job_id, exc)
+        log.error(
+            "job %s was not aborted: %s; re-execute the run to finish its commit",
+            record.job_id,
+            exc,
+        )
         return None
     committer.cleanup_job(record.job_id)
-    log.info("job %s is aborted: nothing of it was published, %d pending upload(s) were "
-             "aborted", record.job_id, summary.aborted_uploads)
+    log.info(
+        "job %s is aborted: nothing of it was published, %d pending upload(s) were aborted",
+        record.job_id,
+        summary.aborted_uploads,
+    )
     return summary
 
 
-def metadata(summary: JobSummary, steps: Mapping[str, float] | None = None,
-             success: str | None = None) -> dict[str, Any]:
+def metadata(
+    summary: JobSummary, steps: Mapping[str, float] | None = None, success: str | None = None
+) -> dict[str, Any]:
     """A step's summary as Dagster metadata: counts, requests, seconds; never a credential."""
     values: dict[str, Any] = {
         "job_id": MetadataValue.text(summary.job_id),

@@ -10,7 +10,6 @@ retries, or a re-execution of the run, finish it instead.
 :data:`manual_abort_job` aborts and cleans up a job named in its run config.
 """
 
-
 # No postponed annotations here: Dagster reads op and config annotations when it
 # decorates them.
 from collections.abc import Callable, Mapping
@@ -55,8 +54,10 @@ COMMIT_RETRIES = RetryPolicy(max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL
 class SetupConfig(Config):
     destination: str = Field(description="s3://bucket/table of the job")
     options: dict[str, str] = Field(
-        default_factory=dict, description="job options as text: partition_columns, conflict_mode, "
-                                          "committer, threads...; the writer must use the same")
+        default_factory=dict,
+        description="job options as text: partition_columns, conflict_mode, "
+        "committer, threads...; the writer must use the same",
+    )
 
 
 class JobConfig(Config):
@@ -66,24 +67,30 @@ class JobConfig(Config):
 
 
 def _report(context: OpExecutionContext, step: str, summary: JobSummary) -> None:
-    context.log.info(f"{step} of job {summary.job_id} at {summary.destination}: "
-                     f"{summary.files} file(s), {summary.bytes} byte(s), {summary.rows} row(s), "
-                     f"{summary.tasks} task(s), {summary.requests} S3 request(s)")
+    context.log.info(
+        f"{step} of job {summary.job_id} at {summary.destination}: "
+        f"{summary.files} file(s), {summary.bytes} byte(s), {summary.rows} row(s), "
+        f"{summary.tasks} task(s), {summary.requests} S3 request(s)"
+    )
     context.add_output_metadata(lifecycle.metadata(summary))
 
 
 @op(name=SETUP_OP, retry_policy=STEP_RETRIES, out=Out(JobRef))
-def setup_job(context: OpExecutionContext, config: SetupConfig,
-              zero_rename: ZeroRenameResource) -> JobRef:
+def setup_job(
+    context: OpExecutionContext, config: SetupConfig, zero_rename: ZeroRenameResource
+) -> JobRef:
     """Job setup: this run's job, found again by a retry or a re-execution."""
     record = lifecycle.setup(context, zero_rename.committer(config.destination), config.options)
     context.log.info(f"job {record.job_id} at {record.destination} is {record.state}")
     return JobRef(record.destination, record.job_id)
 
 
-def stage_op(write: Callable[[OpExecutionContext, JobRef, dict[str, str]], None],
-             name: str = "stage", required_resource_keys: frozenset[str] | set[str] = frozenset(),
-             **op_kwargs: Any) -> OpDefinition:
+def stage_op(
+    write: Callable[[OpExecutionContext, JobRef, dict[str, str]], None],
+    name: str = "stage",
+    required_resource_keys: frozenset[str] | set[str] = frozenset(),
+    **op_kwargs: Any,
+) -> OpDefinition:
     """The engine's stage as an op: ``write(context, job, options)`` writes the job's
     files through the ``zero-rename`` format with ``options`` (``job_id`` and the
     store's endpoint among them), and the format saves the stage manifest.
@@ -92,8 +99,14 @@ def stage_op(write: Callable[[OpExecutionContext, JobRef, dict[str, str]], None]
     Not retried by default: Spark retries its own tasks, and a write that fails
     aborts its job, so a second attempt could only fail; re-execute the run instead.
     """
-    @op(name=name, ins={"job": In(JobRef)}, out=Out(JobRef),
-        required_resource_keys={"zero_rename", *required_resource_keys}, **op_kwargs)
+
+    @op(
+        name=name,
+        ins={"job": In(JobRef)},
+        out=Out(JobRef),
+        required_resource_keys={"zero_rename", *required_resource_keys},
+        **op_kwargs,
+    )
     def _stage(context: OpExecutionContext, job: JobRef) -> JobRef:
         zero_rename: ZeroRenameResource = context.resources.zero_rename
         committer = zero_rename.committer(job.destination)
@@ -109,18 +122,21 @@ def stage_op(write: Callable[[OpExecutionContext, JobRef, dict[str, str]], None]
 def validate(context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameResource) -> JobRef:
     """Validates the task manifests of the job's stage; changes nothing."""
     committer = zero_rename.committer(job.destination)
-    _report(context, "validate", lifecycle.before_commit(committer, job.job_id,
-                                                         committer.validate))
+    _report(context, "validate", lifecycle.before_commit(committer, job.job_id, committer.validate))
     return job
 
 
 @op(retry_policy=STEP_RETRIES, ins={"job": In(JobRef)}, out=Out(JobRef))
-def resolve_conflicts(context: OpExecutionContext, job: JobRef,
-                      zero_rename: ZeroRenameResource) -> JobRef:
+def resolve_conflicts(
+    context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameResource
+) -> JobRef:
     """Applies the conflict mode: fails early for ``fail``, lists what ``replace`` replaces."""
     committer = zero_rename.committer(job.destination)
-    _report(context, "resolve_conflicts", lifecycle.before_commit(
-        committer, job.job_id, committer.resolve_conflicts))
+    _report(
+        context,
+        "resolve_conflicts",
+        lifecycle.before_commit(committer, job.job_id, committer.resolve_conflicts),
+    )
     return job
 
 
@@ -133,8 +149,9 @@ def commit(context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameReso
 
 
 @op(retry_policy=STEP_RETRIES, ins={"job": In(JobRef)})
-def cleanup_job(context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameResource
-                ) -> Output[None]:
+def cleanup_job(
+    context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameResource
+) -> Output[None]:
     """Aborts stray uploads of the decided job and removes its temporary objects."""
     with protocol_errors():
         summary = zero_rename.committer(job.destination).cleanup_job(job.job_id)
@@ -156,23 +173,38 @@ def abort_on_failure(context: HookContext) -> None:
     committer = context.resources.zero_rename.committer(destination)
     error = describe(context.op_exception) if context.op_exception else "an error"
     lifecycle.abort_after_failure(
-        committer, run.job_name, run.root_run_id or run.run_id,
+        committer,
+        run.job_name,
+        run.root_run_id or run.run_id,
         reason=f"step {context.op.name} failed (Dagster job {run.job_name}, run "
-               f"{run.run_id}): {error}"[:1000])
+        f"{run.run_id}): {error}"[:1000],
+    )
 
 
-def commit_lifecycle_job(name: str, destination: str, stage: OpDefinition,
-                         options: dict[str, Any] | None = None,
-                         partitions_def: PartitionsDefinition | None = None,
-                         description: str | None = None) -> JobDefinition:
+def commit_lifecycle_job(
+    name: str,
+    destination: str,
+    stage: OpDefinition,
+    options: dict[str, Any] | None = None,
+    partitions_def: PartitionsDefinition | None = None,
+    description: str | None = None,
+) -> JobDefinition:
     """A job of one op per protocol step, for a destination; ``stage`` from :func:`stage_op`."""
-    graph = GraphDefinition(name=name, node_defs=[setup_job, stage, validate, resolve_conflicts,
-                                                  commit, cleanup_job],
-                            dependencies=_chain(stage.name), description=description)
+    graph = GraphDefinition(
+        name=name,
+        node_defs=[setup_job, stage, validate, resolve_conflicts, commit, cleanup_job],
+        dependencies=_chain(stage.name),
+        description=description,
+    )
     return graph.to_job(
-        hooks={abort_on_failure}, partitions_def=partitions_def,
-        config={"ops": {SETUP_OP: {"config": {"destination": destination,
-                                               "options": dict(options or {})}}}})
+        hooks={abort_on_failure},
+        partitions_def=partitions_def,
+        config={
+            "ops": {
+                SETUP_OP: {"config": {"destination": destination, "options": dict(options or {})}}
+            }
+        },
+    )
 
 
 def _chain(stage_name: str) -> dict[str, dict[str, Any]]:
@@ -181,21 +213,26 @@ def _chain(stage_name: str) -> dict[str, dict[str, Any]]:
 
 
 @op(retry_policy=STEP_RETRIES)
-def abort_job(context: OpExecutionContext, config: JobConfig,
-              zero_rename: ZeroRenameResource) -> JobRef:
+def abort_job(
+    context: OpExecutionContext, config: JobConfig, zero_rename: ZeroRenameResource
+) -> JobRef:
     """Aborts the job: refuses, with the job's state, one past its point of no return."""
     with protocol_errors():
         summary = zero_rename.committer(config.destination).abort_job(
-            config.job_id, reason=config.reason or f"aborted by Dagster run {context.run_id}")
-    context.log.info(f"job {summary.job_id} is aborted: nothing of it was published, "
-                     f"{summary.aborted_uploads} pending upload(s) were aborted")
+            config.job_id, reason=config.reason or f"aborted by Dagster run {context.run_id}"
+        )
+    context.log.info(
+        f"job {summary.job_id} is aborted: nothing of it was published, "
+        f"{summary.aborted_uploads} pending upload(s) were aborted"
+    )
     context.add_output_metadata(lifecycle.metadata(summary))
     return JobRef(config.destination, config.job_id)
 
 
 @op(name="cleanup_aborted_job", retry_policy=STEP_RETRIES, ins={"job": In(JobRef)})
-def cleanup_aborted_job(context: OpExecutionContext, job: JobRef,
-                        zero_rename: ZeroRenameResource) -> None:
+def cleanup_aborted_job(
+    context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameResource
+) -> None:
     with protocol_errors():
         try:
             summary = zero_rename.committer(job.destination).cleanup_job(job.job_id)

@@ -26,15 +26,20 @@ class ZeroRenameResource(ConfigurableResource):
     """The S3 store of zero-rename destinations, and committers over it."""
 
     endpoint_url: str | None = Field(
-        default=None, description="S3 endpoint of an S3-compatible store; none for AWS")
+        default=None, description="S3 endpoint of an S3-compatible store; none for AWS"
+    )
     region_name: str | None = Field(default=None, description="S3 region; boto3's by default")
     path_style: bool | None = Field(
-        default=None, description="path-style addressing; on by default with an endpoint")
+        default=None, description="path-style addressing; on by default with an endpoint"
+    )
     store_profile: str = Field(
-        default=AUTO, description="the store's family (aws, minio, ceph, r2, gcs, seaweedfs) "
-                                  "or auto: probe it at job setup")
+        default=AUTO,
+        description="the store's family (aws, minio, ceph, r2, gcs, seaweedfs) "
+        "or auto: probe it at job setup",
+    )
     max_pool_connections: int = Field(
-        default=64, description="HTTP connections to S3; at least the job's threads option")
+        default=64, description="HTTP connections to S3; at least the job's threads option"
+    )
     profile_name: str | None = Field(default=None, description="AWS profile for credentials")
     aws_access_key_id: str | None = Field(default=None, description="else boto3's chain")
     aws_secret_access_key: str | None = Field(default=None, description="else boto3's chain")
@@ -43,15 +48,25 @@ class ZeroRenameResource(ConfigurableResource):
     @classmethod
     def from_s3_resource(cls, s3: S3Resource, **overrides: Any) -> ZeroRenameResource:
         """The store and credentials of a ``dagster_aws.s3.S3Resource``."""
-        fields = ("endpoint_url", "region_name", "profile_name", "aws_access_key_id",
-                  "aws_secret_access_key", "aws_session_token")
+        fields = (
+            "endpoint_url",
+            "region_name",
+            "profile_name",
+            "aws_access_key_id",
+            "aws_secret_access_key",
+            "aws_session_token",
+        )
         taken = {f: getattr(s3, f) for f in fields if getattr(s3, f, None) is not None}
         return cls(**{**taken, **overrides})
 
     def store_config(self) -> StoreConfig:
-        return StoreConfig(endpoint_url=self.endpoint_url, region=self.region_name,
-                           max_pool_connections=self.max_pool_connections,
-                           path_style=self.path_style, profile=self.store_profile)
+        return StoreConfig(
+            endpoint_url=self.endpoint_url,
+            region=self.region_name,
+            max_pool_connections=self.max_pool_connections,
+            path_style=self.path_style,
+            profile=self.store_profile,
+        )
 
     def store(self) -> S3Store:
         config = self.store_config()
@@ -61,8 +76,9 @@ class ZeroRenameResource(ConfigurableResource):
         if self.profile_name:
             session.set_config_variable("profile", self.profile_name)
         if self.aws_access_key_id:
-            session.set_credentials(self.aws_access_key_id, self.aws_secret_access_key,
-                                    self.aws_session_token)
+            session.set_credentials(
+                self.aws_access_key_id, self.aws_secret_access_key, self.aws_session_token
+            )
         # A client of its own credentials: every request of the commit goes through it.
         return S3Store(make_client(config, session))
 

@@ -123,9 +123,12 @@ class ZeroRenameDataSource(DataSource):
                 raise ConflictError(
                     f"{config.destination.url} already holds data and if_exists=error "
                     "refuses to write (Spark's save mode errorifexists); nothing was written. "
-                    "Drop if_exists to append, or use mode('overwrite') to replace")
-            log.info("%s already holds data: if_exists=ignore, the write does nothing",
-                     config.destination.url)
+                    "Drop if_exists to append, or use mode('overwrite') to replace"
+                )
+            log.info(
+                "%s already holds data: if_exists=ignore, the write does nothing",
+                config.destination.url,
+            )
             return IgnoredWrite()
         return ZeroRenameWriter(config, schema)
 
@@ -168,29 +171,41 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         columns = resolve_columns(config.job.partition_columns, schema.fieldNames())
         self._check_partition_types(columns)
         options = config.job.model_copy(update={"partition_columns": columns})
-        self.job = (self._orchestrated_job(options) if config.orchestrated
-                    else self._committer().setup_job(options))
+        self.job = (
+            self._orchestrated_job(options)
+            if config.orchestrated
+            else self._committer().setup_job(options)
+        )
         partition_columns = self.job.options.partition_columns
         # Spark's own footer key: with it Spark reads back exactly the types
         # written (byte, short, char/varchar...).
         self.metadata = {
             SPARK_SCHEMA_KEY: StructType(
-                [f for f in schema.fields if f.name not in partition_columns]).json(),
+                [f for f in schema.fields if f.name not in partition_columns]
+            ).json(),
             # The partition columns' types, which the paths alone cannot say: a
             # reader gives them back as written (a string column stays a string).
             PARTITION_SCHEMA_KEY: StructType(
-                [f for f in schema.fields if f.name in partition_columns]).json()}
-        log.info("zero-rename write to %s: job %s (%s committer, conflict mode %s%s)",
-                 config.destination.url, self.job.job_id, self.job.options.mode_name,
-                 self.job.options.conflict_mode,
-                 ", orchestrated" if config.orchestrated else "")
+                [f for f in schema.fields if f.name in partition_columns]
+            ).json(),
+        }
+        log.info(
+            "zero-rename write to %s: job %s (%s committer, conflict mode %s%s)",
+            config.destination.url,
+            self.job.job_id,
+            self.job.options.mode_name,
+            self.job.options.conflict_mode,
+            ", orchestrated" if config.orchestrated else "",
+        )
 
     def _check_partition_types(self, columns: tuple[str, ...]) -> None:
         names = self.arrow_schema.names
         for column in columns:
             if column not in names:
-                raise ConfigError(f"partition column {column!r} is not a column of the "
-                                  f"DataFrame (columns: {names})")
+                raise ConfigError(
+                    f"partition column {column!r} is not a column of the "
+                    f"DataFrame (columns: {names})"
+                )
             check_partition_type(column, self.arrow_schema.field(column).type)
 
     # -- driver: job setup ---------------------------------------------------
@@ -202,15 +217,17 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         assert self.config.job_id is not None
         record = self._committer().job(self.config.job_id)
         if record.decided:
-            raise JobDecidedError(f"job {record.job_id} is already {record.state}; "
-                                  "a new write needs a new job")
+            raise JobDecidedError(
+                f"job {record.job_id} is already {record.state}; a new write needs a new job"
+            )
         for name in sorted(self.config.explicit):
             given, recorded = getattr(options, name), getattr(record.options, name)
             if given != recorded:
                 raise ConfigError(
                     f"option {name}={_show(given)} disagrees with job {record.job_id}, set up "
                     f"with {name}={_show(recorded)}; an orchestrated job's options are fixed "
-                    "at job setup")
+                    "at job setup"
+                )
         self._check_partition_types(record.options.partition_columns)
         return record
 
@@ -227,8 +244,9 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         # restarts when Spark retries a whole stage: it keeps attempt ids apart.
         return self.write_attempt(context.partitionId(), context.taskAttemptId(), iterator)
 
-    def write_attempt(self, partition_id: int, attempt: int,
-                      batches: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
+    def write_attempt(
+        self, partition_id: int, attempt: int, batches: Iterator[pa.RecordBatch]
+    ) -> ZeroRenameCommitMessage:
         """Write one task attempt and commit it as a task; nothing becomes visible.
 
         Spark's ``write()`` calls this with its TaskContext; a test may call it to
@@ -237,11 +255,19 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         started = time.monotonic()
         # Background uploads: a file's requests (create, parts) overlap the
         # encoding of the next one instead of stalling the task at every file.
-        task = self._committer().task_attempt(self.job, f"{partition_id:05d}", attempt,
-                                              self.config.spool_dir, self.config.upload_threads)
+        task = self._committer().task_attempt(
+            self.job,
+            f"{partition_id:05d}",
+            attempt,
+            self.config.spool_dir,
+            self.config.upload_threads,
+        )
         files = PartitionedParquetWriter(
             lambda values: task.open(values or None, self.config.files.extension),
-            self.job.options.partition_columns, self.config.files, self.metadata)
+            self.job.options.partition_columns,
+            self.config.files,
+            self.metadata,
+        )
         try:
             for batch in batches:
                 files.write(batch)
@@ -260,29 +286,50 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         return pa.schema([f for f in self.arrow_schema if f.name not in columns])
 
     @staticmethod
-    def _message(task: TaskAttempt, manifest: TaskManifest, rows: int,
-                 seconds: float) -> ZeroRenameCommitMessage:
+    def _message(
+        task: TaskAttempt, manifest: TaskManifest, rows: int, seconds: float
+    ) -> ZeroRenameCommitMessage:
         # Linux reports ru_maxrss in KiB: the peak of this Python worker.
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        log.info("task attempt %s wrote %d row(s) in %d file(s)", task.attempt_id, rows,
-                 len(manifest.uploads))
-        return ZeroRenameCommitMessage(manifest_json=manifest.model_dump_json(), rows=rows,
-                                       files=len(manifest.uploads), bytes=manifest.bytes,
-                                       seconds=round(seconds, 3), peak_rss_bytes=peak)
+        log.info(
+            "task attempt %s wrote %d row(s) in %d file(s)",
+            task.attempt_id,
+            rows,
+            len(manifest.uploads),
+        )
+        return ZeroRenameCommitMessage(
+            manifest_json=manifest.model_dump_json(),
+            rows=rows,
+            files=len(manifest.uploads),
+            bytes=manifest.bytes,
+            seconds=round(seconds, 3),
+            peak_rss_bytes=peak,
+        )
 
     # -- driver: job commit and abort ----------------------------------------
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         manifests = _manifests(messages)
         if self.config.orchestrated:
-            where = self._committer().save_stage_manifest(self.job_id, manifests, ENGINE,
-                                                          self.stage_started)
-            log.info("job %s: stage manifest of %d task(s) saved at %s; nothing is visible "
-                     "until the orchestrator commits the job", self.job_id, len(manifests), where)
+            where = self._committer().save_stage_manifest(
+                self.job_id, manifests, ENGINE, self.stage_started
+            )
+            log.info(
+                "job %s: stage manifest of %d task(s) saved at %s; nothing is visible "
+                "until the orchestrator commits the job",
+                self.job_id,
+                len(manifests),
+                where,
+            )
             return
         summary = self._commit_job(manifests, {f"{i:05d}" for i in range(len(messages))})
-        log.info("job %s committed: %d file(s), %d row(s), %d byte(s) in %d partition(s)",
-                 self.job_id, summary.files, summary.rows, summary.bytes,
-                 len(summary.partitions))
+        log.info(
+            "job %s committed: %d file(s), %d row(s), %d byte(s) in %d partition(s)",
+            self.job_id,
+            summary.files,
+            summary.rows,
+            summary.bytes,
+            len(summary.partitions),
+        )
 
     def _commit_job(self, manifests: list[TaskManifest], expected: set[str]) -> JobSummary:
         committer = self._committer()
@@ -298,9 +345,14 @@ class ZeroRenameWriter(DataSourceArrowWriter):
                     raise CommitStateUnknownError(
                         f"job {self.job_id} at {self.config.destination.url} passed its point "
                         f"of no return but did not finish ({exc}). Its output is safe: run the "
-                        f"job commit again for job id {self.job_id} to finish it") from exc
-                log.warning("job %s: commit attempt %d failed after the point of no return "
-                            "(%s); retrying", self.job_id, attempt, exc)
+                        f"job commit again for job id {self.job_id} to finish it"
+                    ) from exc
+                log.warning(
+                    "job %s: commit attempt %d failed after the point of no return (%s); retrying",
+                    self.job_id,
+                    attempt,
+                    exc,
+                )
                 time.sleep(COMMIT_RETRY_SECONDS * attempt)
         raise AssertionError("unreachable")
 
@@ -313,30 +365,41 @@ class ZeroRenameWriter(DataSourceArrowWriter):
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         finished = sum(1 for m in messages if m is not None)
-        log.warning("Spark aborts the write of job %s (%d of %d task(s) had finished)",
-                    self.job_id, finished, len(messages))
+        log.warning(
+            "Spark aborts the write of job %s (%d of %d task(s) had finished)",
+            self.job_id,
+            finished,
+            len(messages),
+        )
         try:
             summary = self._committer().abort_job(
-                self.job_id, reason=f"Spark aborted the write ({finished} of {len(messages)} "
-                                    "task(s) had finished); the failing task's error is in "
-                                    "the Spark application's log")
+                self.job_id,
+                reason=f"Spark aborted the write ({finished} of {len(messages)} "
+                "task(s) had finished); the failing task's error is in "
+                "the Spark application's log",
+            )
         except AbortRefusedError as exc:
             # Aborting now would lose committed output; the job must finish instead.
             log.error("job %s cannot be aborted: %s", self.job_id, exc)
             return
-        log.info("job %s aborted: %d pending upload(s) aborted", self.job_id,
-                 summary.aborted_uploads)
+        log.info(
+            "job %s aborted: %d pending upload(s) aborted", self.job_id, summary.aborted_uploads
+        )
 
 
 def _manifests(messages: Sequence[WriterCommitMessage | None]) -> list[TaskManifest]:
     missing = [i for i, m in enumerate(messages) if m is None]
     if missing:
-        raise ValidationError(f"no commit message from task(s) {missing[:10]}",
-                              [f"task {i:05d} sent no commit message" for i in missing])
+        raise ValidationError(
+            f"no commit message from task(s) {missing[:10]}",
+            [f"task {i:05d} sent no commit message" for i in missing],
+        )
     wrong = [type(m).__name__ for m in messages if not isinstance(m, ZeroRenameCommitMessage)]
     if wrong:
-        raise ValidationError(f"unexpected commit message type(s) {sorted(set(wrong))}",
-                              [f"message of type {w}" for w in wrong])
+        raise ValidationError(
+            f"unexpected commit message type(s) {sorted(set(wrong))}",
+            [f"message of type {w}" for w in wrong],
+        )
     return [m.manifest() for m in messages if isinstance(m, ZeroRenameCommitMessage)]
 
 

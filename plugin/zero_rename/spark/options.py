@@ -61,24 +61,41 @@ DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
 # the value: credentials come from boto3's standard chain on every worker.
 _SECRET_WORDS = ("secret", "password", "token", "credential", "access_key", "accesskey")
 
-_JOB_KEYS = ("committer", "conflict_mode", "part_size", "threads", "verify_uploads",
-             "on_conflict", "wait_timeout")
+_JOB_KEYS = (
+    "committer",
+    "conflict_mode",
+    "part_size",
+    "threads",
+    "verify_uploads",
+    "on_conflict",
+    "wait_timeout",
+)
 # What Spark's refused save modes error/errorifexists and ignore would do.
 IF_EXISTS = {"error": "error", "errorifexists": "error", "ignore": "ignore"}
 
 _SIZE_RE = re.compile(r"^(\d+)\s*([kmgt]?)(?:i?b)?$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_FLAGS = {"true": True, "1": True, "yes": True, "on": True,
-          "false": False, "0": False, "no": False, "off": False}
+_FLAGS = {
+    "true": True,
+    "1": True,
+    "yes": True,
+    "on": True,
+    "false": False,
+    "0": False,
+    "no": False,
+    "off": False,
+}
 
 T = TypeVar("T")
 
 
 # --- the types of option values ------------------------------------------------
 
+
 def _option_type(parse: Callable[[str], T | None], requirement: str) -> BeforeValidator:
     """A pydantic validator from a parser of the option's text (stripped): a value
     it cannot read (None or ValueError) fails with ``requirement``."""
+
     def validate(value: Any) -> T:
         try:
             parsed = parse(str(value).strip())
@@ -117,8 +134,10 @@ Flag = Annotated[bool, _option_type(lambda text: _FLAGS.get(text.lower()), "must
 Count = Annotated[int, _option_type(_at_least(0, int), "must be an integer >= 0")]
 PositiveInt = Annotated[int, _option_type(_at_least(1, int), "must be a positive integer")]
 Codec = Annotated[str, _option_type(_codec, f"must be one of {sorted(CODEC_EXTENSIONS)}")]
-IfExists = Annotated[str, _option_type(lambda text: IF_EXISTS.get(text.lower()),
-                                       f"must be one of {sorted(IF_EXISTS)}")]
+IfExists = Annotated[
+    str,
+    _option_type(lambda text: IF_EXISTS.get(text.lower()), f"must be one of {sorted(IF_EXISTS)}"),
+]
 
 
 class _Options(BaseModel):
@@ -135,8 +154,11 @@ class _Options(BaseModel):
     def _drop_unset(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        return {k: v for k, v in data.items() if v is not None
-                and not (k in cls.BLANK_IS_UNSET and not str(v).strip())}
+        return {
+            k: v
+            for k, v in data.items()
+            if v is not None and not (k in cls.BLANK_IS_UNSET and not str(v).strip())
+        }
 
 
 class StoreOptions(_Options):
@@ -151,15 +173,24 @@ class StoreOptions(_Options):
     store_profile: str = "auto"
 
     def store_config(self) -> StoreConfig:
-        return StoreConfig(endpoint_url=resolve_endpoint(self.endpoint), region=self.region,
-                           path_style=self.path_style, profile=self.store_profile)
+        return StoreConfig(
+            endpoint_url=resolve_endpoint(self.endpoint),
+            region=self.region,
+            path_style=self.path_style,
+            profile=self.store_profile,
+        )
 
 
 class WriterOptions(StoreOptions):
     """Every option of ``df.write.format("zero-rename")``."""
 
     BLANK_IS_UNSET = StoreOptions.BLANK_IS_UNSET | {
-        "job_id", "spool_dir", "if_exists", "max_file_size", "max_rows_per_file"}
+        "job_id",
+        "spool_dir",
+        "if_exists",
+        "max_file_size",
+        "max_rows_per_file",
+    }
 
     partition_by: str | None = None
     job_id: str | None = None
@@ -196,9 +227,13 @@ def validated(model: type[M], options: Mapping[str, Any]) -> M:
     try:
         return model.model_validate(dict(options))
     except ValidationError as exc:
-        raise ConfigError("; ".join(
-            f"option {'.'.join(str(p) for p in err['loc'])!r} {err['msg']} "
-            f"(got {str(err.get('input'))[:40]!r})" for err in exc.errors())) from None
+        raise ConfigError(
+            "; ".join(
+                f"option {'.'.join(str(p) for p in err['loc'])!r} {err['msg']} "
+                f"(got {str(err.get('input'))[:40]!r})"
+                for err in exc.errors()
+            )
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -251,7 +286,8 @@ def check_secret_keys(options: Mapping[str, str]) -> None:
             f"option(s) {secret} refused: credentials are never accepted as options of "
             f"format {FORMAT!r} (they would reach logs and plans). Provide them through the "
             "standard AWS credential chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a "
-            "profile or a role) on the driver and every executor")
+            "profile or a role) on the driver and every executor"
+        )
 
 
 # Spark's own option names, as PySpark users type them (lower-cased, as all keys).
@@ -275,8 +311,10 @@ def check_keys(options: Mapping[str, str]) -> dict[str, str]:
         lowered[name] = value
     unknown = sorted(set(lowered) - KNOWN_OPTIONS)
     if unknown:
-        raise ConfigError(f"unknown option(s) {unknown} for format {FORMAT!r}; valid options "
-                          f"are {sorted(KNOWN_OPTIONS - {'path'})}")
+        raise ConfigError(
+            f"unknown option(s) {unknown} for format {FORMAT!r}; valid options "
+            f"are {sorted(KNOWN_OPTIONS - {'path'})}"
+        )
     return lowered
 
 
@@ -296,13 +334,17 @@ def conflict_mode_for(overwrite: bool, given: str | None) -> str:
     unpartitioned; it cannot be combined with ``append`` or ``fail``.
     """
     if given is not None and given not in ("fail", "replace", "append"):
-        raise ConfigError("option 'conflict_mode' must be one of 'fail', 'replace', 'append' "
-                          f"(got {given[:40]!r})")
+        raise ConfigError(
+            "option 'conflict_mode' must be one of 'fail', 'replace', 'append' "
+            f"(got {given[:40]!r})"
+        )
     if not overwrite:
         return given or "append"
     if given not in (None, "replace"):
-        raise ConfigError(f"save mode 'overwrite' contradicts option conflict_mode={given!r}; "
-                          "use mode('append') with it, or conflict_mode 'replace'")
+        raise ConfigError(
+            f"save mode 'overwrite' contradicts option conflict_mode={given!r}; "
+            "use mode('append') with it, or conflict_mode 'replace'"
+        )
     return "replace"
 
 
@@ -339,9 +381,13 @@ def _job_options(opts: WriterOptions, overwrite: bool) -> tuple[JobOptions, froz
 
 
 def _file_options(opts: WriterOptions) -> FileOptions:
-    return FileOptions(compression=opts.compression, max_file_size=opts.max_file_size,
-                       max_rows_per_file=opts.max_rows_per_file,
-                       max_open_files=opts.max_open_files, row_group_rows=opts.row_group_size)
+    return FileOptions(
+        compression=opts.compression,
+        max_file_size=opts.max_file_size,
+        max_rows_per_file=opts.max_rows_per_file,
+        max_open_files=opts.max_open_files,
+        row_group_rows=opts.row_group_size,
+    )
 
 
 def parse_writer_options(options: Mapping[str, str], overwrite: bool = False) -> WriteConfig:
@@ -357,13 +403,23 @@ def parse_writer_options(options: Mapping[str, str], overwrite: bool = False) ->
     # if_exists stands for Spark's save modes error/errorifexists and ignore,
     # which Spark refuses for Python data sources, as an option of mode("append").
     if opts.if_exists and overwrite:
-        raise ConfigError("option if_exists goes with mode('append'): mode('overwrite') "
-                          "replaces what exists")
+        raise ConfigError(
+            "option if_exists goes with mode('append'): mode('overwrite') replaces what exists"
+        )
     if opts.if_exists and job_id:
-        raise ConfigError("option if_exists is for a write that sets up its own job; an "
-                          "orchestrated job (job_id) was set up already")
+        raise ConfigError(
+            "option if_exists is for a write that sets up its own job; an "
+            "orchestrated job (job_id) was set up already"
+        )
     job, explicit = _job_options(opts, overwrite)
-    return WriteConfig(destination=Destination.parse(opts.path), store=opts.store_config(),
-                       job=job, files=_file_options(opts), job_id=job_id,
-                       spool_dir=opts.spool_dir, upload_threads=opts.upload_threads,
-                       explicit=explicit, if_exists=opts.if_exists)
+    return WriteConfig(
+        destination=Destination.parse(opts.path),
+        store=opts.store_config(),
+        job=job,
+        files=_file_options(opts),
+        job_id=job_id,
+        spool_dir=opts.spool_dir,
+        upload_threads=opts.upload_threads,
+        explicit=explicit,
+        if_exists=opts.if_exists,
+    )

@@ -83,14 +83,14 @@ class _Counted(io.RawIOBase):
 class _OpenParquet:
     """One Parquet file being written, with its buffer of rows not yet in a row group."""
 
-    def __init__(self, partition: PartitionValues, sink: Sink, schema: pa.Schema,
-                 options: FileOptions) -> None:
+    def __init__(
+        self, partition: PartitionValues, sink: Sink, schema: pa.Schema, options: FileOptions
+    ) -> None:
         self.partition = partition
         self.sink = sink
         self.out = _Counted(sink)
         self.options = options
-        self.writer = pq.ParquetWriter(self.out, schema,
-                                       compression=options.parquet_compression)
+        self.writer = pq.ParquetWriter(self.out, schema, compression=options.parquet_compression)
         self.buffer: list[pa.RecordBatch] = []
         self.buffered_rows = 0
         self.buffered_bytes = 0
@@ -112,8 +112,10 @@ class _OpenParquet:
         self.buffer.append(batch)
         self.buffered_rows += batch.num_rows
         self.buffered_bytes += batch.nbytes
-        if (self.buffered_rows >= self.options.row_group_rows
-                or self.buffered_bytes >= self._row_group_bytes()):
+        if (
+            self.buffered_rows >= self.options.row_group_rows
+            or self.buffered_bytes >= self._row_group_bytes()
+        ):
             self.flush()
 
     def _row_group_bytes(self) -> int:
@@ -126,8 +128,9 @@ class _OpenParquet:
     def flush(self) -> None:
         if not self.buffer:
             return
-        self.writer.write_table(pa.Table.from_batches(self.buffer),
-                                row_group_size=max(self.buffered_rows, 1))
+        self.writer.write_table(
+            pa.Table.from_batches(self.buffer), row_group_size=max(self.buffered_rows, 1)
+        )
         self.rows += self.buffered_rows
         self.buffer, self.buffered_rows, self.buffered_bytes = [], 0, 0
 
@@ -156,8 +159,13 @@ class _OpenParquet:
 class PartitionedParquetWriter:
     """Writes one task's batches into Parquet files, one or more per partition."""
 
-    def __init__(self, open_file: OpenFile, partition_columns: tuple[str, ...],
-                 options: FileOptions, metadata: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        open_file: OpenFile,
+        partition_columns: tuple[str, ...],
+        options: FileOptions,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
         self.open_file = open_file
         self.columns = partition_columns
         self.options = options
@@ -198,8 +206,7 @@ class PartitionedParquetWriter:
         if len(self._open) >= self.options.max_open_files:
             oldest = next(iter(self._open))
             self._finish_key(oldest)
-        opened = _OpenParquet(values, self.open_file(values), self._schema(schema),
-                              self.options)
+        opened = _OpenParquet(values, self.open_file(values), self._schema(schema), self.options)
         self._open[key] = opened
         return opened
 

@@ -25,11 +25,17 @@ SUPPORTED_TYPES = "string, tinyint, smallint, int, bigint, boolean, date"
 
 def check_partition_type(column: str, arrow_type: pa.DataType) -> None:
     """Raise ConfigError unless values of ``arrow_type`` name directories as Spark names them."""
-    if not (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
-            or pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type)
-            or pa.types.is_date32(arrow_type)):
-        raise ConfigError(f"partition column {column!r} has type {arrow_type}; partition "
-                          f"columns may be of types {SUPPORTED_TYPES}")
+    if not (
+        pa.types.is_string(arrow_type)
+        or pa.types.is_large_string(arrow_type)
+        or pa.types.is_integer(arrow_type)
+        or pa.types.is_boolean(arrow_type)
+        or pa.types.is_date32(arrow_type)
+    ):
+        raise ConfigError(
+            f"partition column {column!r} has type {arrow_type}; partition "
+            f"columns may be of types {SUPPORTED_TYPES}"
+        )
 
 
 def resolve_columns(requested: Sequence[str], available: Sequence[str]) -> tuple[str, ...]:
@@ -46,12 +52,14 @@ def resolve_columns(requested: Sequence[str], available: Sequence[str]) -> tuple
         matches = [a for a in available if a.lower() == name.lower()]
         if len(matches) != 1:
             why = "matches several columns" if matches else "is not a column"
-            raise ConfigError(f"partition_by column {name!r} {why} of the DataFrame "
-                              f"(columns: {list(available)})")
+            raise ConfigError(
+                f"partition_by column {name!r} {why} of the DataFrame (columns: {list(available)})"
+            )
         resolved.append(matches[0])
     if resolved and len(resolved) >= len(available):
-        raise ConfigError("partition_by names every column; at least one column must stay "
-                          "in the data files")
+        raise ConfigError(
+            "partition_by names every column; at least one column must stay in the data files"
+        )
     return tuple(resolved)
 
 
@@ -61,8 +69,9 @@ def partition_strings(values: pa.Array) -> pa.Array:
     return values.cast(pa.string())
 
 
-def split_by_partition(batch: pa.RecordBatch, columns: Sequence[str]
-                       ) -> Iterator[tuple[PartitionValues, pa.RecordBatch]]:
+def split_by_partition(
+    batch: pa.RecordBatch, columns: Sequence[str]
+) -> Iterator[tuple[PartitionValues, pa.RecordBatch]]:
     """Yield (partition values, rows of that partition without the partition columns).
 
     Rows keep their order within a partition. Empty strings become None, the
@@ -77,11 +86,16 @@ def split_by_partition(batch: pa.RecordBatch, columns: Sequence[str]
         # Input sorted or clustered by partition: the common case costs no copy.
         yield _values(columns, [k[0].as_py() for k in keys]), data
         return
-    table = pa.table({**{f"k{i}": k for i, k in enumerate(keys)},
-                      "row": pa.array(range(batch.num_rows), pa.int64())})
+    table = pa.table(
+        {
+            **{f"k{i}": k for i, k in enumerate(keys)},
+            "row": pa.array(range(batch.num_rows), pa.int64()),
+        }
+    )
     # use_threads=False keeps each group's rows in input order.
     groups = table.group_by([f"k{i}" for i in range(len(keys))], use_threads=False).aggregate(
-        [("row", "list")])
+        [("row", "list")]
+    )
     key_columns = [groups.column(f"k{i}").to_pylist() for i in range(len(keys))]
     for i, rows in enumerate(groups.column("row_list").to_pylist()):
         yield _values(columns, [k[i] for k in key_columns]), data.take(pa.array(rows, pa.int64()))

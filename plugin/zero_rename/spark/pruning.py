@@ -45,8 +45,7 @@ from pyspark.sql.types import DataType, DateType, DoubleType, IntegerType, LongT
 # from this planning worker. The reader with pushFilters is given to it alone.
 _PUSHDOWN_WORKER = "data_source_pushdown_filters.py"
 
-_OPS = {"==": operator.eq, ">": operator.gt, ">=": operator.ge, "<": operator.lt,
-        "<=": operator.le}
+_OPS = {"==": operator.eq, ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 UNKNOWN = object()  # the filter cannot be decided here: keep the file
 Values = Mapping[str, Any]
 
@@ -100,8 +99,11 @@ def evaluate(flt: Filter, values: Values) -> Any:
     if isinstance(flt, IsNotNull):
         return value is not None
     if isinstance(flt, EqualNullSafe):
-        return _compare(value, flt.value, "==") if None not in (value, flt.value) \
+        return (
+            _compare(value, flt.value, "==")
+            if None not in (value, flt.value)
             else value is flt.value
+        )
     if value is None:
         return None
     try:
@@ -118,8 +120,12 @@ def _decide(flt: Filter, value: Any) -> Any:
         if any(_compare(value, v, "==") is True for v in literals):
             return True
         return None if len(literals) < len(flt.value) else False
-    for kind, op in ((GreaterThan, ">"), (GreaterThanOrEqual, ">="), (LessThan, "<"),
-                     (LessThanOrEqual, "<=")):
+    for kind, op in (
+        (GreaterThan, ">"),
+        (GreaterThanOrEqual, ">="),
+        (LessThan, "<"),
+        (LessThanOrEqual, "<="),
+    ):
         if isinstance(flt, kind):
             return None if flt.value is None else _compare(value, flt.value, op)
     if isinstance(flt, StringStartsWith | StringEndsWith | StringContains):
@@ -135,9 +141,12 @@ def _decide(flt: Filter, value: Any) -> Any:
 
 def _compare(left: Any, right: Any, op: str) -> Any:
     numbers = (int, float)
-    same = (isinstance(left, numbers) and isinstance(right, numbers)
-            and not isinstance(left, bool) and not isinstance(right, bool)) \
-        or type(left) is type(right)
+    same = (
+        isinstance(left, numbers)
+        and isinstance(right, numbers)
+        and not isinstance(left, bool)
+        and not isinstance(right, bool)
+    ) or type(left) is type(right)
     if not same:
         raise TypeError(f"{type(left).__name__} against {type(right).__name__}")
     return _OPS[op](left, right)

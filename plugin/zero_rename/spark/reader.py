@@ -88,14 +88,19 @@ def parse_reader_options(options: Mapping[str, str]) -> ReadConfig:
     check_secret_keys(opts)
     unknown = sorted(set(opts) - READ_OPTIONS)
     if unknown:
-        raise ConfigError(f"unknown option(s) {unknown} for reading format {FORMAT!r}; valid "
-                          f"options are {sorted(READ_OPTIONS - {'path'})}")
+        raise ConfigError(
+            f"unknown option(s) {unknown} for reading format {FORMAT!r}; valid "
+            f"options are {sorted(READ_OPTIONS - {'path'})}"
+        )
     parsed = validated(ReaderOptions, opts)
     if not parsed.path:
         raise ConfigError(f"format {FORMAT!r} reads a destination: .load('s3://bucket/table')")
-    return ReadConfig(Destination.parse(parsed.path), parsed.store_config(),
-                      check_job_id(parsed.as_of_job) if parsed.as_of_job else None,
-                      max(1, parsed.max_partition_bytes))
+    return ReadConfig(
+        Destination.parse(parsed.path),
+        parsed.store_config(),
+        check_job_id(parsed.as_of_job) if parsed.as_of_job else None,
+        max(1, parsed.max_partition_bytes),
+    )
 
 
 def take_snapshot(config: ReadConfig) -> TableSnapshot:
@@ -109,18 +114,24 @@ def infer_schema(config: ReadConfig, snapshot: TableSnapshot) -> StructType:
     if not snapshot.files:
         raise ZeroRenameError(
             f"{config.destination.url} has no committed files to take a schema from; give "
-            "one with spark.read.schema(...)")
+            "one with spark.read.schema(...)"
+        )
     newest = snapshot.committed_jobs[-1] if snapshot.committed_jobs else None
-    sample = next((f for f in reversed(snapshot.files) if f.job_id == newest),
-                  snapshot.files[-1])
+    sample = next((f for f in reversed(snapshot.files) if f.job_id == newest), snapshot.files[-1])
     fs = filesystem(config.store)
     with fs.open_input_file(f"{config.destination.bucket}/{sample.key}") as handle:
         arrow = pq.read_schema(handle)
     metadata = {k.decode(): v.decode() for k, v in (arrow.metadata or {}).items()}
-    data = (StructType.fromJson(json.loads(metadata[SPARK_SCHEMA_KEY]))
-            if SPARK_SCHEMA_KEY in metadata else from_arrow_schema(arrow))
-    recorded = (StructType.fromJson(json.loads(metadata[PARTITION_SCHEMA_KEY]))
-                if PARTITION_SCHEMA_KEY in metadata else StructType([]))
+    data = (
+        StructType.fromJson(json.loads(metadata[SPARK_SCHEMA_KEY]))
+        if SPARK_SCHEMA_KEY in metadata
+        else from_arrow_schema(arrow)
+    )
+    recorded = (
+        StructType.fromJson(json.loads(metadata[PARTITION_SCHEMA_KEY]))
+        if PARTITION_SCHEMA_KEY in metadata
+        else StructType([])
+    )
     fields = [f for f in data.fields]
     for column in snapshot.partition_columns():
         if column in data.fieldNames():
@@ -150,7 +161,7 @@ def _is_int(text: str) -> bool:
         int(text)
     except ValueError:
         return False
-    return -2**63 <= int(text) < 2**63 and text.strip() == text
+    return -(2**63) <= int(text) < 2**63 and text.strip() == text
 
 
 def _is_float(text: str) -> bool:
@@ -207,9 +218,13 @@ class ZeroRenameReader(DataSourceReader):
         self.schema = schema
         snapshot = take_snapshot(config)
         self.files: tuple[SnapshotFile, ...] = tuple(snapshot.files)
-        log.info("reading %s: %d committed file(s) of %d job(s)%s",
-                 config.destination.url, len(snapshot.files), len(snapshot.committed_jobs),
-                 "".join(f", {n} {why}" for why, n in sorted(snapshot.skipped.items())))
+        log.info(
+            "reading %s: %d committed file(s) of %d job(s)%s",
+            config.destination.url,
+            len(snapshot.files),
+            len(snapshot.committed_jobs),
+            "".join(f", {n} {why}" for why, n in sorted(snapshot.skipped.items())),
+        )
 
     def partitions(self) -> Sequence[InputPartition]:
         groups = group_files(self.selected_files(), self.config.max_partition_bytes)
@@ -231,7 +246,8 @@ class ZeroRenameReader(DataSourceReader):
                 raise ZeroRenameError(
                     f"s3://{path} was deleted while this query read it: a replace job "
                     "committed after the query took its snapshot. Run the query again to "
-                    "read the new committed state") from exc
+                    "read the new committed state"
+                ) from exc
             with handle:
                 try:
                     batches = pq.ParquetFile(handle).iter_batches()
@@ -242,7 +258,8 @@ class ZeroRenameReader(DataSourceReader):
                     raise ZeroRenameError(
                         f"reading s3://{path} failed ({exc}); if a replace job committed "
                         "since the query started, it deleted this file: run the query "
-                        "again to read the new committed state") from exc
+                        "again to read the new committed state"
+                    ) from exc
 
 
 class PruningReader(ZeroRenameReader):
@@ -260,12 +277,24 @@ class PruningReader(ZeroRenameReader):
         if not self.filters:
             return self.files
         types = {f.name: f.dataType for f in self.schema.fields}
-        kept = [f for f in self.files
-                if may_match(self.filters, {column: typed_value(value, types[column])
-                                            for column, value in f.partition
-                                            if column in types})]
-        log.info("%s: partition filters leave %d of %d file(s)",
-                 self.config.destination.url, len(kept), len(self.files))
+        kept = [
+            f
+            for f in self.files
+            if may_match(
+                self.filters,
+                {
+                    column: typed_value(value, types[column])
+                    for column, value in f.partition
+                    if column in types
+                },
+            )
+        ]
+        log.info(
+            "%s: partition filters leave %d of %d file(s)",
+            self.config.destination.url,
+            len(kept),
+            len(self.files),
+        )
         return kept
 
 
@@ -273,8 +302,9 @@ def new_reader(config: ReadConfig, schema: StructType) -> ZeroRenameReader:
     return (PruningReader if called_for_pushdown() else ZeroRenameReader)(config, schema)
 
 
-def _conform(batch: pa.RecordBatch, target: pa.Schema, partition: dict[str, str | None],
-             key: str) -> pa.RecordBatch:
+def _conform(
+    batch: pa.RecordBatch, target: pa.Schema, partition: dict[str, str | None], key: str
+) -> pa.RecordBatch:
     """The batch as ``target`` says: columns in its order and types, partition columns
     filled from the path, columns a file lacks as nulls."""
     columns = []
@@ -290,7 +320,9 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema, partition: dict[str, str 
             try:
                 column = column.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise ZeroRenameError(f"column {field.name!r} of s3://.../{key.rsplit('/', 1)[-1]} "
-                                      f"cannot be read as {field.type}: {exc}") from exc
+                raise ZeroRenameError(
+                    f"column {field.name!r} of s3://.../{key.rsplit('/', 1)[-1]} "
+                    f"cannot be read as {field.type}: {exc}"
+                ) from exc
         columns.append(column)
     return pa.RecordBatch.from_arrays(columns, schema=target)

@@ -26,8 +26,10 @@ from zero_rename.errors import ZeroRenameError
 from zero_rename.formatting import human_bytes
 
 MAX_JOBS = 200
-_templates = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                         autoescape=select_autoescape(["html"]))
+_templates = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=select_autoescape(["html"]),
+)
 
 
 def configured_destinations() -> list[str]:
@@ -37,8 +39,9 @@ def configured_destinations() -> list[str]:
 
 
 def load_views(destinations: list[str], job: str | None, limit: int) -> list[DestinationView]:
-    hook = ZeroRenameHook(aws_conn_id=conf.get("zero_rename", "aws_conn_id",
-                                               fallback="aws_default"))
+    hook = ZeroRenameHook(
+        aws_conn_id=conf.get("zero_rename", "aws_conn_id", fallback="aws_default")
+    )
     store = hook.store()
     views = []
     for url in dict.fromkeys(destinations):
@@ -53,25 +56,43 @@ def load_views(destinations: list[str], job: str | None, limit: int) -> list[Des
 
 _templates.filters["bytes"] = lambda count: human_bytes(count, missing="—")
 
-app = FastAPI(title="zero-rename commits", dependencies=[Depends(get_user)],
-              docs_url=None, redoc_url=None, openapi_url=None)
+app = FastAPI(
+    title="zero-rename commits",
+    dependencies=[Depends(get_user)],
+    docs_url=None,
+    redoc_url=None,
+    openapi_url=None,
+)
 Destinations = Annotated[list[str] | None, Query(alias="dest")]
 
 
-@app.get("/commits", response_class=HTMLResponse,
-         dependencies=[Depends(requires_access_view(AccessView.PLUGINS))])
-def commits_page(dest: Destinations = None, job: str | None = None,
-                 limit: Annotated[int, Query(ge=1, le=MAX_JOBS)] = 50) -> HTMLResponse:
+@app.get(
+    "/commits",
+    response_class=HTMLResponse,
+    dependencies=[Depends(requires_access_view(AccessView.PLUGINS))],
+)
+def commits_page(
+    dest: Destinations = None,
+    job: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_JOBS)] = 50,
+) -> HTMLResponse:
     """Jobs of the given destinations (``dest``, repeatable) or of the configured ones."""
     destinations = dest or configured_destinations()
     views = load_views(destinations, job, limit) if destinations else []
     html = _templates.get_template("commits.html").render(
-        views=views, selected=job, limit=limit, page_url=commits_url(),
-        configured=configured_destinations())
+        views=views,
+        selected=job,
+        limit=limit,
+        page_url=commits_url(),
+        configured=configured_destinations(),
+    )
     return HTMLResponse(html)
 
 
-@app.get("/", response_class=HTMLResponse,
-         dependencies=[Depends(requires_access_view(AccessView.PLUGINS))])
+@app.get(
+    "/",
+    response_class=HTMLResponse,
+    dependencies=[Depends(requires_access_view(AccessView.PLUGINS))],
+)
 def index(dest: Destinations = None, job: str | None = None) -> HTMLResponse:
     return commits_page(dest=dest, job=job)

@@ -94,14 +94,23 @@ def _counts(committer: Committer, record: JobRecord) -> JobSummary | None:
 def job_view(committer: Committer, record: JobRecord, pending: Counter[str]) -> JobView:
     counts = _counts(committer, record)
     return JobView(
-        job_id=record.job_id, state=record.state, created=record.created, updated=record.updated,
+        job_id=record.job_id,
+        state=record.state,
+        created=record.created,
+        updated=record.updated,
         conflict_mode=record.options.conflict_mode,
-        partition_columns=record.options.partition_columns, steps=step_views(record),
-        tasks=counts.tasks if counts else None, files=counts.files if counts else None,
-        bytes=counts.bytes if counts else None, rows=counts.rows if counts else None,
-        partitions=counts.partitions if counts else (), pending_uploads=pending[record.job_id],
-        error=record.error, requests=record.summary.requests if record.summary else None,
-        **origin_link(record))
+        partition_columns=record.options.partition_columns,
+        steps=step_views(record),
+        tasks=counts.tasks if counts else None,
+        files=counts.files if counts else None,
+        bytes=counts.bytes if counts else None,
+        rows=counts.rows if counts else None,
+        partitions=counts.partitions if counts else (),
+        pending_uploads=pending[record.job_id],
+        error=record.error,
+        requests=record.summary.requests if record.summary else None,
+        **origin_link(record),
+    )
 
 
 def origin_link(record: JobRecord) -> dict[str, str]:
@@ -111,14 +120,17 @@ def origin_link(record: JobRecord) -> dict[str, str]:
         return {}
     task = record.origin.get("airflow_task_id", "")
     url = f"/dags/{quote(dag, safe='')}/runs/{quote(run, safe='')}"
-    return {"run_url": url + (f"/tasks/{quote(task, safe='')}" if task else ""),
-            "run_text": f"{dag} / {run}"}
+    return {
+        "run_url": url + (f"/tasks/{quote(task, safe='')}" if task else ""),
+        "run_text": f"{dag} / {run}",
+    }
 
 
 def pending_by_job(committer: Committer) -> Counter[str]:
     """Pending uploads per job, by the job id every data file name carries."""
-    return Counter(job_id for u in committer.pending_uploads()
-                   if (job_id := job_id_of(u.key)) is not None)
+    return Counter(
+        job_id for u in committer.pending_uploads() if (job_id := job_id_of(u.key)) is not None
+    )
 
 
 def success_view(committer: Committer) -> SuccessView | None:
@@ -126,16 +138,20 @@ def success_view(committer: Committer) -> SuccessView | None:
     if success is None:
         return None
     metrics = success.metrics
-    return SuccessView(job_id=success.job_id, committer=success.committer, date=success.date,
-                       files=metrics.get("committer_files_committed",
-                                         files_committed(success)),
-                       bytes=metrics.get("committer_bytes_committed", 0),
-                       rows=metrics.get("committer_rows_committed", 0),
-                       partitions=success.partitions)
+    return SuccessView(
+        job_id=success.job_id,
+        committer=success.committer,
+        date=success.date,
+        files=metrics.get("committer_files_committed", files_committed(success)),
+        bytes=metrics.get("committer_bytes_committed", 0),
+        rows=metrics.get("committer_rows_committed", 0),
+        partitions=success.partitions,
+    )
 
 
-def destination_view(committer: Committer, limit: int,
-                     job_id: str | None = None) -> DestinationView:
+def destination_view(
+    committer: Committer, limit: int, job_id: str | None = None
+) -> DestinationView:
     """The newest ``limit`` jobs (and ``job_id`` if older), newest first."""
     view = DestinationView(url=committer.dest.url)
     try:
