@@ -10,8 +10,9 @@ default: traced line by line (the test's call, in this process), their moto
 case ran no line of zero_rename that their SeaweedFS case did not, beyond the
 translation of AWS's 404 for If-Match on a missing key into SeaweedFS's 412
 (the same error from there on), garbage-collection timing and a cache hit that
-depends on the tests run before; it doubled their cost and checked nothing more. ``--s3-every-test-on-every-backend`` runs them
-all on each, as before: do so when the store layer or a backend changes, and
+depends on the tests run before; it doubled their cost and checked nothing
+more. ``--s3-every-test-on-every-backend`` runs them all on each, as before:
+do so when the store layer or a backend changes, and
 mark the tests whose moto case then differs. A test marked ``moto_xfail`` runs
 on each as well: its moto case records moto's difference, and fails when a moto
 release removes it.
