@@ -136,23 +136,8 @@ def committer_commit(cfg: BenchConfig, files: int, tag: str, verify: bool = True
     clean up; in a spawned child so that its peak memory is measured alone and no
     memory of the preparation counts."""
     committer, job, _, writes = prepared_job(cfg, tag, files, verify)
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
-        result = child.submit(commit_in_child, cfg, committer.dest.url, job.job_id).result()
-    client = committer.store.client
     name = "committer" if verify else "committer-noverify"
-    # A file counts as committed when it is visible and the commit reported it.
-    committed = min(visible_files(client, cfg.bucket, committer.dest.dir), result.files)
-    return Run(
-        name,
-        files,
-        result.seconds,
-        result.requests,
-        result.steps,
-        committed,
-        leftover=len(committer.pending_uploads(job.job_id)),
-        write_requests=writes,
-        peak_rss=result.peak_rss,
-    )
+    return commit_and_check(cfg, committer, job, name, files, writes)
 
 
 def committer_at_scale(cfg: BenchConfig, files: int, tag: str) -> Run:
@@ -163,19 +148,29 @@ def committer_at_scale(cfg: BenchConfig, files: int, tag: str) -> Run:
     committer, job, _ = scale_prep.prepared_scale_job(
         cfg.store_config(), f"s3://{cfg.bucket}/{tag}", files, cfg.files_per_task, job_options(cfg)
     )
+    return commit_and_check(cfg, committer, job, "committer-scale", files)
+
+
+def commit_and_check(
+    cfg: BenchConfig, committer: Committer, job: JobRecord, name: str, files: int, writes: int = 0
+) -> Run:
+    """``commit_job`` in a spawned child, so that its peak memory is measured alone;
+    then what is visible and what was left pending."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
         result = child.submit(commit_in_child, cfg, committer.dest.url, job.job_id).result()
+    # A file counts as committed when it is visible and the commit reported it.
     committed = min(
         visible_files(committer.store.client, cfg.bucket, committer.dest.dir), result.files
     )
     return Run(
-        "committer-scale",
+        name,
         files,
-        result.seconds,
-        result.requests,
-        result.steps,
-        committed,
+        seconds=result.seconds,
+        requests=result.requests,
+        steps=result.steps,
+        committed=committed,
         leftover=len(committer.pending_uploads(job.job_id)),
+        write_requests=writes,
         peak_rss=result.peak_rss,
     )
 
