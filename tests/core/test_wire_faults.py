@@ -8,6 +8,8 @@ own retries meet the protocol's read-backs as they would in production.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from tests.helpers import pending_in_bucket, visible, write_task
@@ -185,3 +187,29 @@ def test_a_streamed_upload_listing_that_fails_is_asked_again(
     assert sorted(u.key for u in store.list_uploads(bucket, "st/", page_size=2)) == keys
     assert rule.fired == 1
     assert store.stats.snapshot()["counters"]["s3.ListMultipartUploads.retries"] >= 1
+
+
+def test_a_job_commit_whose_streamed_listing_is_lost_commits_once(
+    proxy: S3Proxy, proxied: Committer
+) -> None:
+    """Past one page of uploads on a store paging by upload id alone, the job
+    commit's verification reads the streamed answer; lost once, it is asked again
+    and the job commits every file, once, with nothing left pending."""
+    job = proxied.setup_job({"threads": 8})
+    tasks = [f"{t:05d}" for t in range(105)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda t: write_task(proxied, job, t, [t.encode()] * 10), tasks))
+    first = proxied.store.client.list_multipart_uploads(
+        Bucket=proxied.dest.bucket, Prefix=proxied.dest.dir, MaxUploads=2
+    )
+    if not first.get("IsTruncated") or first.get("NextKeyMarker"):
+        pytest.skip("this server does not page uploads by upload id alone")
+    streamed = proxy.add(
+        "ListMultipartUploads", "lose", when=lambda r: r.param("max-uploads") == "1000000"
+    )
+    proxied.commit_job(job.job_id)
+    assert streamed.fired == 1
+    files = visible(proxied)
+    assert len(files) == 1050 and sorted(set(files.values())) == sorted(t.encode() for t in tasks)
+    assert pending_in_bucket(proxied) == []
+    assert proxied.job(job.job_id).state == "committed"
