@@ -5,6 +5,9 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# make test runs the suite on this many pytest-xdist workers, grouped as
+# tests/conftest.py says (worker_group); 0 runs it in one process.
+TEST_WORKERS ?= 2
 # Options for the demos, e.g. DEMO_ARGS="--date 2024-02-01" or, for demo-core, "--keep".
 DEMO_ARGS ?=
 
@@ -49,7 +52,7 @@ lint: $(STAMP)
 # tests needing what could not be installed are skipped, saying why.
 test: $(STAMP) lint
 	deploy/system-deps.sh
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

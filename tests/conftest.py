@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.s3_backends = [n for n in BACKENDS if n in names]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     missing = _missing_programs()
     for item in items:
         # Tests that name no marker are unit tests, so `-m unit` selects them.
@@ -78,6 +78,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker, why in missing.items():
             if item.get_closest_marker(marker) is not None:
                 item.add_marker(pytest.mark.skip(reason=why))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the longest groups first
+        items.sort(key=lambda item: _group_rank(worker_group(item.nodeid)))
 
 
 # What a marker's tests need beyond the venv: deploy/system-deps.sh installs it.
@@ -95,6 +97,54 @@ def _missing_programs() -> dict[str, str]:
         for marker, (program, name) in _PROGRAMS.items()
         if shutil.which(program) is None
     }
+
+
+# Under pytest-xdist (make test: -n 2 --dist loadgroup) the tests of a group run
+# on one worker, one after another, in file order: those sharing a costly session
+# resource (the Spark JVM, Airflow's database and api-server), and the tests of
+# any other file, which may share module fixtures or follow each other. Those of
+# tests/core and tests/cli spread over the workers one by one. The groups are
+# told by path, as the controller knows tests by node id alone.
+_GROUPS = {
+    "tests/spark/": "spark-session",
+    "tests/dagster/": "spark-session",
+    "tests/airflow/": "airflow",
+}
+_SPREAD = ("tests/core/", "tests/cli/")
+# The longest groups first, so that the short tests fill the other worker meanwhile.
+_LONGEST = ("spark-session", "airflow", "tests/deploy/test_plain_stack.py")
+
+
+def worker_group(nodeid: str) -> str | None:
+    """The group a test runs in under pytest-xdist, or None to run it on any worker."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith(_SPREAD):
+        return None
+    return next((g for prefix, g in _GROUPS.items() if path.startswith(prefix)), path)
+
+
+def _group_rank(group: str | None) -> int:
+    if group is None:
+        return len(_LONGEST) + 1
+    return _LONGEST.index(group) if group in _LONGEST else len(_LONGEST)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` with the groups of :func:`worker_group`. pytest-xdist's
+    own loadgroup marks a grouped test by rewriting an attribute pytest 9 no longer
+    reads, so its groups would be lost; its load-by-scope scheduler is given the
+    groups as scopes instead."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid) or nodeid
+
+    # The workers' collection order is already the longest group first.
+    config.option.loadscopereorder = False
+    return GroupScheduling(config, log)
 
 
 def backend_of(item: pytest.Item) -> str | None:

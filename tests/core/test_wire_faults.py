@@ -15,6 +15,7 @@ import pytest
 from tests.helpers import pending_in_bucket, visible, write_task
 from tests.s3proxy import S3Proxy
 from tests.whole_job import JOB_WRITES, assert_committed_once, run_job
+from zero_rename.core import store as store_module
 from zero_rename.core.committer import Committer
 from zero_rename.core.probes import examine
 from zero_rename.core.store import S3Store, StoreConfig
@@ -190,15 +191,17 @@ def test_a_streamed_upload_listing_that_fails_is_asked_again(
 
 
 def test_a_job_commit_whose_streamed_listing_is_lost_commits_once(
-    proxy: S3Proxy, proxied: Committer
+    proxy: S3Proxy, proxied: Committer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past one page of uploads on a store paging by upload id alone, the job
     commit's verification reads the streamed answer; lost once, it is asked again
-    and the job commits every file, once, with nothing left pending."""
+    and the job commits every file, once, with nothing left pending. Pages of 16
+    uploads stand for pages of 1,000, so that 60 files span four of them."""
+    monkeypatch.setattr(store_module, "UPLOADS_PAGE", 16)
     job = proxied.setup_job({"threads": 8})
-    tasks = [f"{t:05d}" for t in range(105)]
+    tasks = [f"{t:05d}" for t in range(30)]
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda t: write_task(proxied, job, t, [t.encode()] * 10), tasks))
+        list(pool.map(lambda t: write_task(proxied, job, t, [t.encode()] * 2), tasks))
     first = proxied.store.client.list_multipart_uploads(
         Bucket=proxied.dest.bucket, Prefix=proxied.dest.dir, MaxUploads=2
     )
@@ -210,6 +213,6 @@ def test_a_job_commit_whose_streamed_listing_is_lost_commits_once(
     proxied.commit_job(job.job_id)
     assert streamed.fired == 1
     files = visible(proxied)
-    assert len(files) == 1050 and sorted(set(files.values())) == sorted(t.encode() for t in tasks)
+    assert len(files) == 60 and sorted(set(files.values())) == sorted(t.encode() for t in tasks)
     assert pending_in_bucket(proxied) == []
     assert proxied.job(job.job_id).state == "committed"

@@ -401,15 +401,16 @@ class S3Store:
             marker = int(response["NextPartNumberMarker"])
 
     def list_uploads(
-        self, bucket: str, prefix: str, page_size: int | None = UPLOADS_PAGE, *, unique: bool = True
+        self, bucket: str, prefix: str, page_size: int | None = None, *, unique: bool = True
     ) -> Iterator[UploadInfo]:
         """Pending uploads whose keys start with ``prefix``, which must end in '/'.
 
         Listings differ by server: AWS pages by 1,000 with markers; SeaweedFS
         pages by ``NextUploadIdMarker`` alone, 10,000 a page unless
         ``MaxUploads`` says otherwise, scanning all the bucket's uploads for
-        each page; moto ignores paging; none need sort. So pages of 1,000 are
-        asked for (a million uploads parsed by botocore in one answer would take
+        each page; moto ignores paging; none need sort. So pages of
+        ``page_size`` (:data:`UPLOADS_PAGE`, 1,000, by default) are asked
+        for (a million uploads parsed by botocore in one answer would take
         gigabytes); a store paging by upload id alone is asked for the rest in
         answers of up to a million, parsed as a stream
         (:mod:`zero_rename.core.listing`); a truncated page without markers, or
@@ -425,6 +426,7 @@ class S3Store:
         """
         if not prefix.endswith("/"):
             raise ValueError(f"upload listing prefix {prefix!r} must end in '/'")
+        page_size = page_size or UPLOADS_PAGE
         if self.profile is not None and not self.profile.uploads_by_prefix:
             yield from self._uploads(bucket, prefix, page_size, False, unique)
             return
@@ -436,13 +438,11 @@ class S3Store:
             yield from self._uploads(bucket, prefix, page_size, False, unique)
 
     def _uploads(
-        self, bucket: str, prefix: str, page_size: int | None, by_prefix: bool, unique: bool = True
+        self, bucket: str, prefix: str, page_size: int, by_prefix: bool, unique: bool = True
     ) -> Iterator[UploadInfo]:
-        kwargs: dict[str, Any] = {"Bucket": bucket}
+        kwargs: dict[str, Any] = {"Bucket": bucket, "MaxUploads": page_size}
         if by_prefix:
             kwargs["Prefix"] = prefix
-        if page_size is not None:
-            kwargs["MaxUploads"] = page_size
         seen: set[tuple[str, str]] = set()
 
         def kept(listed: Iterable[tuple[str, str, datetime | None]]) -> Iterator[UploadInfo]:
