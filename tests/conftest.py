@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.jvm import JAVA_OPTIONS
 from tests.s3proxy import S3Proxy, proxy_for
 from tests.servers import BACKENDS, MotoS3, S3Server
 from zero_rename.core.committer import Committer
@@ -222,6 +223,7 @@ def spark(s3_server: EmbeddedS3) -> Iterator[Any]:
         SparkSession.builder.master(SPARK_MASTER)
         .appName("zero-rename-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.extraJavaOptions", JAVA_OPTIONS)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "4")
         .config("spark.sql.session.timeZone", "UTC")

@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.jvm import JAVA_OPTIONS
+
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 VENV_BIN = Path(sys.executable).parent
@@ -31,6 +33,7 @@ SPARK_CONF_DIR.mkdir(parents=True, exist_ok=True)
             "spark.ui.showConsoleProgress false",
             "spark.driver.bindAddress 127.0.0.1",
             "spark.driver.host 127.0.0.1",
+            f"spark.driver.extraJavaOptions {JAVA_OPTIONS}",
             f"spark.pyspark.python {sys.executable}",
             f"spark.pyspark.driver.python {sys.executable}",
         ]

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers import pending_in_bucket
+from tests.jvm import JAVA_OPTIONS
 from zero_rename.core.committer import Committer
 
 from spark_support import arrow_table, data_files
@@ -84,6 +85,8 @@ def submit(
         "local[2]",
         "--conf",
         "spark.ui.enabled=false",
+        "--driver-java-options",
+        JAVA_OPTIONS,
         str(APP),
         *args,
     ]
