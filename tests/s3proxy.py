@@ -47,14 +47,15 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import botocore.session
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest, HTTPHeaders
 from botocore.credentials import Credentials
+
+from zero_rename.embedded_s3 import StartStop
 
 log = logging.getLogger(__name__)
 
@@ -794,7 +795,7 @@ class _Server(ThreadingHTTPServer):
 # -- the proxy ---------------------------------------------------------------------
 
 
-class S3Proxy:
+class S3Proxy(StartStop):
     """A fault-injecting, quirk-emulating HTTP/1.1 proxy in front of one S3 server.
 
     Thread-safe: rules, chaos and quirks may change while clients are busy.
@@ -842,7 +843,7 @@ class S3Proxy:
         port = self._server.server_address[1]
         return f"http://127.0.0.1:{port}"
 
-    def start(self) -> S3Proxy:
+    def start(self) -> Self:
         if self._server is None:
             self._server = _Server(self)
             self._thread = threading.Thread(
@@ -864,17 +865,6 @@ class S3Proxy:
         if self._thread is not None:
             self._thread.join(5)
             self._thread = None
-
-    def __enter__(self) -> S3Proxy:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- counts ----------------------------------------------------------------
     @property

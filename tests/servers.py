@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,10 +18,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
-from zero_rename.embedded_s3 import free_ports, stop_process_group, wait_ready
+from zero_rename.embedded_s3 import ServerProcess, free_ports, wait_ready
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +50,7 @@ class S3Server(Protocol):
 
 
 @dataclass
-class MotoS3:
+class MotoS3(ServerProcess):
     """moto's S3 in a separate process (``python -m moto.server``) on 127.0.0.1.
 
     A process of its own, not moto's ThreadedMotoServer: the suite forks
@@ -66,9 +63,6 @@ class MotoS3:
     # emulation is switched on); these only have to be present for botocore.
     access_key: str = "zero-rename-moto"
     secret_key: str = "zero-rename-moto-secret"
-    startup_timeout: float = 60.0
-    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    _tmp: str | None = field(default=None, repr=False)
     _port: int = field(default=0, repr=False)
     startup_seconds: float | None = field(default=None, repr=False)
 
@@ -76,20 +70,7 @@ class MotoS3:
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self._port}"
 
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    def environment(self) -> dict[str, str]:
-        """Variables that point boto3, pyarrow and zero-rename at this server."""
-        return {
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": self.endpoint_url,
-        }
-
-    def start(self) -> MotoS3:
+    def start(self) -> Self:
         if self._proc is not None:
             return self
         began = time.monotonic()
@@ -105,10 +86,8 @@ class MotoS3:
             "TMPDIR": self._tmp,
         }
         cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self._port)]
-        with open(log_path, "ab") as out:
-            self._proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
+        self._spawn(cmd, env, log_path)
+        assert self._proc is not None
         log.info("starting moto (pid %s) on port %s", self._proc.pid, self._port)
         try:
             self._wait_ready(log_path)
@@ -118,19 +97,6 @@ class MotoS3:
         self.startup_seconds = time.monotonic() - began
         log.info("moto is ready at %s after %.2fs", self.endpoint_url, self.startup_seconds)
         return self
-
-    def client(self) -> Any:
-        import boto3
-        from botocore.config import Config
-
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            region_name="us-east-1",
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            config=Config(s3={"addressing_style": "path"}),
-        )
 
     def create_bucket(self, name: str) -> None:
         try:
@@ -155,21 +121,4 @@ class MotoS3:
             return False
 
     def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            stop_process_group(proc)  # moto's server turns SIGTERM into a clean exit
-            log.info("stopped moto (pid %s)", proc.pid)
-        if self._tmp:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
-
-    def __enter__(self) -> MotoS3:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        self._stop_process("moto")  # moto's server turns SIGTERM into a clean exit

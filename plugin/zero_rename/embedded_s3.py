@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from zero_rename.errors import ZeroRenameError
 
@@ -112,25 +112,42 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+class StartStop:
+    """A context manager over ``start()``, which returns the started object, and ``stop()``."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
 @dataclass
-class EmbeddedS3:
-    """A SeaweedFS server in a child process, stopped by its PID.
+class ServerProcess(StartStop):
+    """A local S3 server in a child process leading its own process group, on
+    127.0.0.1, with the one set of credentials it accepts: what SeaweedFS here
+    and the tests' second implementation have in common."""
 
-    Use as a context manager, or call :meth:`start` and :meth:`stop`.
-    """
-
-    data_dir: str | None = None
     access_key: str = DEFAULT_ACCESS_KEY
     secret_key: str = DEFAULT_SECRET_KEY
-    buckets: tuple[str, ...] = ()
     startup_timeout: float = 60.0
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _tmp: str | None = field(default=None, repr=False)
-    _ports: dict[str, int] = field(default_factory=dict, repr=False)
 
     @property
     def endpoint_url(self) -> str:
-        return f"http://127.0.0.1:{self._ports['s3.port']}"
+        raise NotImplementedError
 
     @property
     def pid(self) -> int | None:
@@ -145,7 +162,54 @@ class EmbeddedS3:
             "AWS_ENDPOINT_URL": self.endpoint_url,
         }
 
-    def start(self) -> EmbeddedS3:
+    def client(self) -> Any:  # a boto3 S3 client (boto3 has no type hints)
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            config=Config(s3={"addressing_style": "path"}),
+        )
+
+    def _spawn(self, cmd: list[str], env: dict[str, str], log_path: Path) -> None:
+        """Start the server, its output appended to ``log_path``, leading a
+        process group of its own so that stopping it stops its children too."""
+        with open(log_path, "ab") as out:
+            self._proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+
+    def _stop_process(self, name: str) -> None:
+        """Stop the server and remove the temporary directory it was given."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            stop_process_group(proc)
+            log.info("stopped %s (pid %s)", name, proc.pid)
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+
+@dataclass
+class EmbeddedS3(ServerProcess):
+    """A SeaweedFS server in a child process, stopped by its PID.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    """
+
+    data_dir: str | None = None
+    buckets: tuple[str, ...] = ()
+    _ports: dict[str, int] = field(default_factory=dict, repr=False)
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self._ports['s3.port']}"
+
+    def start(self) -> Self:
         if self._proc is not None:
             return self
         if self.data_dir is None:
@@ -176,10 +240,8 @@ class EmbeddedS3:
             "AWS_ACCESS_KEY_ID": self.access_key,
             "AWS_SECRET_ACCESS_KEY": self.secret_key,
         }
-        with open(log_path, "ab") as out:
-            self._proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
+        self._spawn(cmd, env, log_path)
+        assert self._proc is not None
         log.info("starting SeaweedFS (pid %s) in %s", self._proc.pid, self.data_dir)
         try:
             self._wait_ready(log_path)
@@ -189,19 +251,6 @@ class EmbeddedS3:
             self.stop()
             raise
         return self
-
-    def client(self) -> Any:  # a boto3 S3 client (boto3 has no type hints)
-        import boto3
-        from botocore.config import Config
-
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            region_name="us-east-1",
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            config=Config(s3={"addressing_style": "path"}),
-        )
 
     def create_bucket(self, name: str) -> None:
         """Create a bucket; the gateway may refuse for a moment after start, so retry."""
@@ -235,22 +284,6 @@ class EmbeddedS3:
             return False
 
     def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            stop_process_group(proc)
-            log.info("stopped SeaweedFS (pid %s)", proc.pid)
         if self._tmp:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
-            self.data_dir = None
-
-    def __enter__(self) -> EmbeddedS3:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+            self.data_dir = None  # it goes with the temporary directory
+        self._stop_process("SeaweedFS")
