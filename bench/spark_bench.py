@@ -46,15 +46,13 @@ import pyarrow as pa
 from bench.counter import RequestTotals
 from bench.objects import objects_under, rename_prefix
 from bench.page import load_note, seaweedfs_version, write_section
-from bench.process import cpu_seconds, peak_rss, process_cpu_seconds, process_started
+from bench.process import cpu_seconds, process_cpu_seconds
 from bench.spark_source import (
     BENCH_FORMAT,
     BenchSource,
+    TaskTiming,
     TimedBatches,
-    call_seconds,
-    call_seconds_since,
     count_requests,
-    record,
     requests_since,
     snapshot,
 )
@@ -162,29 +160,19 @@ class PlainTask:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        before, calls = snapshot(), call_seconds()
-        started, wall = time.monotonic(), time.time()
+        timing = TaskTiming()
         context = TaskContext.get()
         partition = context.partitionId() if context else 0
         timed = TimedBatches(batches)
         files = self._write(partition, timed)
-        record(
+        timing.record(
             self.cfg.metrics_path,
-            method=self.method,
-            round=self.round,
-            phase="task",
-            rows=sum(f.rows for f in files),
-            files=len(files),
-            bytes=sum(f.bytes for f in files),
-            peak_rss=peak_rss(),
-            cpu=cpu_seconds(),
-            seconds=time.monotonic() - started,
-            requests=requests_since(before),
-            s3_seconds=call_seconds_since(calls),
-            fed_seconds=timed.waited,
-            t_proc=process_started(),
-            t_start=wall,
-            t_end=time.time(),
+            self.method,
+            self.round,
+            sum(f.rows for f in files),
+            len(files),
+            sum(f.bytes for f in files),
+            timed.waited,
         )
         yield pa.record_batch({"files": pa.array([len(files)], pa.int64())})
 

@@ -128,6 +128,44 @@ def record(path: str, **fields: Any) -> None:
         out.write(json.dumps({"pid": os.getpid(), **fields}) + "\n")
 
 
+class TaskTiming:
+    """One Spark task's metrics line, measured from this object's creation: its
+    S3 requests and their time, its wall time, CPU and peak memory."""
+
+    def __init__(self) -> None:
+        self.before, self.calls = snapshot(), call_seconds()
+        self.started, self.wall = time.monotonic(), time.time()
+
+    def record(
+        self,
+        path: str,
+        method: str,
+        round_number: int,
+        rows: int,
+        files: int,
+        size: int,
+        fed: float,
+    ) -> None:
+        record(
+            path,
+            method=method,
+            round=round_number,
+            phase="task",
+            rows=rows,
+            files=files,
+            bytes=size,
+            peak_rss=peak_rss(),
+            cpu=cpu_seconds(),
+            seconds=time.monotonic() - self.started,
+            requests=requests_since(self.before),
+            s3_seconds=call_seconds_since(self.calls),
+            fed_seconds=fed,
+            t_proc=process_started(),
+            t_start=self.wall,
+            t_end=time.time(),
+        )
+
+
 # -- zero-rename, counted -----------------------------------------------------
 
 
@@ -159,27 +197,17 @@ class BenchWriter(ZeroRenameWriter):
         return committer
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
-        before, calls = snapshot(), call_seconds()
-        started, wall = time.monotonic(), time.time()
+        timing = TaskTiming()
         batches = TimedBatches(iterator)
         message = super().write(iter(batches))
-        record(
+        timing.record(
             self.metrics,
-            method=self.method,
-            round=self.round,
-            phase="task",
-            rows=message.rows,
-            files=message.files,
-            bytes=message.bytes,
-            peak_rss=peak_rss(),
-            cpu=cpu_seconds(),
-            seconds=time.monotonic() - started,
-            requests=requests_since(before),
-            s3_seconds=call_seconds_since(calls),
-            fed_seconds=batches.waited,
-            t_proc=process_started(),
-            t_start=wall,
-            t_end=time.time(),
+            self.method,
+            self.round,
+            message.rows,
+            message.files,
+            message.bytes,
+            batches.waited,
         )
         return message
 
