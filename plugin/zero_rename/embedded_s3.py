@@ -84,10 +84,13 @@ def wait_ready(
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
-    """SIGTERM the server's process group; SIGKILL it if it outlives ``timeout``."""
+    """SIGTERM the server's process group; SIGKILL it if it outlives ``timeout``
+    (at once if ``timeout`` is 0)."""
     if proc.poll() is not None:
         return
     try:
+        if timeout <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=timeout)
     except (ProcessLookupError, subprocess.TimeoutExpired):
@@ -184,10 +187,13 @@ class ServerProcess(StartStop):
             )
 
     def _stop_process(self, name: str) -> None:
-        """Stop the server and remove the temporary directory it was given."""
+        """Stop the server and remove the temporary directory it was given.
+        A server whose data goes with that directory is killed at once: its
+        graceful stop flushes what is about to be deleted (SeaweedFS takes
+        2 s to do so, and now and then hangs until the 15 s limit)."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            stop_process_group(proc)
+            stop_process_group(proc, timeout=0 if self._tmp else 15.0)
             log.info("stopped %s (pid %s)", name, proc.pid)
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)

@@ -2,8 +2,8 @@
 request botocore sends, retries included): what the design promises is what it costs.
 
 Per file: CreateMultipartUpload, UploadPart, CompleteMultipartUpload. Per task: the
-manifest's PUT, the job commit's GET of it, and a fence read shared by the attempts
-of a process that commit together. Per job: a few dozen (records, claims, the
+manifest's PUT, the job commit's GET of it, and at most one fence read (shared by
+the attempts of a process that commit together). Per job: a few dozen (records, claims, the
 plan, the journal, listings of 1,000 uploads a page, cleanup).
 """
 
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.s3
 
 TASKS, FILES_PER_TASK = 40, 5
 # The job's own requests, whatever its size: records, claims, the plan, the
-# journal, a listing page of uploads, cleanup.
-JOB_REQUESTS = 30
+# journal, a listing page of uploads, cleanup (32 measured with 40 tasks).
+JOB_REQUESTS = 36
 
 
 class Requests:
@@ -66,15 +66,19 @@ def test_library_path_with_expected_tasks(committer: Committer) -> None:
 
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(task, range(TASKS)))
+    # Until job commit the only reads are the task attempts' fence reads: at most
+    # one a task. How many attempts share one depends on how their commits fall
+    # in time, so this test does not count on it; tests/core/test_fence.py shows
+    # the sharing with a read of known length.
+    fence_reads = requests.counts["GetObject"]
+    assert fence_reads <= TASKS, sorted(requests.counts.items())
     committer.commit_job(job.job_id)
     counts = Counter(requests.counts)
     files = TASKS * FILES_PER_TASK
     assert len(visible(committer)) == files
     assert counts["ListParts"] == 0  # uploads confirmed by listing, not one by one
     assert counts["CompleteMultipartUpload"] == files
-    fence_reads = counts["GetObject"] - TASKS  # the commit reads each manifest once
-    assert fence_reads < TASKS, sorted(counts.items())  # attempts shared their fence reads
     # 3 a file, 2 a task (its manifest's PUT and the commit's GET), the fence
-    # reads (at most 1 a task) and the job's own few dozen.
+    # reads and the job's own few dozen.
     bound = 3 * files + 2 * TASKS + fence_reads + JOB_REQUESTS
     assert sum(counts.values()) <= bound, sorted(counts.items())
