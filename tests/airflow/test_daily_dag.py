@@ -2,8 +2,9 @@
 
 Every test checks what readers would find on S3 (files, rows, pending
 uploads), not only task states. Spark submits take about 20 s each, so each
-test runs the DAG as few times as its claims need: the first test checks a
-first run and a re-run of its day on the same destination.
+test runs the DAG as few times as its claims need: the first test's run of a
+day is killed half-way through its commit and finished by Airflow's retry, then
+a re-run of its day replaces it; two Spark submits for all of it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -70,20 +72,75 @@ def run_id_of(day: str) -> str:
     return f"manual__{day}T00:00:00+00:00"
 
 
-def test_a_day_is_written_committed_once_and_a_rerun_leaves_one_copy(
+@pytest.mark.timeout(1200)
+def test_a_day_killed_half_way_through_its_commit_is_committed_once_and_a_rerun_replaces_it(
     daily: Committer, capfd: pytest.CaptureFixture[str], s3_server: EmbeddedS3
 ) -> None:
-    """One DAG run (with the report DAG downstream of its day), then a second run
-    of the same day on its result: two Spark submits for both claims."""
+    """A day's run whose worker dies at the commit's 4th completion; Airflow's
+    retry finishes it once (with the report DAG downstream of its day), then a
+    second run of the same day replaces it."""
+    day = "2024-01-01"
     unpause("daily_partition_report")
-    result = run_dag(DAG_ID, "2024-01-01", {"rows": 500})
-    first_files = check_the_first_run(daily, result, capfd, s3_server)
+    crash = crash_the_commit(daily, day)
+    result = run_dag(DAG_ID, day, {"rows": ROWS, "options": {"max_rows_per_file": 50}})
+    check_the_retry_finished_the_commit(daily, result, crash)
+    first_files = check_the_first_run(daily, result, capfd, s3_server, crash.output)
     # A second run for the same day (a re-run or a backfill): a new run, a new job.
     check_a_rerun_leaves_one_copy(daily, result, first_files)
 
 
+ROWS = 500  # at most 50 a file: 10 files or more, the worker dies at the 4th completion
+
+
+@dataclass
+class Crash:
+    job_id: str
+    staged: int  # files in the job's manifests
+    half: dict[str, int]  # the files made visible before the worker died
+    output: str
+
+
+def crash_the_commit(daily: Committer, day: str) -> Crash:
+    started = time.monotonic()
+    # A fresh interpreter, Airflow and a Spark submit: over 300 s on a busy two-core machine.
+    crash = subprocess.run(
+        [sys.executable, "-m", "tests.airflow.crash_commit", day, str(ROWS), "4"],
+        cwd=REPO,
+        env=os.environ,
+        capture_output=True,
+        timeout=900,
+    )
+    assert crash.returncode == CRASH_EXIT_CODE, crash.stderr.decode()[-3000:]
+    print(f"crashed run: {time.monotonic() - started:.1f} s")
+    job_id = run_job_id(DAG_ID, run_id_of(day), daily.dest.url)
+    assert daily.job(job_id).state == "committing"
+    staged = sum(len(m.uploads) for m in daily.load_manifests(job_id))
+    half = rows_by_file(daily)
+    assert staged >= 10 and 0 < len(half) < staged
+    assert pending(daily) != []
+    assert daily.read_success() is None
+    assert fail_orphaned_tasks(DAG_ID, run_id_of(day)) == ["commit"]
+    output = (crash.stdout + crash.stderr).decode(errors="replace")
+    return Crash(job_id, staged, half, output)
+
+
+def check_the_retry_finished_the_commit(daily: Committer, result: RunResult, crash: Crash) -> None:
+    """Airflow ran the run again: setup found the same job, the stage was not
+    submitted again, validation and conflicts were past, the commit resumed."""
+    assert result.state == "success"
+    assert xcom(DAG_ID, result.run_id, "setup_job") == crash.job_id
+    files = rows_by_file(daily)
+    assert len(files) == crash.staged and sum(files.values()) == ROWS
+    assert set(crash.half) <= set(files)
+    assert xcom(DAG_ID, result.run_id, "commit", "summary")["files"] == crash.staged
+
+
 def check_the_first_run(
-    daily: Committer, result: RunResult, capfd: pytest.CaptureFixture[str], s3_server: EmbeddedS3
+    daily: Committer,
+    result: RunResult,
+    capfd: pytest.CaptureFixture[str],
+    s3_server: EmbeddedS3,
+    crash_output: str,
 ) -> dict[str, int]:
     assert result.state == "success"
     assert result.states == {
@@ -95,7 +152,7 @@ def check_the_first_run(
     assert job_id == run_job_id(DAG_ID, result.run_id, daily.dest.url)
     files = rows_by_file(daily)
     assert files and all(p.startswith("dt=2024-01-01/") and job_id in p for p in files)
-    assert sum(files.values()) == 500
+    assert sum(files.values()) == ROWS
     assert pending(daily) == []
     success = daily.read_success()
     assert success is not None and success.job_id == job_id
@@ -110,15 +167,15 @@ def check_the_first_run(
     summaries = {t: xcom(DAG_ID, result.run_id, t, "summary") for t in (*STEPS, "cleanup_job")}
     assert all(s and s["job_id"] == job_id for s in summaries.values())
     commit = summaries["commit"]
-    assert (commit["state"], commit["files"], commit["rows"]) == ("committed", len(files), 500)
+    assert (commit["state"], commit["files"], commit["rows"]) == ("committed", len(files), ROWS)
     assert commit["partitions"] == ["dt=2024-01-01"]
     assert commit["requests"] > 0 and commit["seconds"] > 0
-    assert summaries["stage"]["rows"] == 500 and summaries["validate"]["files"] == len(files)
+    assert summaries["stage"]["rows"] == ROWS and summaries["validate"]["files"] == len(files)
 
     # The asset event carries the committed partition and the summary.
     ((key, extra),) = asset_events(daily.dest.url)
     assert key == "2024-01-01"  # the day, as the daily schedule keys its runs
-    assert extra["job_id"] == job_id and extra["rows"] == 500
+    assert extra["job_id"] == job_id and extra["rows"] == ROWS
     # ... which the scheduler turns into a run of the DAG downstream of the day.
     assert schedule_partition_runs() == [("daily_partition_report", "2024-01-01")]
     report = run_dag("daily_partition_report", "2024-01-01", {"date": "2024-01-01"})
@@ -134,8 +191,9 @@ def check_the_first_run(
     link = xcom(DAG_ID, result.run_id, "commit", "_link_CommitsLink")
     assert link.startswith("/zero-rename/commits?dest=s3%3A%2F%2F") and f"job={job_id}" in link
 
-    # No credential in XCom, in the rendered templates the UI shows, or in the logs.
-    shown = (
+    # No credential in XCom, in the rendered templates the UI shows, or in the
+    # logs (the killed run's among them).
+    shown = crash_output + (
         json.dumps(
             [xcoms(DAG_ID, result.run_id), rendered_fields(DAG_ID, result.run_id)], default=str
         )
@@ -199,41 +257,3 @@ def test_a_failed_stage_is_aborted_and_the_run_fails(
     assert "stage" in reason and result.run_id in reason
     assert visible(daily) == {}
     assert pending(daily) == []
-
-
-@pytest.mark.timeout(1200)
-def test_a_commit_killed_half_way_is_finished_once_by_its_retry(daily: Committer) -> None:
-    day = "2024-03-01"
-    # 400 rows at 50 a file: 8 files or more; the worker dies at the 4th completion.
-
-    started = time.monotonic()
-    # A fresh interpreter, Airflow and a Spark submit: over 300 s on a busy two-core machine.
-    crash = subprocess.run(
-        [sys.executable, "-m", "tests.airflow.crash_commit", day, "400", "4"],
-        cwd=REPO,
-        env=os.environ,
-        capture_output=True,
-        timeout=900,
-    )
-    assert crash.returncode == CRASH_EXIT_CODE, crash.stderr.decode()[-3000:]
-    print(f"crashed run: {time.monotonic() - started:.1f} s")
-    job_id = run_job_id(DAG_ID, run_id_of(day), daily.dest.url)
-    assert daily.job(job_id).state == "committing"
-    staged = sum(len(m.uploads) for m in daily.load_manifests(job_id))
-    half = rows_by_file(daily)
-    assert staged >= 8 and len(half) < staged
-    assert fail_orphaned_tasks(DAG_ID, run_id_of(day)) == ["commit"]
-
-    # Airflow runs the run again: setup finds the same job, the stage is not
-    # submitted again, validation and conflicts are past, the commit resumes.
-    result = run_dag(DAG_ID, day, {"rows": 400, "options": {"max_rows_per_file": 50}})
-
-    assert result.state == "success"
-    assert xcom(DAG_ID, result.run_id, "setup_job") == job_id
-    files = rows_by_file(daily)
-    assert len(files) == staged and sum(files.values()) == 400
-    assert set(half) <= set(files)
-    assert pending(daily) == []
-    assert daily.job(job_id).state == "committed"
-    assert daily.read_success().job_id == job_id  # type: ignore[union-attr]
-    assert xcom(DAG_ID, result.run_id, "commit", "summary")["files"] == staged

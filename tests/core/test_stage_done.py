@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.faults import inject
 from tests.helpers import write_task
 from zero_rename.core.committer import Committer
-from zero_rename.core.runs import stage_done
+from zero_rename.core.runs import decided_summary, stage_done
+from zero_rename.errors import ZeroRenameError
 
 pytestmark = pytest.mark.s3
 
@@ -38,3 +40,25 @@ def test_a_job_past_setup_is_not_staged_again(committer: Committer, decide: str)
     assert done is not None and done.job_id == job.job_id
     assert done.state == ("committed" if decide == "commit" else "aborted")
     assert done.destination == committer.dest.url
+
+
+def test_a_step_before_commit_reports_the_stage_of_a_commit_under_way(
+    committer: Committer,
+) -> None:
+    """A retried run's validation finds the commit begun by the killed run: it
+    reports what the job's stage holds, not a summary of nothing."""
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    manifest = write_task(
+        committer, job, "00000", {"2024-01-01": b"a", "2024-01-02": b"b"}, publish=False, rows=5
+    )
+    assert manifest is not None
+    committer.save_stage_manifest(job.job_id, [manifest], engine="test")
+    assert decided_summary(committer, committer.job(job.job_id)) is None  # not decided: run it
+    inject(committer.store.client, "CompleteMultipartUpload", times=1000)
+    with pytest.raises(ZeroRenameError):
+        committer.commit_job(job.job_id)
+    record = committer.job(job.job_id)
+    assert record.state == "committing"
+    summary = decided_summary(committer, record)
+    assert summary is not None
+    assert (summary.state, summary.tasks, summary.files, summary.rows) == ("committing", 1, 2, 10)

@@ -80,7 +80,7 @@ class JobStepOperator(BaseOperator):
         a retry after the commit went ahead has nothing left to check."""
         with protocol_errors():
             record = self.committer.job(self.job)
-            summary = decided_summary(record, self.destination)
+            summary = decided_summary(self.committer, record)
             if summary is None:
                 return step(self.job)
         self.log.info(

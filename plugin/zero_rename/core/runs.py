@@ -135,12 +135,16 @@ def current_run_job(committer: Committer, pipeline: str, run_id: str) -> JobReco
     return None
 
 
-def decided_summary(record: JobRecord, destination: str) -> JobSummary | None:
-    """The summary a pre-commit step reports when it finds its job already past it."""
+def decided_summary(committer: Committer, record: JobRecord) -> JobSummary | None:
+    """The summary a pre-commit step reports when it finds its job already past it:
+    the committed job's, or, while its commit is under way (a retry after a killed
+    commit), what its stage holds, not a summary of nothing."""
     if record.state not in ("committing", "committed"):
         return None
-    return record.summary or JobSummary(
-        job_id=record.job_id, destination=destination, state=record.state
+    return (
+        record.summary
+        or committer.stage_summary(record.job_id, record.state)
+        or JobSummary(job_id=record.job_id, destination=committer.dest.url, state=record.state)
     )
 
 

@@ -79,7 +79,7 @@ def before_commit(
 ) -> JobSummary:
     """Validate or resolve conflicts, or report the job if its commit went ahead."""
     with protocol_errors():
-        summary = decided_summary(committer.job(job_id), committer.dest.url)
+        summary = decided_summary(committer, committer.job(job_id))
         return summary if summary is not None else step(job_id)
 
 
