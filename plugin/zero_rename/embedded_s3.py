@@ -7,6 +7,7 @@ servers can run side by side and nothing listens beyond this machine.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -88,17 +89,14 @@ def stop_process_group(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> 
     (at once if ``timeout`` is 0)."""
     if proc.poll() is not None:
         return
-    try:
-        if timeout <= 0:
-            raise subprocess.TimeoutExpired(proc.args, timeout)
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=timeout)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=5)
+    if timeout > 0:
+        with contextlib.suppress(ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=timeout)
+            return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=5)
 
 
 def free_ports(count: int) -> list[int]:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -23,6 +21,8 @@ from types import TracebackType
 from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
+
+from zero_rename.embedded_s3 import stop_process_group
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
@@ -120,13 +120,7 @@ class Browser:
         try:
             self.ws.close()
         finally:
-            if self.proc.poll() is None:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait(timeout=5)
+            stop_process_group(self.proc, timeout=10)
             shutil.rmtree(self.profile, ignore_errors=True)
 
     def __enter__(self) -> Browser:

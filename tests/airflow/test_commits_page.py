@@ -11,7 +11,6 @@ import json
 import os
 import re
 import secrets
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from tests.airflow.environment import AIRFLOW_HOME, VENV_BIN
 from tests.helpers import write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord
-from zero_rename.embedded_s3 import EmbeddedS3, free_ports
+from zero_rename.embedded_s3 import EmbeddedS3, free_ports, stop_process_group
 
 pytestmark = pytest.mark.browser
 
@@ -82,12 +81,7 @@ def api_server(airflow_env: EmbeddedS3) -> Iterator[ApiServer]:
         response.raise_for_status()
         yield ApiServer(url, response.json()["access_token"])
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_process_group(proc, timeout=30)
 
 
 def wait_until_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
