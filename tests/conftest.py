@@ -14,12 +14,12 @@ import logging
 import os
 import shutil
 import sys
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.buckets import fresh_bucket
 from tests.jvm import JAVA_OPTIONS
 from tests.s3proxy import S3Proxy, proxy_for
 from tests.servers import BACKENDS, MotoS3, S3Server
@@ -274,7 +274,9 @@ def store_config(s3_backend: S3Server) -> StoreConfig:
 
 @pytest.fixture
 def bucket(s3_backend: S3Server) -> str:
-    return fresh_bucket(s3_backend)
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    s3_backend.create_bucket(name)
+    return name
 
 
 @pytest.fixture
