@@ -297,3 +297,24 @@ def test_two_commits_of_one_job_publish_once(
     with ThreadPoolExecutor(2) as pool:
         assert list(pool.map(commit, others)) == [6, 6]
     assert len(visible(committer)) == 6 and pending_in_bucket(committer) == []
+
+
+def test_a_commit_still_planning_when_another_publishes_finishes_with_it(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    """The race above, made certain: one commit lists the pending uploads only
+    after the other has completed them. It must take the other's decision, not
+    report the completed uploads as lost."""
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    for i in range(3):
+        write_task(committer, job, f"{i:05d}", {DAY: f"part {i}".encode()})
+    late, first = (Committer(committer.dest, store_config) for _ in range(2))
+    with ThreadPoolExecutor(1) as pool, pause(late.store.client, "ListMultipartUploads") as held:
+        planning = in_thread(pool, lambda: late.commit_job(job.job_id))
+        assert held.reached.wait(30)
+        assert first.commit_job(job.job_id).files == 3
+        held.release()
+        assert planning.result(timeout=60).files == 3  # type: ignore[attr-defined]
+    assert sorted(visible(committer).values()) == [b"part 0", b"part 1", b"part 2"]
+    assert pending_in_bucket(committer) == []
+    assert committer.job(job.job_id).state == "committed"

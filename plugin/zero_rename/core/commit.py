@@ -84,6 +84,8 @@ def commit_job(
     if not resumed:
         record = _seal(JobRecords(store, dest), record)
         record, ours = _plan_and_decide(store, dest, record, manifests, expected)
+        if record.state == "committed":
+            return _already_committed(store, dest, record)
         # Another commit's plan: it may be completing it now, or have crashed.
         resumed = not ours
     plan = _decided_plan(store, dest, record)
@@ -172,12 +174,18 @@ def _plan_and_decide(
     try:
         plan, key = _plan(store, dest, record, manifests, expected)
     except ZeroRenameError as exc:
-        # An abort racing this commit makes its uploads vanish mid-validation;
-        # say that, rather than the validation problem it caused.
-        if records.get(record.job_id).state == "aborted":
+        # A decision racing this plan makes the uploads vanish under it: an abort
+        # aborts them, another commit of the job completes them (and removes this
+        # plan's shards in its cleanup). Follow the decision, rather than report
+        # the problem it caused.
+        current = records.get(record.job_id)
+        if current.state == "aborted":
             raise JobDecidedError(
                 f"job {record.job_id} was aborted while it was being validated; it cannot commit"
             ) from exc
+        if current.state in ("committing", "committed"):
+            log.info("job %s: another commit decided while this one planned", record.job_id)
+            return current, False
         raise
 
     def decide(current: JobRecord) -> JobRecord | None:
