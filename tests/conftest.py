@@ -14,12 +14,12 @@ import logging
 import os
 import shutil
 import sys
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests import buckets
 from tests.jvm import JAVA_OPTIONS
 from tests.s3proxy import S3Proxy, proxy_for
 from tests.servers import BACKENDS, MotoS3, S3Server
@@ -272,11 +272,20 @@ def store_config(s3_backend: S3Server) -> StoreConfig:
     return StoreConfig(endpoint_url=s3_backend.endpoint_url, max_pool_connections=64)
 
 
+# Tests whose buckets other processes (Spark's, Airflow's, Dagster's workers)
+# write to, which may outlive the test: their buckets are never reused.
+_FOREIGN_WRITERS = ("spark", "airflow", "dagster")
+
+
 @pytest.fixture
-def bucket(s3_backend: S3Server) -> str:
-    name = f"t-{uuid.uuid4().hex[:12]}"
-    s3_backend.create_bucket(name)
-    return name
+def bucket(s3_backend: S3Server, request: pytest.FixtureRequest) -> Iterator[str]:
+    """An empty bucket of the test's own (see tests/buckets.py)."""
+    if any(request.node.get_closest_marker(m) for m in _FOREIGN_WRITERS):
+        yield buckets.new_bucket(s3_backend)
+        return
+    name = buckets.take(s3_backend)
+    yield name
+    buckets.give_back(s3_backend, name)
 
 
 @pytest.fixture

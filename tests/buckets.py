@@ -1,0 +1,100 @@
+"""Empty buckets for tests: on SeaweedFS a bucket is emptied after its test and
+handed to a later one.
+
+SeaweedFS gives every bucket a collection of its own, and the first write of
+data to a new bucket waits about 215 ms (nearly all of it idle) while that
+collection's first volume grows; the process's store probe (8 requests) runs
+once per bucket too. Several hundred tests pay both for a fresh bucket. An
+emptied bucket keeps its volume and its probed profile, so a test given one
+pays neither. (Growing volumes for many new buckets at once instead wedged
+SeaweedFS's volume growth after about 180 buckets: every later write timed
+out on "assign volume".)
+
+A bucket goes back only when emptying it worked (objects, pending uploads,
+lifecycle rules), and waits behind a few others, so that a straggling request
+of its test lands long before the bucket is handed out again; it is checked
+empty once more at that point, and dropped if it is not. Tests whose buckets
+other processes write to (Spark's, Airflow's and Dagster's workers, which may
+outlive the test) always get a new bucket.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import deque
+from typing import Any
+
+from tests.servers import S3Server
+from zero_rename.core import probes
+from zero_rename.embedded_s3 import EmbeddedS3
+
+log = logging.getLogger(__name__)
+
+# Buckets waiting to be handed out again, per endpoint; one is reused only once
+# this many more wait behind it.
+_WAITING = 4
+_pools: dict[str, deque[str]] = {}
+_clients: dict[str, Any] = {}
+
+
+def new_bucket(server: S3Server) -> str:
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    server.create_bucket(name)
+    return name
+
+
+def take(server: S3Server) -> str:
+    """An empty bucket on ``server``: an emptied one on SeaweedFS when there is one."""
+    pool = _pools.get(server.endpoint_url)
+    while pool is not None and len(pool) > _WAITING:
+        name = pool.popleft()
+        if _is_empty(_client(server), name):
+            return name
+        log.warning("bucket %s was written to after its test; not reused", name)
+    return new_bucket(server)
+
+
+def give_back(server: S3Server, name: str) -> None:
+    """Empty ``name`` for a later test; on any failure the bucket is left as it is."""
+    if not isinstance(server, EmbeddedS3):  # moto: a new bucket costs nothing
+        return
+    client = _client(server)
+    try:
+        _empty(client, name)
+    except Exception:
+        log.warning("could not empty bucket %s; not reused", name, exc_info=True)
+        return
+    # What this process probed through another endpoint (a test's fault-injecting
+    # proxy) must not reach a later test whose proxy gets the same port.
+    for key in [k for k in probes._DETECTED if k[1] == name and k[0] != server.endpoint_url]:
+        probes._DETECTED.pop(key, None)
+    _pools.setdefault(server.endpoint_url, deque()).append(name)
+
+
+def _client(server: S3Server) -> Any:
+    # One client per server: making one costs 16 ms of CPU.
+    if server.endpoint_url not in _clients:
+        _clients[server.endpoint_url] = server.client()
+    return _clients[server.endpoint_url]
+
+
+def _empty(client: Any, name: str) -> None:
+    for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=name):
+        for upload in page.get("Uploads", []):
+            client.abort_multipart_upload(
+                Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"]
+            )
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
+    client.delete_bucket_lifecycle(Bucket=name)
+    if not _is_empty(client, name):
+        raise RuntimeError(f"bucket {name} is not empty after emptying it")
+
+
+def _is_empty(client: Any, name: str) -> bool:
+    objects = client.list_objects_v2(Bucket=name, MaxKeys=1).get("KeyCount", 0)
+    uploads = client.list_multipart_uploads(Bucket=name, MaxUploads=1).get("Uploads", [])
+    return objects == 0 and not uploads
