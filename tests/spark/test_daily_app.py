@@ -1,10 +1,9 @@
 """The daily application the Airflow DAG submits.
 
-One run goes through ``spark-submit --master local[2]``, its own JVM and Python
-workers, with the S3 endpoint given only as a writer option: the way the DAG's
-stage runs it. The others call the same ``main`` in this process, on the
-suite's Spark session (a JVM start saved each), where only the session's start
-and stop differ.
+The tests call its ``main`` in this process, on the suite's Spark session (a
+JVM start saved each), where only the session's start and stop differ. Its runs
+through ``spark-submit`` are the daily DAG's (tests/airflow), and the plain
+stack's, whose stage hands it the S3 endpoint only as a writer option.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ import importlib.util
 import json
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,7 +21,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers import pending_in_bucket
-from tests.jvm import JAVA_OPTIONS
 from zero_rename.core.committer import Committer
 
 from spark_support import arrow_table, data_files
@@ -65,42 +61,6 @@ def app(spark: Any, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
-def submit(
-    *args: str, timeout: float = 300, endpoint_env: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """spark-submit the application; without ``endpoint_env`` the S3 endpoint reaches
-    it only through ``--option endpoint=``, as the Airflow stage passes it."""
-    bin_dir = str(Path(sys.executable).parent)
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-    }
-    if not endpoint_env:
-        env = {k: v for k, v in env.items() if not k.startswith("AWS_ENDPOINT_URL")}
-    command = [
-        os.path.join(bin_dir, "spark-submit"),
-        "--master",
-        "local[2]",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--driver-java-options",
-        JAVA_OPTIONS,
-        str(APP),
-        *args,
-    ]
-    return subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def summary_of(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    # spark-submit merges the driver's stderr (the logs) into its stdout.
-    [line] = [line for line in result.stdout.splitlines() if line.startswith('{"')]
-    return json.loads(line)
-
-
 def test_bad_arguments_exit_2_before_spark_starts(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -138,6 +98,7 @@ def test_daily_app_plain_then_orchestrated_rerun_replaces_the_day(
     committer: Committer,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert app.main(["--destination", dest, "--date", "2024-01-01", "--rows", "500"]) == 0
     printed = capsys.readouterr().out.splitlines()
@@ -164,20 +125,17 @@ def test_daily_app_plain_then_orchestrated_rerun_replaces_the_day(
     )
     input_key = f"inputs/{job.job_id}/input.parquet"
     committer.store.put_object(committer.dest.bucket, input_key, source.read_bytes())
-    second = submit(
-        "--destination",
-        dest,
-        "--date",
-        "2024-01-01",
-        "--job-id",
-        job.job_id,
-        f"--input=s3://{committer.dest.bucket}/inputs/{job.job_id}/",
-        "--option",
-        f"endpoint={os.environ['AWS_ENDPOINT_URL']}",
-        endpoint_env=False,
-    )
-    assert second.returncode == 0, second.stdout[-3000:]
-    assert summary_of(second)["state"] == "staged" and summary_of(second)["rows"] == 150
+    args = ["--destination", dest, "--date", "2024-01-01", "--job-id", job.job_id]
+    args += [f"--input=s3://{committer.dest.bucket}/inputs/{job.job_id}/"]
+    args += ["--option", f"endpoint={os.environ['AWS_ENDPOINT_URL']}"]
+    with monkeypatch.context() as env:
+        # The endpoint reaches the driver only as the option, as the DAG's stage
+        # passes it: the environment's names a port nothing listens on.
+        env.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        env.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
+        assert app.main(args) == 0
+    second = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert second["state"] == "staged" and second["rows"] == 150
     assert data_files(committer) == old  # nothing visible before the orchestrator commits
     committer.commit_job(job.job_id)
 
