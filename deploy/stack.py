@@ -490,30 +490,34 @@ class Stack:
 
     # --- down
 
-    def stop(self, service: str) -> None:
-        """SIGTERM to honcho, which stops its processes' groups (SIGKILL after 5 s);
-        SIGKILL to whatever is left after STOP_TIMEOUT."""
-        procs = list(self.processes(service).values())
-        if procs:
-            say(f"{service}: stopping")
-            with contextlib.suppress(psutil.Error):
-                procs[0].terminate()
-            _, left = psutil.wait_procs(procs, timeout=STOP_TIMEOUT)
-            for proc in left:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                say(f"{service}: {proc.pid} killed after {STOP_TIMEOUT:.0f}s")
-            psutil.wait_procs(left, timeout=10)
-        self.state["services"].pop(service, None)
-        self.state["ports"].pop(service, None)
+    def stop(self, *services: str) -> None:
+        """SIGTERM to each service's honcho, which stops its processes' groups
+        (SIGKILL after 5 s); SIGKILL to whatever is left after STOP_TIMEOUT. The
+        services stop side by side: none needs another to shut down."""
+        owner: dict[psutil.Process, str] = {}
+        for service in services:
+            found = list(self.processes(service).values())
+            if found:
+                say(f"{service}: stopping")
+                with contextlib.suppress(psutil.Error):
+                    found[0].terminate()
+                owner.update(dict.fromkeys(found, service))
+        _, left = psutil.wait_procs(list(owner), timeout=STOP_TIMEOUT)
+        for proc in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            say(f"{owner[proc]}: {proc.pid} killed after {STOP_TIMEOUT:.0f}s")
+        psutil.wait_procs(left, timeout=10)
+        for service in services:
+            self.state["services"].pop(service, None)
+            self.state["ports"].pop(service, None)
         self.save()
 
     def down(self, purge: bool = False) -> None:
         if not self.root.exists():
             say(f"nothing to stop: no stack in {self.root}")
             return
-        for service in reversed(SERVICES):
-            self.stop(service)
+        self.stop(*SERVICES)
         for signalled in (psutil.Process.terminate, psutil.Process.kill):
             for proc in marked_processes(self.root):
                 with contextlib.suppress(psutil.Error):
