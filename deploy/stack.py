@@ -71,6 +71,9 @@ PASSTHROUGH = (
     "TZ",
     "TMPDIR",
     "JAVA_HOME",
+    # Options for every JVM of the stack (Spark's master, worker, drivers and
+    # executors): a heap size, or a lighter JIT on a small machine.
+    "JAVA_TOOL_OPTIONS",
     "SHELL",
     "TERM",
     "ZERO_RENAME_WORKER_CORES",

@@ -28,6 +28,7 @@ import psutil
 import pytest
 
 from tests.deploy.support import DEPLOY, VENV_BIN
+from tests.jvm import JAVA_OPTIONS
 
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1"}
 DAG_ID = "daily_partitioned_write"
@@ -47,6 +48,9 @@ class Stack:
         # The caller's ZERO_RENAME_* would move the stack; the script filters the rest.
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZERO_RENAME_")}
         env["PYTHON"] = sys.executable
+        # The suite's options for short-lived JVMs (tests/jvm.py), through the
+        # variable every JVM reads: the stack hands it to its services.
+        env["JAVA_TOOL_OPTIONS"] = JAVA_OPTIONS
         return subprocess.run(
             [str(DEPLOY / "stack.sh"), "--dir", str(self.root), *args],
             env=env,
