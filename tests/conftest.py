@@ -100,7 +100,7 @@ def _missing_programs() -> dict[str, str]:
     }
 
 
-# Under pytest-xdist (make test: -n 2 --dist loadgroup) the tests of a group run
+# Under pytest-xdist (make test: -n 3 --dist loadgroup) the tests of a group run
 # on one worker, one after another, in file order: those sharing a costly session
 # resource (the Spark JVM, Airflow's database and api-server), and the tests of
 # any other file, which may share module fixtures or follow each other. Those of
