@@ -111,11 +111,11 @@ def crash_the_commit(daily: Committer, day: str) -> Crash:
         timeout=900,
     )
     assert crash.returncode == CRASH_EXIT_CODE, crash.stderr.decode()[-3000:]
-    print(f"crashed run: {time.monotonic() - started:.1f} s")
     job_id = run_job_id(DAG_ID, run_id_of(day), daily.dest.url)
     assert daily.job(job_id).state == "committing"
     staged = sum(len(m.uploads) for m in daily.load_manifests(job_id))
     half = rows_by_file(daily)
+    print(f"crashed run: {time.monotonic() - started:.1f} s, {len(half)} of {staged} visible")
     assert staged >= 10 and 0 < len(half) < staged
     assert pending(daily) != []
     assert daily.read_success() is None
