@@ -12,6 +12,11 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 3
 # Options for the demos, e.g. DEMO_ARGS="--date 2024-02-01" or, for demo-core, "--keep".
 DEMO_ARGS ?=
+# The lint, as configured in pyproject.toml: `make lint` runs all three, `make
+# test` the two ruff checks first and mypy beside the tests.
+RUFF_CHECK := $(VENV)/bin/ruff check .
+RUFF_FORMAT_CHECK := $(VENV)/bin/ruff format --check .
+MYPY := $(VENV)/bin/mypy
 
 .PHONY: demo demo-core demo-dagster lint test test-unit bench bench-spark clean venv
 
@@ -48,9 +53,9 @@ demo-dagster: $(STAMP)
 # `ruff format` applies the format, `ruff check --fix` the safe lint fixes.
 lint: $(STAMP)
 	@status=0; \
-	$(VENV)/bin/ruff check . || status=1; \
-	$(VENV)/bin/ruff format --check . || status=1; \
-	$(VENV)/bin/mypy || status=1; \
+	$(RUFF_CHECK) || status=1; \
+	$(RUFF_FORMAT_CHECK) || status=1; \
+	$(MYPY) || status=1; \
 	exit $$status
 
 # Java and Chromium are installed when missing and possible (see the script);
@@ -59,11 +64,11 @@ lint: $(STAMP)
 # tests, which seldom keep every core busy: its report follows theirs, and
 # either failing fails the target.
 test: $(STAMP)
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(RUFF_CHECK)
+	$(RUFF_FORMAT_CHECK)
 	deploy/system-deps.sh
 	@report=$$(mktemp); \
-	$(VENV)/bin/mypy >"$$report" 2>&1 & mypy=$$!; \
+	$(MYPY) >"$$report" 2>&1 & mypy=$$!; \
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); \
 	status=$$?; \
 	if wait $$mypy; then echo "mypy: $$(tail -n 1 "$$report")"; else cat "$$report"; status=1; fi; \
