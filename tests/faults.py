@@ -183,3 +183,50 @@ def pause(
     client.meta.events.register(f"before-call.s3.{op}", held, unique_id=f"pause-{id(held)}")
     _hook_light_path(client, op, held, "before")
     return held
+
+
+class Act:
+    """Runs ``action(key)`` just before the ``nth`` matching call of an operation is
+    sent: what another process does at an exact point (an upload aborted by hand
+    while a commit completes the others)."""
+
+    def __init__(
+        self, op: str, nth: int, action: Callable[[str], None], key_contains: str | None
+    ) -> None:
+        self.op, self.nth, self.action, self.key_contains = op, nth, action, key_contains
+        self.seen = 0
+        self.fired = 0
+        self._lock = threading.Lock()
+
+    def mark(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        key = str(params.get("Key", ""))
+        matches = self.key_contains is None or self.key_contains in key
+        context[f"act-{id(self)}"] = key if matches else None
+
+    def __call__(self, context: dict[str, Any], **_: Any) -> None:
+        key = context.get(f"act-{id(self)}")
+        if key is None:
+            return
+        with self._lock:
+            self.seen += 1
+            if self.seen != self.nth:
+                return
+            self.fired += 1
+        self.action(key)
+
+
+def act_at(
+    client: Any,
+    op: str,
+    action: Callable[[str], None],
+    nth: int = 1,
+    key_contains: str | None = None,
+) -> Act:
+    """Run ``action(key)`` before the ``nth`` call of ``op`` on this client is sent."""
+    act = Act(op, nth, action, key_contains)
+    client.meta.events.register(
+        f"before-parameter-build.s3.{op}", act.mark, unique_id=f"amark-{id(act)}"
+    )
+    client.meta.events.register(f"before-call.s3.{op}", act, unique_id=f"act-{id(act)}")
+    _hook_light_path(client, op, act, "before")
+    return act

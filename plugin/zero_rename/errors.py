@@ -110,6 +110,35 @@ class AbortRefusedError(ZeroRenameError):
     """The job commit passed its point of no return; retry the commit instead of aborting."""
 
 
+class RollbackRefusedError(AbortRefusedError):
+    """A rollback was asked of a job whose commit can still finish (or has finished):
+    every planned file is complete or still pending. Retry the commit instead."""
+
+
+class UploadRefusedError(ZeroRenameError):
+    """The store refused, for good, to make a planned file visible after the point of
+    no return: the parts recorded for it do not match its upload, or its upload is
+    gone and the object is not there. No retry can complete it.
+
+    ``key`` and ``upload_id`` name the upload, ``refusal`` says how it was refused
+    (an S3 error code such as ``InvalidPart``, or ``upload-gone``). Job commit
+    answers it by rolling the job back (:mod:`zero_rename.core.rollback`).
+    """
+
+    def __init__(self, message: str, *, key: str, upload_id: str, refusal: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.upload_id = upload_id
+        self.refusal = refusal
+
+
+class CommitRolledBackError(JobDecidedError):
+    """The store refused part of the job's commit after its point of no return, so the
+    commit was rolled back: no file of the job is visible or pending, the files it
+    would have replaced are untouched, and the job is recorded ``aborted`` with the
+    refusal. Final: run the job again."""
+
+
 class JobNotFoundError(ZeroRenameError):
     """No job record exists for this job id at this destination."""
 

@@ -10,6 +10,7 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.model import TaskManifest, dump
 from zero_rename.core.store import StoreConfig
 from zero_rename.errors import (
+    CommitRolledBackError,
     ConfigError,
     ConflictError,
     DestinationError,
@@ -168,7 +169,8 @@ def test_recorded_parts_are_left_to_complete(committer: Committer) -> None:
     """Validation confirms that every upload is pending, by listing; which parts it
     holds is CompleteMultipartUpload's to check. A part nobody recorded does not
     stop it (the commit publishes exactly the recorded bytes); a recorded part S3
-    does not hold is refused by S3, and the commit says whose manifest is wrong."""
+    does not hold is refused by S3: the commit says whose manifest is wrong and
+    rolls that job back."""
     job = committer.setup_job({"conflict_mode": "append"})
     m = write_task(committer, job, "00000", [b"abc"], publish=False)
     assert m is not None
@@ -187,8 +189,9 @@ def test_recorded_parts_are_left_to_complete(committer: Committer) -> None:
             "parts": (u.parts[0].model_copy(update={"etag": '"0123456789abcdef0123456789abcdef"'}),)
         }
     )
-    with pytest.raises(ManifestError, match=f"refused the parts recorded for {u.key}"):
+    with pytest.raises(CommitRolledBackError, match=f"refused the parts recorded for {u.key}"):
         committer.commit_job(job.job_id, [m.model_copy(update={"uploads": (wrong,)})])
+    assert list(visible(committer).values()) == [b"abc"]
 
 
 def test_malformed_published_manifest_is_named(committer: Committer) -> None:

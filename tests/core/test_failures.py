@@ -22,7 +22,7 @@ from zero_rename.core.model import JobRecord
 from zero_rename.core.store import StoreConfig
 from zero_rename.errors import (
     AbortRefusedError,
-    CommitStateUnknownError,
+    CommitRolledBackError,
     StoreError,
     ZeroRenameError,
 )
@@ -235,9 +235,10 @@ def _no_such_upload_once_completed(
     return hooks
 
 
-def test_commit_refuses_to_guess_when_an_upload_vanished(committer: Committer) -> None:
+def test_commit_rolls_back_when_an_upload_vanished(committer: Committer) -> None:
     """Whatever the store answers to completing the vanished upload (404 NoSuchUpload;
-    moto and older Ceph: a 500), the commit checks and says what happened."""
+    moto and older Ceph: a 500), the commit checks, says which file, and rolls the
+    job back (tests/core/test_rollback.py has every refusal)."""
     job = tasks_written(committer, conflict_mode="append")
     crash = inject(committer.store.client, "CompleteMultipartUpload", when="before", nth=1)
     with pytest.raises(StoreError):
@@ -246,9 +247,10 @@ def test_commit_refuses_to_guess_when_an_upload_vanished(committer: Committer) -
     # the failed complete's upload, at least, is still pending: abort it by hand
     victim = committer.pending_uploads(job.job_id)[0]
     committer.store.abort_upload(committer.dest.bucket, victim.key, victim.upload_id)
-    with pytest.raises(CommitStateUnknownError, match=victim.key):
+    with pytest.raises(CommitRolledBackError, match=victim.key):
         committer.commit_job(job.job_id)
-    assert committer.job(job.job_id).state == "committing"
+    assert committer.job(job.job_id).state == "aborted"
+    assert visible(committer) == {} and pending_in_bucket(committer) == []
 
 
 def test_concurrent_commit_and_abort_one_wins(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import pending_in_bucket, visible, write_task
+from tests.helpers import pending_in_bucket, visible
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import (
     Destination,
@@ -133,18 +133,35 @@ def test_counts_are_checked_before_anything_is_written(committer: Committer) -> 
 
 
 @pytest.mark.s3
-def test_a_corrupt_record_is_named_and_abort_still_works(committer: Committer) -> None:
-    job = committer.setup_job({"conflict_mode": "append"})
-    write_task(committer, job, "00000", [b"x"])
+@pytest.mark.parametrize("columns", ["", "dt", "dt,region"])
+def test_a_corrupt_record_is_named_and_abort_still_works(
+    committer: Committer, columns: str
+) -> None:
+    """The aborted record that replaces the corrupt one cannot know the job's
+    partition columns: its sweeps find the job's uploads in any layout, the
+    first abort's and a second's alike."""
+    job = committer.setup_job({"conflict_mode": "append", "partition_columns": columns})
+    names = [c for c in columns.split(",") if c]
+    partition = {name: "2024-01-01" for name in names} or None
+    attempt = committer.task_attempt(job, "00000")
+    for _ in range(2):
+        with attempt.open(partition) as out:
+            out.write(b"x")
     key = committer.dest.job(job.job_id).record_key
     committer.store.put_object(committer.dest.bucket, key, b'{"kind": "zero-rename/job", "ver')
     with pytest.raises(ManifestError, match="job.json"):
         committer.commit_job(job.job_id)
     summary = committer.abort_job(job.job_id)
-    assert summary.aborted_uploads == 1
+    assert summary.aborted_uploads == 2
     record = committer.job(job.job_id)
     assert record.state == "aborted" and "unreadable record" in record.error
+    assert record.recovered
     assert visible(committer) == {} and pending_in_bucket(committer) == []
+    # A zombie's upload made after it: the next abort (or cleanup) sweeps it too.
+    with attempt.open(partition) as out:
+        out.write(b"late")
+    assert committer.abort_job(job.job_id).aborted_uploads == 1
+    assert pending_in_bucket(committer) == []
 
 
 @pytest.mark.s3

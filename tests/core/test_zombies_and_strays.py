@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.faults import clear, inject
-from tests.helpers import MIB, pending_in_bucket, visible, write_task
+from tests.helpers import MIB, history_only, pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.store import StoreConfig
 from zero_rename.errors import (
@@ -56,6 +56,31 @@ def test_zombie_whose_uploads_were_swept_learns_the_job_is_decided(
     zombie.abort()
     assert pending_in_bucket(committer) == []
     assert list(visible(committer).values()) == ([b"on time"] if decide == "committed" else [])
+
+
+@pytest.mark.parametrize("decide", ["aborted", "committed"])
+def test_a_late_attempt_leaves_no_manifest_behind(committer: Committer, decide: str) -> None:
+    """A task attempt that publishes its manifest after the job was decided (and
+    cleaned up) withdraws it: the job keeps its history and nothing else."""
+    job = committer.setup_job({"conflict_mode": "append"})
+    write_task(committer, job, "00000", [b"on time"])
+    late = committer.task_attempt(job, "00001")
+    with late.open() as f:
+        f.write(b"late")
+    if decide == "aborted":
+        committer.abort_job(job.job_id)
+    else:
+        committer.commit_job(job.job_id)
+    with pytest.raises(JobDecidedError):
+        late.commit()
+    assert pending_in_bucket(committer) == []
+    layout = committer.dest.job(job.job_id)
+    assert list(committer.store.list_objects(committer.dest.bucket, layout.tasks_dir)) == []
+    if decide == "committed":
+        assert history_only(committer, job.job_id)
+    else:
+        keys = [o.key for o in committer.store.list_objects(committer.dest.bucket, layout.dir)]
+        assert keys == [layout.record_key]
 
 
 def test_retried_commit_of_a_committed_job_cleans_up(committer: Committer) -> None:

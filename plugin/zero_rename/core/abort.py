@@ -21,7 +21,7 @@ from zero_rename.core.jobs import JobRecords, step_finished, step_started
 from zero_rename.core.layout import Destination, is_job_data_key
 from zero_rename.core.model import JobRecord, JobSummary, dump, utcnow
 from zero_rename.core.options import JobOptions
-from zero_rename.core.planning import load_plan
+from zero_rename.core.planning import decided_plan, upload_shards
 from zero_rename.core.publish import delete_replaced
 from zero_rename.core.store import S3Store, UploadInfo
 from zero_rename.errors import (
@@ -119,15 +119,16 @@ def abort_uploads(
 
 
 def remove_temporary(
-    store: S3Store, dest: Destination, job_id: str, keep: Sequence[str] = ()
+    store: S3Store, dest: Destination, job_id: str, keep: Sequence[str] = (), files: bool = True
 ) -> int:
     """Delete the job's manifests, plans and journal. The job record stays as history
     and as the fence that late task attempts read, the committed file list
-    (``files/``) as the full list ``_SUCCESS`` names, and whatever starts with one
+    (``files/``, unless ``files`` is False: a rolled-back job's is no list of
+    anything) as the full list ``_SUCCESS`` names, and whatever starts with one
     of ``keep`` (the decided plan's header and committed attempts, which a late
     attempt reads to learn whether it counts)."""
     layout = dest.job(job_id)
-    kept = (layout.record_key, layout.files_dir, *keep)
+    kept = (layout.record_key, *([layout.files_dir] if files else []), *keep)
     keys = [
         o.key for o in store.list_objects(dest.bucket, layout.dir) if not o.key.startswith(kept)
     ]
@@ -139,7 +140,7 @@ def decided_plan_keys(store: S3Store, dest: Destination, record: JobRecord) -> t
     if record.state not in ("committing", "committed") or not record.plan_key:
         return ()
     try:
-        plan = load_plan(store, dest, record.job_id, record.plan_key)
+        plan = decided_plan(store, dest, record)
     except ManifestError:
         return ()
     return (record.plan_key, plan.shards_prefix + "attempts-")
@@ -153,7 +154,11 @@ def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") 
     Idempotent. Works from ``setup`` and ``sealed`` (a commit that has not passed
     its point of no return loses), without a job record (job setup may never
     have run), and with an unreadable one (unless a plan exists: then the job
-    may have passed its point of no return, and that is not guessed).
+    may have passed its point of no return, and that is not guessed). A job
+    rolling back (:mod:`zero_rename.core.rollback`) has its rollback finished.
+    Without a record, or with one that replaced an unreadable record, every
+    upload carrying the job id in a job file name is swept, whatever the
+    partition layout.
 
     Raises:
         AbortRefusedError: the commit passed its point of no return.
@@ -161,12 +166,14 @@ def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") 
     started = time.monotonic()
     records = JobRecords(store, dest)
     record = _decide_aborted(store, dest, records, job_id, reason)
+    if record is not None and record.state == "rolling_back":
+        return finish_rollback(store, dest, record)
     if record is not None:
         store = store.with_profile(record.store_profile)
     threads = record.options.threads if record else 16
-    columns = record.options.partition_columns if record else None
+    columns = record.file_columns if record else None
     aborted = abort_uploads(store, dest, job_id, threads, columns)
-    remove_temporary(store, dest, job_id)
+    remove_temporary(store, dest, job_id, files=False)  # an aborted job lists no files
     Claims(store, dest).release(job_id)
     summary = JobSummary(
         job_id=job_id,
@@ -193,6 +200,8 @@ def _decide_aborted(
     """Swap the record to ``aborted``; None when there is no record at all."""
 
     def decide(record: JobRecord) -> JobRecord | None:
+        if record.state == "rolling_back":
+            return None  # decided already: the caller finishes the rollback
         if record.state in ("committing", "committed"):
             raise AbortRefusedError(
                 f"job {job_id} is {record.state}: its commit passed the point of no return. "
@@ -254,6 +263,7 @@ def _replace_unreadable(
         state="aborted",
         created=now,
         error=f"aborted with an unreadable record: {str(problem)[:300]}",
+        recovered=True,
     )
     try:
         store.put_object(dest.bucket, layout.record_key, dump(record), if_match=etag)
@@ -278,6 +288,8 @@ def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
     started = time.monotonic()
     record = JobRecords(store, dest).get(job_id)
     store = store.with_profile(record.store_profile)
+    if record.state == "rolling_back":
+        return finish_rollback(store, dest, record)
     if record.state in ("setup", "sealed", "committing"):
         log.warning(
             "job %s is %s; cleanup leaves it for %s",
@@ -290,10 +302,9 @@ def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
     # their list goes with the temporary objects, so delete them first.
     delete_replaced(store, dest, record)
     Claims(store, dest).release(job_id)
-    aborted = abort_uploads(
-        store, dest, job_id, record.options.threads, record.options.partition_columns
-    )
-    removed = remove_temporary(store, dest, job_id, decided_plan_keys(store, dest, record))
+    aborted = abort_uploads(store, dest, job_id, record.options.threads, record.file_columns)
+    keep = decided_plan_keys(store, dest, record)
+    removed = remove_temporary(store, dest, job_id, keep, files=record.state == "committed")
     log.info(
         "cleaned up job %s: %d stray upload(s) aborted, %d temporary object(s) removed",
         job_id,
@@ -306,5 +317,85 @@ def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
             "aborted_uploads": aborted,
             "requests": store.stats.total_requests,
             "seconds": round(time.monotonic() - started, 3),
+        }
+    )
+
+
+# -- finishing a rollback (the decision is core/rollback.py's) ------------------------
+def finish_rollback(store: S3Store, dest: Destination, record: JobRecord) -> JobSummary:
+    """Carry out a rollback the record has decided (``rolling_back``); idempotent.
+
+    The order is what keeps a file from appearing after the rollback: every
+    pending upload of the job is aborted first (a commit process still running
+    elsewhere then fails to complete anything more), and only then is every
+    key of the plan deleted. Then the record says ``aborted``, the claim goes,
+    and so do the job's temporary objects and its file list.
+
+    Raises:
+        ZeroRenameError: an upload of the job is still pending after the sweep;
+            the record stays ``rolling_back`` for a retry.
+    """
+    started = time.monotonic()
+    store = store.with_profile(record.store_profile)
+    threads = record.options.threads
+    aborted = abort_uploads(store, dest, record.job_id, threads, record.file_columns)
+    left = job_uploads(store, dest, record.job_id, record.file_columns)
+    if left:
+        raise ZeroRenameError(
+            f"job {record.job_id}: {len(left)} upload(s) still pending after the rollback's "
+            f"sweep (first {left[0].key}); run the rollback again"
+        )
+    removed = _delete_planned(store, dest, record)
+    aborted_record = JobRecords(store, dest).update(record.job_id, _rolled_back_to_aborted)
+    Claims(store, dest).release(record.job_id)
+    remove_temporary(store, dest, record.job_id, files=False)
+    log.warning(
+        "job %s is rolled back at %s: its %d planned file(s) removed, %d pending upload(s) "
+        "aborted; %s",
+        record.job_id,
+        dest.url,
+        removed,
+        aborted,
+        aborted_record.error,
+    )
+    return JobSummary(
+        job_id=record.job_id,
+        destination=dest.url,
+        state="aborted",
+        aborted_uploads=aborted,
+        requests=store.stats.total_requests,
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def _delete_planned(store: S3Store, dest: Destination, record: JobRecord) -> int:
+    """Delete every key the job's plan would make visible, a shard at a time (keys
+    carry the job id: nothing else is there); where the plan cannot be read, the
+    job's files found by listing the destination. Returns the keys deleted."""
+    try:
+        plan = decided_plan(store, dest, record)
+        return sum(
+            store.delete_objects(dest.bucket, [u.key for u in uploads])
+            for _, uploads in upload_shards(store, dest, plan)
+        )
+    except ManifestError as exc:
+        log.warning("job %s: %s; looking for its files by listing", record.job_id, exc)
+    keys = [
+        o.key
+        for o in store.list_objects(dest.bucket, dest.dir)
+        if is_job_data_key(dest, record.job_id, o.key, record.file_columns)
+    ]
+    return store.delete_objects(dest.bucket, keys)
+
+
+def _rolled_back_to_aborted(current: JobRecord) -> JobRecord | None:
+    if current.state == "aborted":
+        return None
+    if current.state != "rolling_back":
+        raise ZeroRenameError(f"job {current.job_id} is {current.state}, not rolling back")
+    return current.model_copy(
+        update={
+            "state": "aborted",
+            "steps": step_finished(current, "rollback", ok=True, detail="rolled back"),
         }
     )

@@ -115,8 +115,9 @@ class Claims:
             return ClaimTable(), None
         return load(ClaimTable, found[0], f"s3://{self.dest.bucket}/{self.key}"), found[1]
 
-    def acquire(self, record: JobRecord, dirs: Sequence[str]) -> None:
-        """Claim ``dirs`` for the job; idempotent.
+    def acquire(self, record: JobRecord, dirs: Sequence[str]) -> bool:
+        """Claim ``dirs`` for the job; idempotent. Returns whether it waited for
+        another job's claim (``on_conflict=wait``).
 
         Raises:
             PartitionClaimConflict: another live job holds an overlapping claim that
@@ -128,16 +129,18 @@ class Claims:
             job_id=record.job_id, conflict_mode=options.conflict_mode, dirs=tuple(sorted(dirs))
         )
         lost_rounds = 0
+        waited = False
         while True:
             table, etag = self.read()
             held = table.of(record.job_id)
             if held is not None and held.dirs == mine.dirs:
-                return
+                return waited
             others = self._live(table, record.job_id)
             blocking = self._blocking(mine, others)
             if blocking is not None:
                 if options.on_conflict == "wait" and time.monotonic() < deadline:
                     self._wait(record, blocking, deadline)
+                    waited = True
                     continue
                 raise self._conflict(record, mine, blocking)
             if self._swap(ClaimTable(claims=(*others, mine)), etag):
@@ -148,7 +151,7 @@ class Claims:
                     self.dest.url,
                     options.conflict_mode,
                 )
-                return
+                return waited
             lost_rounds += 1
             if lost_rounds >= CLAIM_ROUNDS:
                 raise ZeroRenameError(
@@ -242,6 +245,7 @@ class Claims:
         state = _state_of(JobRecords(self.store, self.dest), holder.job_id) or "gone"
         advice = {
             "committing": "retry that job's commit to finish it",
+            "rolling_back": "retry that job's commit or its rollback to finish the rollback",
             "sealed": "its commit is running, or crashed: retry its commit or abort it",
             "setup": "let it finish, or abort it",
         }.get(state, "let it finish")

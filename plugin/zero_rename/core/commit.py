@@ -19,6 +19,11 @@
    committed state (:mod:`zero_rename.core.snapshot`) switch to it at once.
 6. Delete the files being replaced, only now, so that neither a crash nor a
    reader ever finds a partition empty; release the claim, clean up.
+
+A planned file that S3 refuses for good in step 4 rolls the job back
+(:mod:`zero_rename.core.rollback`): nothing of it stays visible or pending,
+the files it would have replaced stay, and the job is recorded ``aborted``
+with the refusal. A commit that finds the job rolling back finishes that.
 """
 
 from __future__ import annotations
@@ -28,19 +33,31 @@ import time
 from collections.abc import Sequence
 
 from zero_rename.core import manifests as manifest_sources
-from zero_rename.core.abort import abort_uploads, decided_plan_keys, remove_temporary
+from zero_rename.core.abort import (
+    abort_uploads,
+    decided_plan_keys,
+    finish_rollback,
+    remove_temporary,
+)
 from zero_rename.core.claims import Claims
 from zero_rename.core.jobs import JobRecords, step_finished, step_started
 from zero_rename.core.layout import Destination
 from zero_rename.core.manifests import ManifestSource
 from zero_rename.core.model import CommitPlan, JobRecord, JobSummary, TaskManifest, dump
-from zero_rename.core.planning import load_plan, prepared_for, recheck_pending
+from zero_rename.core.planning import decided_plan, plan_digest, prepared_for
 from zero_rename.core.publish import ProgressCallback, delete_replaced, publish
+from zero_rename.core.rollback import roll_back
 from zero_rename.core.store import S3Store
 from zero_rename.core.success import build_success, success_summary
 from zero_rename.core.validate import Expected
 from zero_rename.core.writes import put_checked
-from zero_rename.errors import JobDecidedError, ManifestError, ZeroRenameError
+from zero_rename.errors import (
+    CommitRolledBackError,
+    JobDecidedError,
+    ManifestError,
+    UploadRefusedError,
+    ZeroRenameError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +77,19 @@ def commit_job(
     Raises:
         ValidationError, ConflictError: before the point of no return; nothing changed.
         JobDecidedError: the job was aborted.
+        CommitRolledBackError: S3 refused a planned file for good after the point of
+            no return, and the job was rolled back: nothing of it is left.
         StoreError, CommitStateUnknownError: after it; retry the commit.
     """
     started = time.monotonic()
     records = JobRecords(store, dest)
     record = records.get(job_id)
     store = store.with_profile(record.store_profile)
+    if record.state == "rolling_back":
+        finish_rollback(store, dest, record)
+        raise CommitRolledBackError(f"job {job_id} was rolled back: {record.error}")
     if record.state == "aborted":
-        raise JobDecidedError(f"job {job_id} was aborted; it cannot commit")
+        raise JobDecidedError(f"job {job_id} was aborted; it cannot commit: {record.error}")
     if record.state == "committed":
         return _already_committed(store, dest, record)
     if record.options.threads > store.pool_size:
@@ -84,12 +106,20 @@ def commit_job(
     if not resumed:
         record = _seal(JobRecords(store, dest), record)
         record, ours = _plan_and_decide(store, dest, record, manifests, expected)
-        if record.state == "committed":
-            return _already_committed(store, dest, record)
+        if record.state != "committing":  # another commit finished, or is rolling back
+            return _decided_elsewhere(store, dest, record)
         # Another commit's plan: it may be completing it now, or have crashed.
         resumed = not ours
-    plan = _decided_plan(store, dest, record)
-    first_files = publish(store, dest, record, plan, progress, resumed)
+    plan = decided_plan(store, dest, record)
+    try:
+        first_files = publish(store, dest, record, plan, progress, resumed)
+    except UploadRefusedError as refused:
+        return _refused(store, dest, record, refused)
+    decided = records.get(job_id)
+    if decided.state != "committing":
+        # A commit of this job that was held up here (a paused zombie) while
+        # another finished it: report that, and write no _SUCCESS over a later job's.
+        return _decided_elsewhere(store, dest, decided)
     success = build_success(dest, record, plan, first_files, store.stats)
     put_checked(store, dest.bucket, dest.success_key, dump(success))
     summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
@@ -105,6 +135,34 @@ def commit_job(
         dest.url,
     )
     return summary
+
+
+def _refused(
+    store: S3Store, dest: Destination, record: JobRecord, refused: UploadRefusedError
+) -> JobSummary:
+    """S3 refused a planned file for good. If another commit of this job decided
+    meanwhile (a zombie resumed after the job was committed, and perhaps replaced
+    by a later job since), report that decision; else roll the job back."""
+    current = JobRecords(store, dest).get(record.job_id)
+    if current.state in ("committed", "aborted"):
+        return _decided_elsewhere(store, dest, current)
+    reason = f"{refused} ({refused.refusal})"
+    log.error("job %s: %s; rolling the job back", record.job_id, reason)
+    roll_back(store, dest, record.job_id, reason)
+    raise CommitRolledBackError(
+        f"job {record.job_id} was rolled back: {reason}. Nothing of it is visible or "
+        "pending and the files it would have replaced are untouched; run the job again"
+    ) from refused
+
+
+def _decided_elsewhere(store: S3Store, dest: Destination, current: JobRecord) -> JobSummary:
+    """The outcome another commit (or rollback) of the job decided while this one ran."""
+    log.info("job %s was %s by another process meanwhile", current.job_id, current.state)
+    if current.state == "committed":
+        return _already_committed(store, dest, current)
+    if current.state == "rolling_back":
+        finish_rollback(store, dest, current)
+    raise CommitRolledBackError(f"job {current.job_id} was rolled back: {current.error}")
 
 
 def _already_committed(store: S3Store, dest: Destination, record: JobRecord) -> JobSummary:
@@ -142,7 +200,9 @@ def manifest_source(
 ) -> ManifestSource:
     if manifests is not None:
         return ManifestSource.given(manifests)
-    return manifest_sources.source(store, dest, record.job_id, record.options.threads)
+    return manifest_sources.source(
+        store, dest, record.job_id, record.options.threads, record.stage_digest
+    )
 
 
 def _plan(
@@ -156,8 +216,7 @@ def _plan(
     fits (its uploads checked again, by listing, to be pending), else a new one."""
     source = manifest_source(store, dest, record, manifests)
     plan, key = prepared_for(store, dest, record, source, expected, resolve=True)
-    if key == record.prepared_plan:
-        recheck_pending(store, dest, record, plan)
+    if plan.manifests_id == source.identity and record.prepared_plan:
         log.info("job %s: taking the plan its earlier steps prepared", record.job_id)
     return plan, key
 
@@ -183,7 +242,7 @@ def _plan_and_decide(
             raise JobDecidedError(
                 f"job {record.job_id} was aborted while it was being validated; it cannot commit"
             ) from exc
-        if current.state in ("committing", "committed"):
+        if current.state in ("committing", "rolling_back", "committed"):
             log.info("job %s: another commit decided while this one planned", record.job_id)
             return current, False
         raise
@@ -201,7 +260,13 @@ def _plan_and_decide(
             "commit": current.steps.get("commit") or step_started(current, "commit")["commit"],
         }
         return current.model_copy(
-            update={"state": "committing", "plan_key": key, "claimed": plan.claimed, "steps": steps}
+            update={
+                "state": "committing",
+                "plan_key": key,
+                "plan_digest": plan_digest(plan),
+                "claimed": plan.claimed,
+                "steps": steps,
+            }
         )
 
     decided = records.update(record.job_id, decide)
@@ -215,12 +280,6 @@ def _plan_and_decide(
         plan.replaced_files,
     )
     return decided, True
-
-
-def _decided_plan(store: S3Store, dest: Destination, record: JobRecord) -> CommitPlan:
-    if not record.plan_key:
-        raise ManifestError(f"job {record.job_id} is {record.state} but names no plan")
-    return load_plan(store, dest, record.job_id, record.plan_key)
 
 
 def _finished(record: JobRecord, summary: JobSummary) -> JobRecord | None:
@@ -241,9 +300,7 @@ def _cleanup_after_commit(store: S3Store, dest: Destination, record: JobRecord) 
     step can run it again."""
     try:
         Claims(store, dest).release(record.job_id)
-        abort_uploads(
-            store, dest, record.job_id, record.options.threads, record.options.partition_columns
-        )
+        abort_uploads(store, dest, record.job_id, record.options.threads, record.file_columns)
         remove_temporary(store, dest, record.job_id, decided_plan_keys(store, dest, record))
     except Exception:
         log.warning(

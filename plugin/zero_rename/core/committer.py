@@ -117,7 +117,9 @@ class Committer:
     ) -> str:
         """Save the engine's choice of task attempts, and record the stage as a step of
         the job (from ``started``, when the engine's write began, to now)."""
-        where = manifests.save_stage_manifest(self.store, self.dest, job_id, task_manifests, engine)
+        where, digest = manifests.save_stage_manifest(
+            self.store, self.dest, job_id, task_manifests, engine
+        )
         files = sum(len(m.uploads) for m in task_manifests)
         detail = f"{engine or 'engine'}: {len(task_manifests)} task(s), {files} file(s)"
 
@@ -127,7 +129,9 @@ class Committer:
             step = StepTiming(
                 started=started or utcnow(), finished=utcnow(), status="succeeded", detail=detail
             )
-            return r.model_copy(update={"steps": {**r.steps, "stage": step}})
+            # The header's digest: a stage rewritten after this is refused by the commit.
+            steps = {**r.steps, "stage": step}
+            return r.model_copy(update={"steps": steps, "stage_digest": digest})
 
         try:
             self.records.update(job_id, stage_step)
@@ -149,7 +153,7 @@ class Committer:
         record = self.records.get(job_id)
         if record.committed_attempts or not record.plan_key:
             return record.committed_attempts
-        plan = planning.load_plan(self.store, self.dest, job_id, record.plan_key)
+        plan = planning.decided_plan(self.store, self.dest, record)
         return tuple(planning.plan_attempts(self.store, self.dest, plan))
 
     def stage_summary(self, job_id: str, state: str = "setup") -> JobSummary | None:
@@ -206,9 +210,8 @@ class Committer:
         source = commit_mod.manifest_source(store, self.dest, record, task_manifests)
         plan, key = planning.prepared_for(store, self.dest, record, source, expected, resolve)
         if key != record.prepared_plan:
-            self.records.update(
-                record.job_id, lambda r: r.model_copy(update={"prepared_plan": key})
-            )
+            prepared = {"prepared_plan": key, "prepared_plan_digest": planning.plan_digest(plan)}
+            self.records.update(record.job_id, lambda r: r.model_copy(update=prepared))
         return JobSummary(
             job_id=record.job_id,
             destination=self.dest.url,

@@ -18,7 +18,7 @@ from typing import TypeVar
 from zero_rename.core import shards
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import StageManifest, TaskManifest, dump, load
-from zero_rename.core.shards import read_shard, shard_key, write_shard
+from zero_rename.core.shards import body_digest, check_digest, read_shard, shard_key, write_shard
 from zero_rename.core.store import ObjectInfo, S3Store
 from zero_rename.core.writes import create_once
 from zero_rename.errors import ManifestError
@@ -67,9 +67,12 @@ def attempts_digest(attempt_ids: Iterable[str]) -> str:
     return hashlib.sha256(joined).hexdigest()[:32]
 
 
-def source(store: S3Store, dest: Destination, job_id: str, threads: int = 16) -> ManifestSource:
-    """The stage manifest's choice if there is one, else the published task manifests."""
-    stage = read_stage_header(store, dest, job_id)
+def source(
+    store: S3Store, dest: Destination, job_id: str, threads: int = 16, stage_digest: str = ""
+) -> ManifestSource:
+    """The stage manifest's choice if there is one, else the published task manifests.
+    ``stage_digest``: the stage header's digest as the job record keeps it."""
+    stage = read_stage_header(store, dest, job_id, stage_digest)
     if stage is not None:
         return _stage_source(store, dest, stage)
     return _published_source(store, dest, job_id, threads)
@@ -82,24 +85,28 @@ def save_stage_manifest(
     job_id: str,
     manifests: Sequence[TaskManifest],
     engine: str = "",
-) -> str:
-    """Save the manifests an engine chose, for a commit run later or elsewhere.
+) -> tuple[str, str]:
+    """Save the manifests an engine chose, for a commit run later or elsewhere;
+    returns where the header is and its digest (for the job record to keep).
 
     Create-only: an engine's retry that chose the same attempts succeeds; a
     different choice for the same job is refused, since only one can be true.
-    The manifests go in shards named by the choice's digest, then the header.
+    The manifests go in shards named by the choice's digest, then the header,
+    which keeps each shard's digest.
     """
     ordered = sorted(manifests, key=lambda m: m.task_id)
     digest = attempts_digest(m.task_attempt_id for m in ordered)
     layout = dest.job(job_id)
     groups = _groups(ordered)
-    for number, group in enumerate(groups):
+    shard_digests = tuple(
         write_shard(
             store,
             dest.bucket,
             shard_key(layout.stage_shards_dir(digest), "manifests", number),
             group,
         )
+        for number, group in enumerate(groups)
+    )
     uploads = [u for m in ordered for u in m.uploads]
     header = StageManifest(
         job_id=job_id,
@@ -110,9 +117,11 @@ def save_stage_manifest(
         rows=sum(u.rows or 0 for u in uploads),
         shards=len(groups),
         attempts_digest=digest,
+        shard_digests=shard_digests,
     )
     key = layout.stage_manifest_key
-    existing = create_once(store, dest.bucket, key, dump(header))
+    body = dump(header)
+    existing = create_once(store, dest.bucket, key, body)
     if existing is not None:
         found = load(StageManifest, existing, f"s3://{dest.bucket}/{key}")
         if _digest_of(found) != digest:
@@ -126,7 +135,7 @@ def save_stage_manifest(
         len(ordered),
         len(groups),
     )
-    return f"s3://{dest.bucket}/{key}"
+    return f"s3://{dest.bucket}/{key}", body_digest(existing or body)
 
 
 def _groups(manifests: Sequence[TaskManifest]) -> list[list[TaskManifest]]:
@@ -149,11 +158,14 @@ def _digest_of(stage: StageManifest) -> str:
     return stage.attempts_digest
 
 
-def read_stage_header(store: S3Store, dest: Destination, job_id: str) -> StageManifest | None:
+def read_stage_header(
+    store: S3Store, dest: Destination, job_id: str, expected_digest: str = ""
+) -> StageManifest | None:
     key = dest.job(job_id).stage_manifest_key
     found = store.get_object(dest.bucket, key)
     if found is None:
         return None
+    check_digest(found[0], expected_digest, f"stage manifest s3://{dest.bucket}/{key}")
     stage = load(StageManifest, found[0], f"s3://{dest.bucket}/{key}")
     if stage.job_id != job_id:
         raise ManifestError(f"stage manifest {key} belongs to job {stage.job_id}, not {job_id}")
@@ -182,10 +194,16 @@ def _stage_source(store: S3Store, dest: Destination, stage: StageManifest) -> Ma
         return ManifestSource(identity, len(stage.manifests), lambda: iter(stage.manifests))
     prefix = dest.job(stage.job_id).stage_shards_dir(stage.attempts_digest)
 
+    digests = stage.shard_digests
+
     def produce() -> Iterator[TaskManifest]:
         for number in range(stage.shards):
             yield from read_shard(
-                store, dest.bucket, shard_key(prefix, "manifests", number), TaskManifest
+                store,
+                dest.bucket,
+                shard_key(prefix, "manifests", number),
+                TaskManifest,
+                digests[number] if number < len(digests) else "",
             )
 
     return ManifestSource(identity, stage.tasks, produce)

@@ -30,8 +30,10 @@ M = TypeVar("M", bound=BaseModel)
 # setup -> sealed -> committing -> committed, and setup or sealed -> aborted.
 # "sealed": a job commit closed the job to new task commits and is planning;
 # abort still wins from there. "committing" is the point of no return.
-JobState = Literal["setup", "sealed", "committing", "committed", "aborted"]
-DECIDED_STATES = ("committing", "committed", "aborted")
+# committing -> rolling_back -> aborted: the store refused part of the commit
+# for good, so what it made visible is being removed (core/rollback.py).
+JobState = Literal["setup", "sealed", "committing", "rolling_back", "committed", "aborted"]
+DECIDED_STATES = ("committing", "rolling_back", "committed", "aborted")
 # No task commit may join the job once it is in one of these states.
 CLOSED_STATES = ("sealed", *DECIDED_STATES)
 # A job record's origin: a few names (DAG, run, task), each short.
@@ -129,11 +131,12 @@ class StageManifest(_Frozen):
     Version 2 keeps the manifests in ``shards`` shards of JSON lines beside it
     (``stage/manifests-NNNNN.jsonl.gz``) and ``attempts_digest``, a digest of the
     sorted task attempt ids, so a retry can tell its own choice without reading
-    them. Version 1 held them inline, in ``manifests``.
+    them. Version 1 held them inline, in ``manifests``. Version 3 adds
+    ``shard_digests``, the SHA-256 of each shard as written.
     """
 
     kind: Literal["zero-rename/stage-manifest"] = "zero-rename/stage-manifest"
-    version: Literal[1, 2] = 2
+    version: Literal[1, 2, 3] = 3
     job_id: str
     engine: str = ""
     created: datetime = Field(default_factory=utcnow)
@@ -144,6 +147,7 @@ class StageManifest(_Frozen):
     rows: int = 0
     shards: int = 0
     attempts_digest: str = ""
+    shard_digests: tuple[str, ...] = ()
 
 
 class StepTiming(_Frozen):
@@ -185,11 +189,17 @@ class JobRecord(_Frozen):
     keeps the committed task attempts in the plan's shards, no longer in
     ``committed_attempts`` (read still, for version 2 records). Version 4 adds
     ``origin``: who set the job up (an orchestrator's DAG, run and task), so
-    that tools can link a job to the run that wrote it. Older records still load.
+    that tools can link a job to the run that wrote it. Version 5 adds the
+    ``rolling_back`` state; ``plan_digest``, ``prepared_plan_digest`` and
+    ``stage_digest`` (SHA-256 of the plan headers and the stage manifest's
+    header as written, so that one changed afterwards is refused before the
+    point of no return); and ``recovered`` (the record replaced an unreadable
+    one: its options are unknown, so sweeps look for the job's files in any
+    partition layout). Older records still load.
     """
 
     kind: Literal["zero-rename/job"] = "zero-rename/job"
-    version: Literal[1, 2, 3, 4] = 4
+    version: Literal[1, 2, 3, 4, 5] = 5
     job_id: str
     destination: str
     options: JobOptions
@@ -200,8 +210,12 @@ class JobRecord(_Frozen):
     expected_tasks: int | None = Field(default=None, ge=0)
     steps: dict[str, StepTiming] = Field(default_factory=dict)
     plan_key: str | None = None
+    plan_digest: str = ""
     # The plan the validate or resolve-conflicts step prepared, for the commit to reuse.
     prepared_plan: str | None = None
+    prepared_plan_digest: str = ""
+    stage_digest: str = ""
+    recovered: bool = False
     committed_attempts: tuple[str, ...] = ()
     claimed: tuple[str, ...] = ()
     store_profile: StoreProfile | None = None
@@ -227,6 +241,13 @@ class JobRecord(_Frozen):
         return self.state in DECIDED_STATES
 
     @property
+    def file_columns(self) -> tuple[str, ...] | None:
+        """The partition columns the job's files lie under, for sweeps that find them
+        by listing; None (any ``column=value`` layout) when the record replaced an
+        unreadable one, whose options are unknown."""
+        return None if self.recovered else self.options.partition_columns
+
+    @property
     def closed(self) -> bool:
         """No new task commit may join: a job commit sealed it, or it is decided."""
         return self.state in CLOSED_STATES
@@ -247,11 +268,14 @@ class CommitPlan(_Frozen):
     at most SHARD_SIZE each. ``attempt_starts`` holds the first (sorted) attempt
     id of each attempts shard, so one GET tells whether an attempt is in the
     plan. ``manifests_id`` identifies the task manifests the plan was made
-    from; ``resolved``: conflicts were resolved under the job's claim.
+    from; ``resolved``: conflicts were resolved under the job's claim. Version 3
+    adds ``shard_digests``: the SHA-256 of each shard as written, by shard name
+    (``uploads``, ``replaced``, ``attempts``), so that a shard changed after it
+    was written is refused rather than committed.
     """
 
     kind: Literal["zero-rename/commit-plan"] = "zero-rename/commit-plan"
-    version: Literal[2] = 2
+    version: Literal[2, 3] = 3
     job_id: str
     plan_id: str
     created: datetime = Field(default_factory=utcnow)
@@ -269,6 +293,7 @@ class CommitPlan(_Frozen):
     claimed: tuple[str, ...] = ()
     resolved: bool = False
     task_stats: dict[str, Any] = Field(default_factory=dict)
+    shard_digests: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
 
 class AttemptId(_Frozen):

@@ -161,6 +161,13 @@ def decide_for_job(owner: Owner) -> Decision:
             f"job {owner.job_id} is committing: its pending uploads are "
             "the commit's and a commit retry completes them. Retry the commit",
         )
+    if state == "rolling_back":
+        return Decision(
+            REFUSE,
+            f"job {owner.job_id} is rolling back. Finish the rollback instead "
+            "(zero-rename jobs rollback DEST JOB): it aborts these uploads and removes "
+            "what the job made visible",
+        )
     if state in ("setup", "sealed"):
         return Decision(
             REFUSE,
@@ -182,6 +189,8 @@ def decide_for_sweep(owner: Owner) -> Decision:
             ABORT_JOB,
             f"job left in {owner.state}: aborted as a job, so no attempt can commit afterwards",
         )
+    if owner.state == "rolling_back":
+        return Decision(ABORT_JOB, "job left rolling back: its rollback is finished")
     return Decision(ABORT, _abort_reason(owner.state))
 
 

@@ -9,6 +9,10 @@ NoSuchUpload on MinIO, a 500 on moto and older Ceph): it lists the job's
 pending uploads, completes those, and checks every other planned file by HEAD
 against the ETag S3 computes from the recorded parts. Then the files being
 replaced are deleted: only now, after the new ones are visible.
+
+A planned file that S3 refuses for good (parts that are not the upload's, an
+upload gone with no object in its place) raises :class:`UploadRefusedError`:
+no retry can complete it, and the job commit rolls the job back.
 """
 
 from __future__ import annotations
@@ -28,11 +32,18 @@ from zero_rename.core.model import (
     PendingUpload,
     ReplacedObject,
 )
-from zero_rename.core.planning import load_plan, upload_shards
-from zero_rename.core.shards import KeySet, decode, read_shard, shard_key, write_shard
+from zero_rename.core.planning import decided_plan, shard_digest, upload_shards
+from zero_rename.core.shards import (
+    KeySet,
+    check_digest,
+    decode,
+    read_shard,
+    shard_key,
+    write_shard,
+)
 from zero_rename.core.store import S3Store
 from zero_rename.core.validate import pending_digests, upload_digest
-from zero_rename.errors import CommitStateUnknownError, ManifestError, NoSuchUpload, StoreError
+from zero_rename.errors import NoSuchUpload, StoreError, UploadRefusedError
 
 log = logging.getLogger(__name__)
 
@@ -252,18 +263,34 @@ def settle(store: S3Store, dest: Destination, upload: PendingUpload, exc: Except
         if exc.outcome_unknown:
             return check_completed(store, dest, upload, exc)
         if exc.code in _PARTS_REFUSED:
-            raise ManifestError(
+            etag = is_complete(store, dest, upload)
+            if etag is not None:
+                return etag  # an earlier try whose answer was lost completed it
+            raise UploadRefusedError(
                 f"S3 refused the parts recorded for {upload.key} ({exc.code}): the task "
-                f"manifest does not describe upload {upload.upload_id}. The job is past its "
-                "point of no return; find the attempt that wrote it"
+                f"manifest does not describe upload {upload.upload_id}",
+                key=upload.key,
+                upload_id=upload.upload_id,
+                refusal=exc.code,
             ) from exc
     raise exc
+
+
+def is_complete(store: S3Store, dest: Destination, upload: PendingUpload) -> str | None:
+    """The object's ETag if the upload already became it, else None."""
+    info = store.head_object(dest.bucket, upload.key)
+    expected = upload.expected_etag()
+    if info is not None and (info.etag == expected if expected else info.size == upload.bytes):
+        return info.etag
+    return None
 
 
 def check_completed(
     store: S3Store, dest: Destination, upload: PendingUpload, error: StoreError | None
 ) -> str:
-    """The ETag of the object the upload became, or an error saying why it is not there."""
+    """The ETag of the object the upload became, or an error saying why it is not there:
+    the complete's own (``error``) while the upload is still pending, for a retry;
+    :class:`UploadRefusedError` once it is not, since nothing can complete it then."""
     info = store.head_object(dest.bucket, upload.key)
     expected = upload.expected_etag()
     if info is not None and (info.etag == expected if expected else info.size == upload.bytes):
@@ -274,10 +301,12 @@ def check_completed(
         and _still_pending(store, dest, upload)
     ):
         raise error  # a failed complete of a pending upload: a retry may finish it
-    raise CommitStateUnknownError(
+    raise UploadRefusedError(
         f"upload {upload.upload_id} of {upload.key} is no longer pending and the object "
-        f"there is {'missing' if info is None else 'not the one this job wrote'}; "
-        "check whether another process aborted or overwrote it"
+        f"there is {'missing' if info is None else 'not the one this job wrote'}",
+        key=upload.key,
+        upload_id=upload.upload_id,
+        refusal="upload-gone" if info is None else "object-replaced",
     ) from error
 
 
@@ -302,7 +331,7 @@ def delete_replaced(store: S3Store, dest: Destination, record: JobRecord) -> int
     """
     if record.state != "committed" or not record.plan_key:
         return 0
-    plan = load_plan(store, dest, record.job_id, record.plan_key)
+    plan = decided_plan(store, dest, record)
     deleted = 0
     prefix = dest.job(plan.job_id).plan_dir(plan.plan_id)
     for number in range(plan.replaced_shards):
@@ -310,7 +339,10 @@ def delete_replaced(store: S3Store, dest: Destination, record: JobRecord) -> int
         found = store.get_object(dest.bucket, key)
         if found is None:
             break  # cleaned up after an earlier run deleted them all
-        objects = decode(ReplacedObject, found[0], f"s3://{dest.bucket}/{key}")
+        where = f"s3://{dest.bucket}/{key}"
+        # A shard rewritten to name other files must not delete them.
+        check_digest(found[0], shard_digest(plan, "replaced", number), f"shard {where}")
+        objects = decode(ReplacedObject, found[0], where)
         deleted += store.delete_objects(dest.bucket, [o.key for o in objects])
     if deleted:
         log.info("job %s: deleted %d replaced file(s)", plan.job_id, deleted)

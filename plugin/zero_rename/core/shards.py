@@ -57,23 +57,46 @@ def decode(cls: type[M], data: bytes, where: str) -> list[M]:
     return items
 
 
+def body_digest(data: bytes) -> str:
+    """The identity of an object's bytes as written (SHA-256, hex): kept where the
+    object is named (a plan's header, the job record), so that an object
+    changed afterwards is refused instead of trusted."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def write_shard(
     store: S3Store, bucket: str, key: str, items: Sequence[BaseModel], overwrite: bool = False
-) -> None:
-    """Write a shard once; raises ManifestError if the key holds another shard."""
+) -> str:
+    """Write a shard once; returns its :func:`body_digest`. Raises ManifestError if
+    the key holds another shard."""
     body = encode(items)
     if overwrite:
         put_checked(store, bucket, key, body, content_type="application/gzip")
-        return
-    if create_once(store, bucket, key, body, content_type="application/gzip") is not None:
+    elif create_once(store, bucket, key, body, content_type="application/gzip") is not None:
         raise ManifestError(f"s3://{bucket}/{key} already holds another shard")
+    return body_digest(body)
 
 
-def read_shard(store: S3Store, bucket: str, key: str, cls: type[M]) -> list[M]:
+def read_shard(
+    store: S3Store, bucket: str, key: str, cls: type[M], expected_digest: str = ""
+) -> list[M]:
+    """The shard's items; with ``expected_digest`` (from :func:`write_shard`), a shard
+    whose bytes changed since it was written is refused."""
     found = store.get_object(bucket, key)
     if found is None:
         raise ManifestError(f"shard s3://{bucket}/{key} is missing")
+    check_digest(found[0], expected_digest, f"shard s3://{bucket}/{key}")
     return decode(cls, found[0], f"s3://{bucket}/{key}")
+
+
+def check_digest(data: bytes, expected: str, what: str) -> None:
+    """Refuse ``data`` unless it is what was written (``expected``: its digest then;
+    empty for objects written before digests were kept)."""
+    if expected and body_digest(data) != expected:
+        raise ManifestError(
+            f"{what} changed after it was written (its SHA-256 is not the one recorded); "
+            "something outside zero-rename rewrote it, so it is not trusted"
+        )
 
 
 def shard_key(prefix: str, name: str, number: int) -> str:

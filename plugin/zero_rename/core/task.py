@@ -179,6 +179,8 @@ class TaskAttempt:
             self._check_fence(published=publish)
         except JobDecidedError:
             self.abort()
+            if publish:
+                self._withdraw(manifest)
             raise
         except BaseException as exc:
             if not publish:
@@ -220,6 +222,17 @@ class TaskAttempt:
         except BaseException:
             self.abort()
             raise
+
+    def _withdraw(self, manifest: TaskManifest) -> None:
+        """Delete the manifest this attempt published to a job decided without it: the
+        job's cleanup ran before it was published, so nothing else would remove it.
+        The key is create-only and holds this attempt's manifest, so no other
+        attempt's is deleted; best effort, as a cleanup of the job removes it too."""
+        key = self.dest.job(self.job.job_id).task_manifest_key(self.task_id)
+        try:
+            self.store.delete_objects(self.dest.bucket, [key])
+        except ZeroRenameError:
+            log.warning("%s: could not delete its late manifest %s", self.attempt_id, key)
 
     def _unknown(self) -> None:
         self._state = "unknown"

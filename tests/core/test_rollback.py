@@ -1,0 +1,337 @@
+"""A commit that S3 refuses after its point of no return is rolled back, exactly.
+
+Each refusal kind (parts that are not the upload's: InvalidPart; an upload that
+never existed: NoSuchUpload; an upload aborted by hand while the commit runs;
+an object that vanished after its complete) at the first, a middle and the
+last complete, in a job replacing an earlier job's partitions. The refusing
+commit runs in a child process that dies during the rollback (at its deletes);
+a retry of the commit then finishes the rollback. After it the destination
+holds the earlier job's files, byte for byte, and its ``_SUCCESS``; nothing is
+pending; the record says ``aborted`` with the refusal; the claim is gone; the
+job keeps only its record.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from tests.faults import act_at, inject, pause, run_until_crash
+from tests.helpers import pending_in_bucket, visible, write_task
+from zero_rename.core.claims import Claims
+from zero_rename.core.committer import Committer
+from zero_rename.core.model import JobRecord, TaskManifest
+from zero_rename.core.rollback import rollback_job
+from zero_rename.core.store import StoreConfig
+from zero_rename.errors import CommitRolledBackError, JobDecidedError, RollbackRefusedError
+
+pytestmark = pytest.mark.s3
+
+DAYS = ("2024-01-01", "2024-01-02", "2024-01-03")
+OLD = {day: f"old {day}".encode() for day in DAYS}
+NEW = {day: f"new {day}".encode() for day in DAYS}
+WRONG_ETAG = '"0123456789abcdef0123456789abcdef"'
+KINDS = ("invalid-part", "no-such-upload", "aborted-by-hand", "vanished")
+POSITIONS = {"first": 0, "middle": 1, "last": 2}
+
+
+def earlier_job(c: Committer, files: dict[str, bytes] = OLD) -> tuple[dict[str, bytes], bytes]:
+    """A committed job on the partitions the refused job replaces: what must survive."""
+    job = c.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    for i, (day, body) in enumerate(files.items()):
+        write_task(c, job, f"{i:05d}", {day: body})
+    c.commit_job(job.job_id)
+    success = c.store.get_object(c.dest.bucket, c.dest.success_key)
+    assert success is not None
+    return visible(c), success[0]
+
+
+def new_job(c: Committer, kind: str, position: int) -> tuple[JobRecord, list[TaskManifest]]:
+    """A replace job of three files whose manifest at ``position`` (for the kinds that
+    live in the manifest) describes its upload wrongly. One thread: completes go
+    out in plan order, so ``position`` is the complete that is refused."""
+    job = c.setup_job(
+        {
+            "partition_columns": "dt",
+            "conflict_mode": "replace",
+            "threads": 1,
+            # A manifest naming an upload that never existed gets past a commit
+            # only without the pending check.
+            "verify_uploads": kind != "no-such-upload",
+        }
+    )
+    manifests = []
+    for i, (day, body) in enumerate(NEW.items()):
+        m = write_task(c, job, f"{i:05d}", {day: body}, publish=False)
+        assert m is not None
+        manifests.append(_tampered(m, kind) if i == position else m)
+    return job, manifests
+
+
+def _tampered(m: TaskManifest, kind: str) -> TaskManifest:
+    upload = m.uploads[0]
+    if kind == "invalid-part":
+        part = upload.parts[0].model_copy(update={"etag": WRONG_ETAG})
+        upload = upload.model_copy(update={"parts": (part,)})
+    elif kind == "no-such-upload":
+        upload = upload.model_copy(update={"upload_id": upload.upload_id[:-4] + "beef"})
+    return m.model_copy(update={"uploads": (upload,)})
+
+
+def abort_by_hand(c: Committer) -> Callable[[str], None]:
+    """Aborts the pending upload at a key, as an operator (or a lifecycle rule) would."""
+
+    def action(key: str) -> None:
+        for upload in c.store.list_uploads(c.dest.bucket, key.rsplit("/", 1)[0] + "/"):
+            if upload.key == key:
+                c.store.abort_upload(c.dest.bucket, key, upload.upload_id)
+
+    return action
+
+
+def refuse(
+    c: Committer,
+    config: StoreConfig,
+    kind: str,
+    position: int,
+    job: JobRecord,
+    manifests: list[TaskManifest],
+    crash_in_rollback: bool,
+) -> None:
+    """Commit so that the complete at ``position`` is refused; with
+    ``crash_in_rollback`` in a child that dies at the rollback's first delete."""
+    if kind == "vanished":
+        # Completed, its answer lost with the process, then deleted by someone.
+        def complete_then_die() -> None:
+            child = Committer(c.dest, config)
+            inject(child.store.client, "CompleteMultipartUpload", "after", position + 1, 1, "exit")
+            child.commit_job(job.job_id, manifests)
+
+        run_until_crash(complete_then_die)
+        assert c.job(job.job_id).state == "committing"
+        c.store.delete_objects(c.dest.bucket, [manifests[position].uploads[0].key])
+
+    def commit(child: Committer) -> None:
+        if kind == "aborted-by-hand":
+            act_at(child.store.client, "CompleteMultipartUpload", abort_by_hand(c), position + 1)
+        child.commit_job(job.job_id, manifests)
+
+    if not crash_in_rollback:
+        with pytest.raises(CommitRolledBackError, match=manifests[position].uploads[0].key):
+            commit(Committer(c.dest, config))
+        return
+
+    def commit_and_die_in_rollback() -> None:
+        child = Committer(c.dest, config)
+        inject(child.store.client, "DeleteObjects", "before", 1, 1, "exit")
+        commit(child)
+
+    assert run_until_crash(commit_and_die_in_rollback) != 0
+    record = c.job(job.job_id)
+    assert record.state == "rolling_back", record
+    assert manifests[position].uploads[0].key in record.error
+    with pytest.raises(CommitRolledBackError, match="rolled back"):
+        c.commit_job(job.job_id)
+
+
+def assert_rolled_back(
+    c: Committer, job: JobRecord, old: dict[str, bytes], success: bytes, refused: str
+) -> None:
+    assert visible(c) == old  # the earlier job's files, byte for byte: none of the new
+    assert pending_in_bucket(c) == []
+    found = c.store.get_object(c.dest.bucket, c.dest.success_key)
+    assert found is not None and found[0] == success
+    record = c.job(job.job_id)
+    assert record.state == "aborted" and refused in record.error
+    assert record.steps["rollback"].status == "succeeded"
+    assert Claims(c.store, c.dest).read()[0].of(job.job_id) is None
+    layout = c.dest.job(job.job_id)
+    assert [o.key for o in c.store.list_objects(c.dest.bucket, layout.dir)] == [layout.record_key]
+
+
+@pytest.mark.parametrize("position", POSITIONS.values(), ids=POSITIONS.keys())
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_refused_complete_rolls_back_even_through_a_crash(
+    committer: Committer, store_config: StoreConfig, kind: str, position: int
+) -> None:
+    old, success = earlier_job(committer)
+    job, manifests = new_job(committer, kind, position)
+    refuse(committer, store_config, kind, position, job, manifests, crash_in_rollback=True)
+    assert_rolled_back(committer, job, old, success, manifests[position].uploads[0].key)
+    # The partitions are free again: the next job replaces the earlier one's files.
+    again = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    for i, (day, body) in enumerate(NEW.items()):
+        write_task(committer, again, f"{i:05d}", {day: body})
+    committer.commit_job(again.job_id)
+    assert sorted(visible(committer).values()) == sorted(NEW.values())
+
+
+@pytest.mark.every_backend
+@pytest.mark.parametrize("kind", ["invalid-part", "aborted-by-hand"])
+def test_a_refused_complete_rolls_back_at_once(
+    committer: Committer, store_config: StoreConfig, kind: str
+) -> None:
+    """Without a crash, on every store: their answers to a complete of an aborted
+    upload differ (NoSuchUpload; moto: a 500), and both are a refusal."""
+    old, success = earlier_job(committer)
+    job, manifests = new_job(committer, kind, 1)
+    refuse(committer, store_config, kind, 1, job, manifests, crash_in_rollback=False)
+    assert_rolled_back(committer, job, old, success, manifests[1].uploads[0].key)
+    assert committer.abort_job(job.job_id).state == "aborted"  # idempotent, as an abort is
+
+
+def _stuck_committing(
+    c: Committer, config: StoreConfig, completes_before_death: int
+) -> tuple[JobRecord, list[TaskManifest]]:
+    """A job whose commit died past its point of no return, after some completes."""
+    job, manifests = new_job(c, "none", -1)
+
+    def die() -> None:
+        child = Committer(c.dest, config)
+        nth = completes_before_death + 1
+        op = "CompleteMultipartUpload" if nth <= len(manifests) else "PutObject"
+        key = None if nth <= len(manifests) else "_SUCCESS"
+        inject(child.store.client, op, "before", 1 if key else nth, 1, "exit", key)
+        child.commit_job(job.job_id, manifests)
+
+    run_until_crash(die)
+    assert c.job(job.job_id).state == "committing"
+    return job, manifests
+
+
+def test_explicit_rollback_refuses_a_job_that_can_finish_unless_forced(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    old, success = earlier_job(committer)
+    job, manifests = _stuck_committing(committer, store_config, completes_before_death=1)
+    with pytest.raises(RollbackRefusedError, match="1 complete, 2 still pending"):
+        rollback_job(committer.store, committer.dest, job.job_id)
+    assert committer.job(job.job_id).state == "committing"  # nothing changed
+    summary = rollback_job(committer.store, committer.dest, job.job_id, force=True)
+    assert summary.state == "aborted" and summary.aborted_uploads == 2
+    assert_rolled_back(committer, job, old, success, "rolled back by hand")
+
+
+def test_explicit_rollback_never_undoes_a_job_whose_files_are_all_complete(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    job, _ = _stuck_committing(committer, store_config, completes_before_death=3)
+    for force in (False, True):
+        with pytest.raises(RollbackRefusedError, match="committed in all but its record"):
+            rollback_job(committer.store, committer.dest, job.job_id, force=force)
+    committer.commit_job(job.job_id)
+    assert sorted(visible(committer).values()) == sorted(NEW.values())
+    with pytest.raises(JobDecidedError, match="nothing to roll back"):
+        rollback_job(committer.store, committer.dest, job.job_id, force=True)
+
+
+def test_explicit_rollback_of_a_job_that_cannot_finish(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    """An upload aborted by hand while the job sat in committing: the commit cannot
+    finish, so the rollback needs no force, and says what it found."""
+    old, success = earlier_job(committer)
+    job, manifests = _stuck_committing(committer, store_config, completes_before_death=2)
+    abort_by_hand(committer)(manifests[2].uploads[0].key)
+    summary = rollback_job(committer.store, committer.dest, job.job_id)
+    assert summary.state == "aborted"
+    assert_rolled_back(committer, job, old, success, "2 complete, 0 still pending, 1 neither")
+
+
+def test_a_sealed_job_is_aborted_by_a_forced_rollback_only(committer: Committer) -> None:
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    write_task(committer, job, "00000", {DAYS[0]: b"x"})
+    with pytest.raises(RollbackRefusedError, match="can still run"):
+        rollback_job(committer.store, committer.dest, job.job_id)
+    rollback_job(committer.store, committer.dest, job.job_id, force=True)
+    assert committer.job(job.job_id).state == "aborted"
+    assert pending_in_bucket(committer) == [] and visible(committer) == {}
+
+
+# -- a zombie commit resumed after the job was decided -------------------------------
+def _paused_commit(
+    c: Committer, config: StoreConfig, job: JobRecord
+) -> tuple[threading.Thread, dict[str, object], object]:
+    """A commit of ``job`` in a thread, held before its first complete is sent."""
+    zombie = Committer(c.dest, config)
+    held = pause(zombie.store.client, "CompleteMultipartUpload", nth=1)
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["summary"] = zombie.commit_job(job.job_id)
+        except Exception as exc:  # reported to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert held.reached.wait(60)
+    return thread, outcome, held
+
+
+@pytest.mark.parametrize("later_mode", ["replace", "append"])
+def test_a_zombie_commit_reports_the_decision_and_leaves_the_later_job_alone(
+    committer: Committer, store_config: StoreConfig, later_mode: str
+) -> None:
+    """Paused past its point of no return while another process committed the job
+    and a later job replaced (or added to) its partitions: resumed, the zombie
+    reports the committed job's summary; it neither fails with "investigate" nor
+    writes its _SUCCESS over the later job's."""
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    for i, (day, body) in enumerate(OLD.items()):
+        write_task(committer, job, f"{i:05d}", {day: body})
+    thread, outcome, held = _paused_commit(committer, store_config, job)
+    try:
+        summary = Committer(committer.dest, store_config).commit_job(job.job_id)
+        later = committer.setup_job({"partition_columns": "dt", "conflict_mode": later_mode})
+        write_task(committer, later, "00000", {DAYS[0]: b"later"})
+        committer.commit_job(later.job_id)
+        success = committer.store.get_object(committer.dest.bucket, committer.dest.success_key)
+    finally:
+        held.release()  # type: ignore[attr-defined]
+        thread.join(60)
+    assert "error" not in outcome, outcome
+    assert outcome["summary"] == summary
+    assert committer.store.get_object(committer.dest.bucket, committer.dest.success_key) == success
+    expected = {b"later"} | (set(OLD.values()) if later_mode == "append" else set())
+    if later_mode == "replace":
+        expected |= {OLD[DAYS[1]], OLD[DAYS[2]]}
+    assert set(visible(committer).values()) == expected
+    assert pending_in_bucket(committer) == []
+    assert committer.job(job.job_id).state == "committed"
+
+
+def test_a_commit_refused_while_another_rolls_back_follows_the_rollback(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    """Two commits of one job: one is refused and rolls back while the other is held
+    before a complete; released, the other finds its upload aborted by the rollback
+    and reports the rollback, and no file of the job appears afterwards."""
+    old, success = earlier_job(committer)
+    job, manifests = new_job(committer, "invalid-part", 2)
+    decided = _stuck_committing_with(committer, store_config, job, manifests)
+    thread, outcome, held = _paused_commit(committer, store_config, decided)
+    try:
+        with pytest.raises(CommitRolledBackError):
+            committer.commit_job(job.job_id)
+    finally:
+        held.release()  # type: ignore[attr-defined]
+        thread.join(60)
+    assert isinstance(outcome.get("error"), CommitRolledBackError), outcome
+    assert_rolled_back(committer, job, old, success, manifests[2].uploads[0].key)
+
+
+def _stuck_committing_with(
+    c: Committer, config: StoreConfig, job: JobRecord, manifests: list[TaskManifest]
+) -> JobRecord:
+    def die() -> None:
+        child = Committer(c.dest, config)
+        inject(child.store.client, "CompleteMultipartUpload", "before", 1, 1, "exit")
+        child.commit_job(job.job_id, manifests)
+
+    run_until_crash(die)
+    record = c.job(job.job_id)
+    assert record.state == "committing"
+    return record
