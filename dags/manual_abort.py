@@ -7,6 +7,13 @@ attempts still running, and records the job as aborted so that none of it can
 be committed later. A job whose commit passed its point of no return
 (committing or committed) is refused with a message that says so: finish a
 committing job by retrying its commit instead.
+
+With ``roll_back``, a job stuck in committing whose commit cannot finish (S3
+refused one of its files, an upload was aborted by hand) is rolled back: the
+files it made visible are deleted, its uploads aborted, its claim released,
+and the destination is as it was before the job. A commit that could still
+finish is refused unless ``force`` is set too; one whose files are all
+complete is always refused (retry its commit).
 """
 
 from __future__ import annotations
@@ -36,6 +43,16 @@ with DAG(
             pattern=r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$",
             description="The job's id (a UUID)",
         ),
+        "roll_back": Param(
+            False,
+            type="boolean",
+            description="Roll back a job stuck in committing whose commit cannot finish",
+        ),
+        "force": Param(
+            False,
+            type="boolean",
+            description="With roll_back: roll back even a commit that could still finish",
+        ),
     },
     tags=["zero-rename"],
     doc_md=__doc__,
@@ -49,6 +66,8 @@ with DAG(
     abort = AbortJobOperator(
         task_id="abort_job",
         fail_run=False,
+        roll_back="{{ params.roll_back }}",
+        force="{{ params.force }}",
         trigger_rule=TriggerRule.ALL_SUCCESS,
         retries=2,
         **common,

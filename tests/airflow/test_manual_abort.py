@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tests.airflow.dagruns import run_dag, xcom
+from tests.faults import clear, inject
 from tests.helpers import pending, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.embedded_s3 import EmbeddedS3
+from zero_rename.errors import StoreError
 
 pytestmark = pytest.mark.airflow
 
@@ -60,3 +62,29 @@ def test_manual_abort_refuses_a_committed_job(
     assert f"job {job.job_id} is committed" in out and "point of no return" in out
     assert jobs.job(job.job_id).state == "committed"
     assert visible(jobs) == before
+
+
+def _stuck(jobs: Committer) -> tuple[str, list[str]]:
+    """A job past its point of no return whose completes all failed, one of its
+    uploads then aborted by hand: its commit can never finish."""
+    job = jobs.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    write_task(jobs, job, "00000", {"2024-05-04": b"a" * 10, "2024-05-05": b"b" * 10})
+    fault = inject(jobs.store.client, "CompleteMultipartUpload", times=1000)
+    with pytest.raises(StoreError):
+        jobs.commit_job(job.job_id)
+    clear(jobs.store.client, fault)
+    uploads = jobs.pending_uploads(job.job_id)
+    jobs.store.abort_upload(jobs.dest.bucket, uploads[0].key, uploads[0].upload_id)
+    return job.job_id, [u.key for u in uploads]
+
+
+def test_manual_abort_rolls_back_a_commit_that_cannot_finish(jobs: Committer) -> None:
+    job_id, _ = _stuck(jobs)
+    params = {"destination": jobs.dest.url, "job_id": job_id, "roll_back": True}
+
+    result = run_dag(DAG_ID, "2024-05-04", params)
+
+    assert result.state == "success", result.states
+    record = jobs.job(job_id)
+    assert record.state == "aborted" and "rolled back" in record.error
+    assert pending(jobs) == [] and visible(jobs) == {}

@@ -160,3 +160,29 @@ def test_commit_finishes_a_committing_job_and_refuses_the_rest(
     refused = cli("jobs", "commit", dest, running.job_id)
     assert refused.code == ExitCode.REFUSED and "is setup" in refused.err
     assert committer.job(running.job_id).state == "setup"
+
+
+def test_rollback_checks_first_and_returns_the_destination_to_before_the_job(
+    cli: Cli, committer: Committer, dest: str
+) -> None:
+    stuck = committing_job(committer)  # both uploads still pending: it can finish
+    refused = cli("jobs", "rollback", dest, stuck.job_id)
+    assert refused.code == ExitCode.REFUSED
+    assert "can still finish (2 planned file(s): 0 complete, 2 still pending" in refused.err
+    assert len(refused.err.strip().splitlines()) == 1
+    assert committer.job(stuck.job_id).state == "committing"
+
+    ran = cli("jobs", "rollback", dest, stuck.job_id, "--force", "--json")
+    assert ran.code == 0, ran.err
+    data = ran.json()
+    assert data["state"] == "aborted" and data["aborted_uploads"] == 2
+    assert "rolled back from the command line" in data["error"]
+    assert pending(committer) == [] and committer.visible_objects() == []
+    shown = cli("jobs", "show", dest, stuck.job_id).out
+    assert "rollback" in shown and "aborted" in shown
+    again = cli("jobs", "rollback", dest, stuck.job_id)  # finished: says so again, changes nothing
+    assert again.code == 0 and "nothing of it is visible" in again.out
+
+    done = committed_job(committer)
+    never = cli("jobs", "rollback", dest, done.job_id, "--force")
+    assert never.code == ExitCode.REFUSED and "nothing to roll back" in never.err

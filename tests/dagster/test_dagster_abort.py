@@ -8,21 +8,22 @@ from typing import Any
 import pytest
 from dagster import RunRequest, SkipReason, build_sensor_context
 
+from tests.faults import clear, inject
 from tests.helpers import pending, pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.dagster import ZeroRenameResource, manual_abort_job, stale_jobs_sensor
+from zero_rename.errors import StoreError
 
 pytestmark = pytest.mark.dagster
 
 
-def abort_run(instance: Any, destination: str, job_id: str) -> Any:
+def abort_run(instance: Any, destination: str, job_id: str, **options: Any) -> Any:
+    config = {"destination": destination, "job_id": job_id, **options}
     return manual_abort_job.execute_in_process(
         instance=instance,
         raise_on_error=False,
         resources={"zero_rename": ZeroRenameResource()},
-        run_config={
-            "ops": {"abort_job": {"config": {"destination": destination, "job_id": job_id}}}
-        },
+        run_config={"ops": {"abort_job": {"config": config}}},
     )
 
 
@@ -76,3 +77,25 @@ def test_the_sensor_reports_jobs_left_in_setup_and_requests_their_abort(
         instance=instance, resources=resources, run_config=request.run_config
     ).success
     assert daily.job(left.job_id).state == "aborted"
+
+
+def test_the_manual_abort_job_rolls_back_a_commit_that_cannot_finish(
+    daily: Committer, instance: Any
+) -> None:
+    job = daily.setup_job({"partition_columns": "dt"})
+    write_task(daily, job, "00000", {"2024-01-07": b"x" * 10, "2024-01-08": b"y" * 10})
+    fault = inject(daily.store.client, "CompleteMultipartUpload", "before", 2, 1)
+    with pytest.raises(StoreError):
+        daily.commit_job(job.job_id)  # the first file is visible, the second pending
+    clear(daily.store.client, fault)
+    (left,) = daily.pending_uploads(job.job_id)
+    daily.store.abort_upload(daily.dest.bucket, left.key, left.upload_id)
+    assert len(visible(daily)) == 1
+
+    refused = abort_run(instance, daily.dest.url, job.job_id)  # without roll_back
+    assert not refused.success and daily.job(job.job_id).state == "committing"
+    result = abort_run(instance, daily.dest.url, job.job_id, roll_back=True)
+    assert result.success
+    record = daily.job(job.job_id)
+    assert record.state == "aborted" and "rolled back" in record.error
+    assert pending_in_bucket(daily) == [] and visible(daily) == {}

@@ -219,20 +219,37 @@ class AbortJobOperator(JobStepOperator):
 
     Runs, by default, when an upstream step failed (``one_failed``). It refuses
     a job past its commit's point of no return: that job must be committed by a
-    retry of the commit instead.
+    retry of the commit instead, unless ``roll_back`` asks otherwise.
 
     :param fail_run: after a successful abort, fail this task anyway, so that
         the DAG run, whose result is read from its last tasks, shows that a step
         failed; set False where aborting is the purpose (a manual abort).
+    :param roll_back: a job whose commit passed its point of no return but cannot
+        finish (S3 refused a planned file) is rolled back instead of refused:
+        what it made visible is deleted, its uploads aborted, its claim released.
+        A job whose commit can still finish is refused unless ``force``.
+        Templated: ``"{{ params.roll_back }}"`` works.
+    :param force: with ``roll_back``, roll back even a commit that could finish
+        (after the check, which the log shows); never one whose files are all complete.
     """
 
+    template_fields: Sequence[str] = (*JobStepOperator.template_fields, "roll_back", "force")
     step = "abort"
     ui_color = "#fadbd8"
 
-    def __init__(self, *, fail_run: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        fail_run: bool = True,
+        roll_back: bool | str = False,
+        force: bool | str = False,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("trigger_rule", TriggerRule.ONE_FAILED)
         super().__init__(**kwargs)
         self.fail_run = fail_run
+        self.roll_back = roll_back
+        self.force = force
 
     def execute(self, context: Context) -> dict[str, Any] | None:
         pushed = None
@@ -240,7 +257,12 @@ class AbortJobOperator(JobStepOperator):
             self.log.warning("no job was set up at %s; nothing to abort", self.destination)
         else:
             with protocol_errors():
-                summary = self.committer.abort_job(self.job, reason=self._reason(context))
+                summary = self.committer.abort_job(
+                    self.job,
+                    reason=self._reason(context),
+                    roll_back=_flag("roll_back", self.roll_back),
+                    force=_flag("force", self.force),
+                )
             pushed = self.report(context, summary)
             self.log.info(
                 "job %s is aborted: nothing of it was published, %d pending upload(s) were aborted",
@@ -301,3 +323,15 @@ class CleanupJobOperator(JobStepOperator):
                 self.log.warning("no job %s at %s; nothing to clean up", self.job, self.destination)
                 return None
         return self.report(context, summary)
+
+
+def _flag(name: str, value: bool | str) -> bool:
+    """A boolean argument, as given or as a template rendered it ("True", "false")."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise AirflowFailException(f"{name} must be true or false, not {str(value)[:40]!r}")

@@ -1,4 +1,4 @@
-"""``zero-rename jobs list|show|abort``: the job records of a destination."""
+"""``zero-rename jobs list|show|abort|commit|rollback``: the job records of a destination."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from zero_rename.errors import JobNotFoundError
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
-    commands = command_group(groups, "jobs", "job records: list, show, abort")
+    commands = command_group(groups, "jobs", "job records: list, show, abort, commit, rollback")
     command(
         commands,
         "list",
@@ -62,6 +62,28 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         "checked), deletes replaced files, writes _SUCCESS and cleans up, "
         "exactly once. Refused for a job still in setup: committing it is its "
         "orchestrator's decision.",
+    )
+    rollback = command(
+        commands,
+        "rollback",
+        common,
+        run_rollback,
+        dest=DEST_HELP,
+        job=True,
+        help="undo a commit that cannot finish",
+        description="Return DEST to where it was before a job whose commit passed its "
+        "point of no return but cannot finish (S3 refused a planned file, an "
+        "upload was aborted by hand): abort its pending uploads, delete the files "
+        "it made visible, record it aborted and release its claim. The files a "
+        "replace would have deleted are untouched. First checks every planned "
+        "file: a job that can still finish is refused (retry its commit: "
+        "zero-rename jobs commit) unless --force, and one whose every file is "
+        "complete is always refused. Finishes a rollback a crash cut short.",
+    )
+    rollback.add_argument(
+        "--force",
+        action="store_true",
+        help="roll back even though the check says the commit could still finish",
     )
 
 
@@ -272,5 +294,24 @@ def run_commit(ctx: Context, args: argparse.Namespace) -> Result:
         lambda out: out.say(
             f"job {args.job} committed: {summary.files} file(s), {human_bytes(summary.bytes)}, "
             f"{summary.rows} row(s) in {len(summary.partitions)} partition(s)"
+        ),
+    )
+
+
+# -- rollback ----------------------------------------------------------------
+def run_rollback(ctx: Context, args: argparse.Namespace) -> Result:
+    committer = ctx.committer(args.dest)
+    summary = committer.rollback_job(
+        args.job,
+        force=args.force,
+        reason="rolled back from the command line (zero-rename jobs rollback)",
+    )
+    record = committer.job(args.job)
+    data = {**summary.model_dump(mode="json"), "error": record.error}
+    return Result(
+        data,
+        lambda out: out.say(
+            f"rolled back job {args.job} at {committer.dest.url}: nothing of it is visible or "
+            f"pending ({summary.aborted_uploads} pending upload(s) aborted); {record.error}"
         ),
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 from zero_rename.core import abort as abort_mod
 from zero_rename.core import commit as commit_mod
-from zero_rename.core import manifests, planning
+from zero_rename.core import manifests, planning, rollback
 from zero_rename.core.jobs import (
     JobRecords,
     setup_job,
@@ -45,6 +45,7 @@ from zero_rename.core.success import PARTITIONS_LISTED, committed_files
 from zero_rename.core.task import TaskAttempt
 from zero_rename.core.validate import Expected
 from zero_rename.errors import (
+    AbortRefusedError,
     JobDecidedError,
     JobNotFoundError,
     ManifestError,
@@ -266,9 +267,30 @@ class Committer:
             self._job_store(), self.dest, job_id, task_manifests, expected, progress
         )
 
-    def abort_job(self, job_id: str, reason: str = "") -> JobSummary:
-        """Job abort; ``reason`` is recorded in the job record's ``error``."""
-        return abort_mod.abort_job(self._job_store(), self.dest, job_id, reason)
+    def abort_job(
+        self, job_id: str, reason: str = "", roll_back: bool = False, force: bool = False
+    ) -> JobSummary:
+        """Job abort; ``reason`` is recorded in the job record's ``error``. With
+        ``roll_back``, a job whose commit passed its point of no return but cannot
+        finish is rolled back instead of refused (:meth:`rollback_job`, ``force``
+        as there); without it that job's abort raises AbortRefusedError."""
+        try:
+            return abort_mod.abort_job(self._job_store(), self.dest, job_id, reason)
+        except AbortRefusedError:
+            if not roll_back:
+                raise
+        return self.rollback_job(job_id, force=force, reason=reason)
+
+    def rollback_job(self, job_id: str, force: bool = False, reason: str = "") -> JobSummary:
+        """Return the destination to where it was before the job: for a job stuck in
+        ``committing`` whose commit cannot finish, or one rolling back. Refuses
+        (RollbackRefusedError) a job that can still finish, unless ``force``, and
+        always one whose every file is complete. See :mod:`zero_rename.core.rollback`."""
+        return rollback.rollback_job(self._job_store(), self.dest, job_id, force, reason)
+
+    def commit_outlook(self, job_id: str) -> rollback.CommitOutlook:
+        """For a committing job: how many planned files are complete, pending or lost."""
+        return rollback.commit_outlook(self._job_store(), self.dest, self.records.get(job_id))
 
     def cleanup_job(self, job_id: str) -> JobSummary:
         return abort_mod.cleanup_job(self._job_store(), self.dest, job_id)

@@ -64,6 +64,14 @@ class JobConfig(Config):
     destination: str = Field(description="s3://bucket/table of the job")
     job_id: str = Field(description="the job's id (a UUID)")
     reason: str = Field(default="", description="why, recorded in the job record")
+    roll_back: bool = Field(
+        default=False,
+        description="roll back a job stuck in committing whose commit cannot finish, "
+        "instead of refusing it",
+    )
+    force: bool = Field(
+        default=False, description="with roll_back: even a commit that could still finish"
+    )
 
 
 def _report(context: OpExecutionContext, step: str, summary: JobSummary) -> None:
@@ -216,10 +224,14 @@ def _chain(stage_name: str) -> dict[str, dict[str, Any]]:
 def abort_job(
     context: OpExecutionContext, config: JobConfig, zero_rename: ZeroRenameResource
 ) -> JobRef:
-    """Aborts the job: refuses, with the job's state, one past its point of no return."""
+    """Aborts the job: refuses, with the job's state, one past its point of no return,
+    unless ``roll_back`` (then one whose commit cannot finish is rolled back)."""
     with protocol_errors():
         summary = zero_rename.committer(config.destination).abort_job(
-            config.job_id, reason=config.reason or f"aborted by Dagster run {context.run_id}"
+            config.job_id,
+            reason=config.reason or f"aborted by Dagster run {context.run_id}",
+            roll_back=config.roll_back,
+            force=config.force,
         )
     context.log.info(
         f"job {summary.job_id} is aborted: nothing of it was published, "
