@@ -153,6 +153,55 @@ class StepTiming(_Frozen):
     detail: str = ""
 
 
+class OutputProblem(_Frozen):
+    """A committed file that does not match ``_SUCCESS`` (``kind``: missing, size,
+    etag, unlisted; or ``success``: ``_SUCCESS`` itself), by path relative to the
+    destination."""
+
+    kind: str
+    path: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return self.model_dump()
+
+
+class OutputCheck(_Frozen):
+    """What the output check found after the job's commit (the ``validate_output``
+    step): the job's files against ``_SUCCESS`` and the job's file list.
+
+    ``outcome`` is ``valid``, ``invalid`` (``problems`` holds the first few of
+    ``problem_count``), or ``superseded``: ``_SUCCESS`` is another job's
+    (``superseded_by``), committed since, so this job's files were not checked.
+    """
+
+    checked: datetime = Field(default_factory=utcnow)
+    outcome: Literal["valid", "invalid", "superseded"]
+    files: int = Field(default=0, ge=0)  # the files checked: those _SUCCESS lists
+    problem_count: int = Field(default=0, ge=0)
+    problems: tuple[OutputProblem, ...] = ()
+    superseded_by: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "invalid"
+
+    def describe(self) -> str:
+        """One line, for a step's detail, logs and metadata."""
+        if self.outcome == "superseded":
+            return (
+                f"not checked: _SUCCESS is job {self.superseded_by}'s, committed since; "
+                "check that job instead"
+            )
+        if self.outcome == "valid":
+            return f"{self.files} file(s) as _SUCCESS lists them (sizes and ETags)"
+        first = "; ".join(f"{p.kind} {p.path}: {p.detail}" for p in self.problems[:3])
+        more = self.problem_count - min(3, len(self.problems))
+        return f"{self.problem_count} problem(s) in {self.files} file(s): {first}" + (
+            f"; and {more} more" if more > 0 else ""
+        )
+
+
 class JobSummary(_Frozen):
     """What a step reports: counts, requests and seconds. Safe for XCom and logs.
 
@@ -185,11 +234,14 @@ class JobRecord(_Frozen):
     keeps the committed task attempts in the plan's shards, no longer in
     ``committed_attempts`` (read still, for version 2 records). Version 4 adds
     ``origin``: who set the job up (an orchestrator's DAG, run and task), so
-    that tools can link a job to the run that wrote it. Older records still load.
+    that tools can link a job to the run that wrote it. Version 5 adds
+    ``output_check``: the result of the output check after the commit (the
+    ``validate_output`` step), written by compare-and-swap like every change.
+    Older records still load.
     """
 
     kind: Literal["zero-rename/job"] = "zero-rename/job"
-    version: Literal[1, 2, 3, 4] = 4
+    version: Literal[1, 2, 3, 4, 5] = 5
     job_id: str
     destination: str
     options: JobOptions
@@ -208,6 +260,7 @@ class JobRecord(_Frozen):
     summary: JobSummary | None = None
     error: str = ""
     origin: dict[str, str] = Field(default_factory=dict)
+    output_check: OutputCheck | None = None
 
     @field_validator("origin")
     @classmethod
