@@ -34,6 +34,7 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord
 from zero_rename.core.store import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3, free_ports, stop_process_group
+from zero_rename.errors import OutputCheckError
 
 pytestmark = pytest.mark.browser
 
@@ -163,6 +164,7 @@ def jobs(airflow_env: EmbeddedS3, committer: Committer) -> Jobs:
     for i in range(3):
         write_task(committer, committed, f"{i:05d}", {"2024-07-01": b"c" * 500}, rows=7)
     committer.commit_job(committed.job_id)
+    committer.validate_output(committed.job_id)  # the output check after the commit
     staged = committer.setup_job(options)
     manifests = [
         write_task(committer, staged, f"{i:05d}", {"2024-07-02": b"s" * 300}, publish=False, rows=5)
@@ -253,6 +255,7 @@ def test_the_page_shows_jobs_counts_and_success_in_a_browser(
     assert jobs.committed.job_id in success and "3 file(s)" in success and "21 row(s)" in success
     assert "dt=2024-07-01" in success
     assert "commit" in detail and "succeeded" in detail
+    assert "Output check" in detail and "valid, 3 file(s) as _SUCCESS lists them" in detail
     for secret in (s3_server.secret_key, api_server.token):
         assert secret not in source
     assert "s3://elsewhere/private is not one of the destinations" in refused
@@ -302,6 +305,20 @@ def test_the_page_links_jobs_to_their_run_and_says_why_one_was_aborted(
         r'class="step step-succeeded" title="spark: 2 task\(s\), 2 file\(s\)">'
         r"\s*stage",
         staged,
+    )
+    # A committed file deleted: the next output check fails, and the page says which.
+    success = committer.read_success()
+    assert success is not None
+    gone = next(iter(committer.committed_files(success))).path
+    committer.store.delete_objects(committer.dest.bucket, [committer.dest.dir + gone])
+    with pytest.raises(OutputCheckError):
+        committer.validate_output(jobs.committed.job_id)
+    page = httpx.get(
+        page_url(api_server, committer, jobs.committed.job_id), headers=headers, timeout=60
+    ).text
+    assert 'data-outcome="invalid"' in page and f"missing <code>{gone}</code>" in page
+    assert re.search(
+        r'class="step step-failed" title="1 problem\(s\)[^"]*">\s*validate_output', page
     )
 
 

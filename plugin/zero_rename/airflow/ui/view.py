@@ -16,14 +16,22 @@ from datetime import datetime
 from urllib.parse import quote, urlsplit
 
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, JobSummary
+from zero_rename.core.model import JobRecord, JobSummary, OutputCheck
 from zero_rename.core.pending import job_id_of
 from zero_rename.core.success import files_committed
 from zero_rename.errors import ZeroRenameError
 
 log = logging.getLogger(__name__)
 
-STEP_ORDER = ("setup", "stage", "validate", "resolve_conflicts", "commit", "abort")
+STEP_ORDER = (
+    "setup",
+    "stage",
+    "validate",
+    "resolve_conflicts",
+    "commit",
+    "validate_output",
+    "abort",
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class JobView:
     requests: int | None = None  # S3 requests of the job commit, or of the abort
     run_url: str = ""  # the Airflow DAG run that set the job up, in Airflow's UI
     run_text: str = ""
+    output_check: OutputCheck | None = None  # the last check after its commit, if one ran
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,7 @@ def job_view(committer: Committer, record: JobRecord, pending: Counter[str]) -> 
         pending_uploads=pending[record.job_id],
         error=record.error,
         requests=record.summary.requests if record.summary else None,
+        output_check=record.output_check,
         **origin_link(record),
     )
 
