@@ -47,7 +47,7 @@ class ZeroRenameHook(S3Hook):
     ) -> None:
         super().__init__(aws_conn_id=aws_conn_id, **kwargs)
         self.pool_size = pool_size
-        self.store_config = replace(store_config or StoreConfig(), max_pool_connections=pool_size)
+        self.store_config = store_config or StoreConfig()
 
     @property
     def endpoint_url(self) -> str | None:
@@ -65,7 +65,8 @@ class ZeroRenameHook(S3Hook):
             # Custom endpoints rarely resolve virtual-host bucket names; the
             # connection may still choose otherwise in config_kwargs.
             s3.setdefault("addressing_style", "path")
-        return base.merge(client_config(self.store_config, s3))
+        shaped = replace(self.store_config, max_pool_connections=self.pool_size)
+        return base.merge(client_config(shaped, s3))
 
     def store(self) -> S3Store:
         """The core's store over this hook's boto3 client."""
