@@ -1,7 +1,7 @@
 """The commit protocol's steps as Dagster ops, one op per step, each with its own retries.
 
     setup_job ──> stage ──> validate ──> resolve_conflicts ──> commit ──> cleanup_job
-                                                                  └──> validate_output (optional)
+                                                                 └──> validate_output (optional)
 
 :func:`commit_lifecycle_job` builds the job; its failure hook aborts the run's
 job when any step fails for good (after its ``RetryPolicy``), so a failed run
