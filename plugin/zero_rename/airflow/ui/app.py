@@ -64,7 +64,7 @@ def load_views(destinations: list[str], job: str | None, limit: int) -> list[Des
     urls = list(dict.fromkeys(destinations))
     try:
         store = ZeroRenameHook(aws_conn_id=conn_id, store_config=PAGE_STORE).store()
-    except Exception as exc:  # a missing or malformed connection: said on the page
+    except Exception as exc:  # a malformed connection (its endpoint, say): said on the page
         error = connection_error(conn_id, exc)
         return [DestinationView(url=url, error=error) for url in urls]
     views = []
