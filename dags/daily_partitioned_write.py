@@ -4,6 +4,11 @@
         │           └───────────┴──────────────┴────────> abort_job ──┴──> cleanup_job
         └───────────────────────────────────────────────────────────────────────┘ (teardown)
 
+With ``[zero_rename] daily_validate_output = True`` a ``validate_output`` task
+follows ``commit`` (before ``cleanup_job``): the output check of the committed
+files against ``_SUCCESS``. Its failure fails the run but aborts nothing: the
+job stays committed.
+
 The Spark application writes the day's partition (``dt=<day>``) as pending
 multipart uploads and saves the job's stage manifest; nothing is visible until
 ``commit``. Conflict mode ``replace`` swaps the partition's old files for the
@@ -32,6 +37,7 @@ from zero_rename.airflow.operators import (
     CommitJobOperator,
     CommitJobSetupOperator,
     ResolvePartitionConflictsOperator,
+    ValidateOutputOperator,
     ValidateTaskManifestsOperator,
 )
 from zero_rename.airflow.spark import SparkStageSubmitOperator
@@ -42,6 +48,8 @@ APPLICATION = conf.get("zero_rename", "daily_application", fallback="") or str(
 )
 AWS_CONN_ID = conf.get("zero_rename", "aws_conn_id", fallback="aws_default")
 SPARK_CONN_ID = conf.get("zero_rename", "spark_conn_id", fallback="spark_default")
+# The output check after the commit: off by default, it lists the day's partition.
+VALIDATE_OUTPUT = conf.getboolean("zero_rename", "daily_validate_output", fallback=False)
 # The options the application's writer uses: setup records them, and the
 # writer's own setup must find the same. Two runs of one day (a rerun racing
 # a backfill) are serialized by the job commit's partition claim: the second
@@ -119,4 +127,10 @@ with DAG(
 
     chain(setup, stage, validate, resolve, commit)
     [stage, validate, resolve, commit] >> abort
-    [commit, abort] >> cleanup.as_teardown(setups=setup)
+    last = [commit, abort]
+    if VALIDATE_OUTPUT:
+        # Downstream of the commit only: a committed job is never aborted.
+        check = ValidateOutputOperator(task_id="validate_output", job_id=JOB_ID, **common)
+        commit >> check
+        last.append(check)
+    last >> cleanup.as_teardown(setups=setup)

@@ -80,6 +80,16 @@ class ValidationError(ZeroRenameError):
         self.problems = problems
 
 
+class OutputCheckError(ZeroRenameError):
+    """The output check after a job's commit found files that do not match its
+    ``_SUCCESS``; ``problems`` lists them. The job stays committed: its files are
+    visible as they are, and nothing was changed by the check."""
+
+    def __init__(self, message: str, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
 class ConflictError(ZeroRenameError):
     """Conflict mode ``fail`` found visible files where this job would write, or
     another job holds a claim on a partition this job writes."""

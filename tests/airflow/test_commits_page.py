@@ -2,17 +2,22 @@
 
 The api-server runs with its own password file and JWT secret on a free
 loopback port. The page must refuse anonymous requests, and show what the
-store holds: jobs, their states, counts, pending uploads and ``_SUCCESS``.
+store holds: jobs, their states, counts, pending uploads and ``_SUCCESS``, for
+the destinations its settings allow only (one bucket of the module's, see
+``page_bucket``). It reads S3 through a connection kept in Airflow's database,
+which a test may change between requests: the api-server looks it up anew.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
 import secrets
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +26,15 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from tests import buckets
 from tests.airflow.browser import Browser
 from tests.airflow.environment import AIRFLOW_HOME, VENV_BIN
 from tests.helpers import write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord
+from zero_rename.core.store import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3, free_ports, stop_process_group
+from zero_rename.errors import OutputCheckError
 
 pytestmark = pytest.mark.browser
 
@@ -40,8 +48,50 @@ class ApiServer:
     token: str
 
 
+# The page's connection: in Airflow's database, not the environment, so that a
+# test can break it while the api-server runs.
+PAGE_CONN = "zr_page"
+
+
+def set_page_connection(server: EmbeddedS3, **changes: str) -> None:
+    """The page's connection to ``server``, with ``changes`` (``password``,
+    ``endpoint_url``) laid over it."""
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.query(Connection).filter_by(conn_id=PAGE_CONN).delete()
+        extra = {
+            "endpoint_url": changes.get("endpoint_url", server.endpoint_url),
+            "region_name": "us-east-1",
+        }
+        session.add(
+            Connection(
+                conn_id=PAGE_CONN,
+                conn_type="aws",
+                login=server.access_key,
+                password=changes.get("password", server.secret_key),
+                extra=json.dumps(extra),
+            )
+        )
+
+
 @pytest.fixture(scope="module")
-def api_server(airflow_env: EmbeddedS3) -> Iterator[ApiServer]:
+def page_bucket(airflow_env: EmbeddedS3) -> str:
+    """The bucket whose ``tables/`` the page may show (``allowed_destination_prefixes``)
+    and whose ``configured`` table it lists by default (``destinations``)."""
+    return buckets.new_bucket(airflow_env)
+
+
+@pytest.fixture
+def committer(page_bucket: str, store_config: StoreConfig) -> Committer:
+    """A table of the test's own under the allowed prefix."""
+    return Committer(f"s3://{page_bucket}/tables/{uuid.uuid4().hex[:8]}", store_config)
+
+
+@pytest.fixture(scope="module")
+def api_server(airflow_env: EmbeddedS3, page_bucket: str) -> Iterator[ApiServer]:
+    set_page_connection(airflow_env)
     port = free_ports(1)[0]
     password = secrets.token_urlsafe(16)
     passwords = AIRFLOW_HOME / "api-passwords.json"
@@ -52,6 +102,9 @@ def api_server(airflow_env: EmbeddedS3) -> Iterator[ApiServer]:
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__ZERO_RENAME__AWS_CONN_ID": PAGE_CONN,
+        "AIRFLOW__ZERO_RENAME__DESTINATIONS": f"s3://{page_bucket}/configured",
+        "AIRFLOW__ZERO_RENAME__ALLOWED_DESTINATION_PREFIXES": f"s3://{page_bucket}/tables/",
     }
     url = f"http://127.0.0.1:{port}"
     with open(AIRFLOW_HOME / "api-server.log", "wb") as log:
@@ -111,6 +164,7 @@ def jobs(airflow_env: EmbeddedS3, committer: Committer) -> Jobs:
     for i in range(3):
         write_task(committer, committed, f"{i:05d}", {"2024-07-01": b"c" * 500}, rows=7)
     committer.commit_job(committed.job_id)
+    committer.validate_output(committed.job_id)  # the output check after the commit
     staged = committer.setup_job(options)
     manifests = [
         write_task(committer, staged, f"{i:05d}", {"2024-07-02": b"s" * 300}, publish=False, rows=5)
@@ -171,7 +225,11 @@ def test_the_page_shows_jobs_counts_and_success_in_a_browser(
                  .map(c => [c.dataset.field, c.innerText.trim()]))}]))""")
         success = browser.evaluate("document.getElementById('success-summary').innerText")
         detail = browser.evaluate("document.getElementById('job-detail').innerText")
-        html = browser.evaluate("document.documentElement.outerHTML")
+        source = browser.evaluate("document.documentElement.outerHTML")
+        # A destination outside the page's settings: refused, saying which setting allows it.
+        browser.goto(f"{api_server.url}/zero-rename/commits?dest=s3://elsewhere/private")
+        refused = browser.evaluate("document.getElementById('refused').innerText")
+        refused_page = browser.text()
 
     assert "Commits" in text and committer.dest.url in text
     assert int(rows[jobs.committed.job_id].pop("requests")) > 0  # the job commit's
@@ -197,11 +255,15 @@ def test_the_page_shows_jobs_counts_and_success_in_a_browser(
     assert jobs.committed.job_id in success and "3 file(s)" in success and "21 row(s)" in success
     assert "dt=2024-07-01" in success
     assert "commit" in detail and "succeeded" in detail
+    assert "Output check" in detail and "valid, 3 file(s) as _SUCCESS lists them" in detail
     for secret in (s3_server.secret_key, api_server.token):
-        assert secret not in html
+        assert secret not in source
+    assert "s3://elsewhere/private is not one of the destinations" in refused
+    assert "[zero_rename] allowed_destination_prefixes" in refused
+    assert "Cannot read" not in refused_page and "Traceback" not in refused_page
 
 
-def test_airflow_ui_shows_the_page_under_browse(api_server: ApiServer) -> None:
+def test_airflow_ui_shows_the_page_under_browse(api_server: ApiServer, page_bucket: str) -> None:
     with Browser() as browser:
         browser.set_cookie("_token", api_server.token, api_server.url)
         browser.goto(f"{api_server.url}/plugin/commits")
@@ -221,7 +283,8 @@ def test_airflow_ui_shows_the_page_under_browse(api_server: ApiServer) -> None:
             time.sleep(0.3)
         src = browser.evaluate(f"{frame}.src")
     assert src == f"{api_server.url}/zero-rename/commits"
-    assert "Commits" in text and "No destination given" in text
+    # Opened without a destination: the configured one.
+    assert "Commits" in text and f"s3://{page_bucket}/configured" in text
 
 
 def test_the_page_links_jobs_to_their_run_and_says_why_one_was_aborted(
@@ -243,3 +306,95 @@ def test_the_page_links_jobs_to_their_run_and_says_why_one_was_aborted(
         r"\s*stage",
         staged,
     )
+    # A committed file deleted: the next output check fails, and the page says which.
+    success = committer.read_success()
+    assert success is not None
+    gone = next(iter(committer.committed_files(success))).path
+    committer.store.delete_objects(committer.dest.bucket, [committer.dest.dir + gone])
+    with pytest.raises(OutputCheckError):
+        committer.validate_output(jobs.committed.job_id)
+    page = httpx.get(
+        page_url(api_server, committer, jobs.committed.job_id), headers=headers, timeout=60
+    ).text
+    assert 'data-outcome="invalid"' in page and f"missing <code>{gone}</code>" in page
+    assert re.search(
+        r'class="step step-failed" title="1 problem\(s\)[^"]*">\s*validate_output', page
+    )
+
+
+def get_page(server: ApiServer, *dests: str) -> httpx.Response:
+    return httpx.get(
+        f"{server.url}/zero-rename/commits",
+        params=[("dest", d) for d in dests],
+        headers={"Authorization": f"Bearer {server.token}"},
+        timeout=60,
+    )
+
+
+def test_the_page_refuses_destinations_its_settings_do_not_allow(
+    api_server: ApiServer,
+    committer: Committer,
+    page_bucket: str,
+    bucket: str,
+    store_config: StoreConfig,
+    s3_server: EmbeddedS3,
+) -> None:
+    # A table the page's connection can read, outside the page's settings.
+    other = Committer(f"s3://{bucket}/private", store_config)
+    job = other.setup_job({"conflict_mode": "append"})
+    write_task(other, job, "00000", [b"private rows"])
+    other.commit_job(job.job_id)
+
+    refused = get_page(api_server, other.dest.url)
+    assert refused.status_code == 403
+    assert "[zero_rename] allowed_destination_prefixes" in refused.text
+    assert job.job_id not in refused.text and "_SUCCESS" not in refused.text
+    # Prefixes match whole path elements; one refused destination refuses the request.
+    assert get_page(api_server, f"s3://{page_bucket}/tables_private/t").status_code == 403
+    assert get_page(api_server, committer.dest.url, other.dest.url).status_code == 403
+    long = get_page(api_server, f"s3://{bucket}/" + "x" * 5000)
+    assert long.status_code == 403 and "x" * 400 not in long.text
+    # The configured destination, however spelt, and one under the allowed prefix.
+    shown = get_page(api_server, f"s3a://{page_bucket}/configured/", committer.dest.url)
+    assert shown.status_code == 200 and shown.text.count('class="destination"') == 2
+
+    # A malformed destination: 400, a short message, never the credential it carries.
+    for text in (
+        "http://example.com/t",
+        f"s3://AKIAEXAMPLE:{s3_server.secret_key}@{bucket}/t",
+        f"s3://{bucket}/" + "x" * 5000 + "?versionId=1",
+    ):
+        bad = get_page(api_server, text)
+        assert bad.status_code == 400 and "Malformed destination" in bad.text
+        assert s3_server.secret_key not in bad.text and "x" * 400 not in bad.text
+        assert "Traceback" not in bad.text
+
+
+def test_no_error_on_the_page_shows_the_endpoint(
+    api_server: ApiServer, airflow_env: EmbeddedS3, page_bucket: str
+) -> None:
+    """Unreachable S3, refused credentials, a malformed connection: the configured
+    destination shows why it cannot be read, never where S3 is."""
+    closed = f"127.0.0.1:{free_ports(1)[0]}"
+    cases = {
+        "unreachable": {"endpoint_url": f"http://{closed}"},
+        "refused credentials": {"password": "not-the-secret-key"},
+        "malformed endpoint": {"endpoint_url": f"htp:/{closed}/::"},
+    }
+    hidden = (airflow_env.endpoint_url.split("://")[1], closed, airflow_env.secret_key)
+    errors = {}
+    try:
+        for case, changes in cases.items():
+            set_page_connection(airflow_env, **changes)
+            page = get_page(api_server)
+            assert page.status_code == 200, case
+            assert f"s3://{page_bucket}/configured" in page.text, case
+            (error,) = re.findall(r'class="box error">([^<]*)<', page.text)
+            errors[case] = html.unescape(error)
+            assert not [h for h in hidden if h in page.text], (case, error)
+            assert "Traceback" not in page.text, case
+    finally:
+        set_page_connection(airflow_env)
+    assert "StoreError" in errors["unreachable"]
+    assert "access refused" in errors["refused credentials"]
+    assert "cannot use connection 'zr_page'" in errors["malformed endpoint"]

@@ -74,11 +74,14 @@ def run_id_of(day: str) -> str:
 
 @pytest.mark.timeout(1200)
 def test_a_day_killed_half_way_through_its_commit_is_committed_once_and_a_rerun_replaces_it(
-    daily: Committer, capfd: pytest.CaptureFixture[str], s3_server: EmbeddedS3
+    daily: Committer,
+    capfd: pytest.CaptureFixture[str],
+    s3_server: EmbeddedS3,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A day's run whose worker dies at the commit's 4th completion; Airflow's
     retry finishes it once (with the report DAG downstream of its day), then a
-    second run of the same day replaces it."""
+    second run of the same day, with the output check on, replaces it."""
     day = "2024-01-01"
     unpause("daily_partition_report")
     crash = crash_the_commit(daily, day)
@@ -86,6 +89,7 @@ def test_a_day_killed_half_way_through_its_commit_is_committed_once_and_a_rerun_
     check_the_retry_finished_the_commit(daily, result, crash)
     first_files = check_the_first_run(daily, result, capfd, s3_server, crash.output)
     # A second run for the same day (a re-run or a backfill): a new run, a new job.
+    monkeypatch.setenv("AIRFLOW__ZERO_RENAME__DAILY_VALIDATE_OUTPUT", "true")
     check_a_rerun_leaves_one_copy(daily, result, first_files)
 
 
@@ -206,9 +210,10 @@ def check_the_first_run(
 def check_a_rerun_leaves_one_copy(
     daily: Committer, first: RunResult, first_files: dict[str, int]
 ) -> None:
+    """With [zero_rename] daily_validate_output on: the output check follows the commit."""
     second = run_dag(DAG_ID, "2024-01-02", {"rows": 200, "date": "2024-01-01"})
 
-    assert second.state == "success"
+    assert second.state == "success" and second.states["validate_output"] == "success"
     first_job = xcom(DAG_ID, first.run_id, "setup_job")
     second_job = xcom(DAG_ID, second.run_id, "setup_job")
     assert first_job != second_job
@@ -219,6 +224,11 @@ def check_a_rerun_leaves_one_copy(
     assert xcom(DAG_ID, second.run_id, "commit", "summary")["replaced_files"] == len(first_files)
     assert pending(daily) == []
     assert daily.read_success().job_id == second_job  # type: ignore[union-attr]
+    check = xcom(DAG_ID, second.run_id, "validate_output", "summary")
+    assert (check["outcome"], check["files"], check["job_id"]) == ("valid", len(files), second_job)
+    record = daily.job(second_job)
+    assert record.output_check is not None and record.output_check.outcome == "valid"
+    assert list(record.steps)[-1] == "validate_output"
 
 
 def plant_stray_upload(c: Committer, job_id: str, day: str) -> str:

@@ -10,11 +10,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.cli.conftest import Cli, committed_job, committing_job, running_job, stray_upload
-from tests.helpers import pending
+from tests.helpers import pending, visible
 from zero_rename.cli import context
 from zero_rename.cli.exits import ExitCode
 from zero_rename.core.committer import Committer
 from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.errors import OutputCheckError
 
 pytestmark = pytest.mark.s3
 
@@ -65,6 +66,28 @@ def test_show_reports_steps_options_counts_and_pending_uploads(
         "dt=2024-01-01",
     ):
         assert expected in text
+
+
+def test_show_reports_the_output_check(cli: Cli, committer: Committer, dest: str) -> None:
+    done = committed_job(committer)
+    assert "valid at" not in cli("jobs", "show", dest, done.job_id).out  # none ran yet
+    committer.validate_output(done.job_id)
+    text = cli("jobs", "show", dest, done.job_id).out
+    assert "output check" in text and "valid at" in text and "3 file(s) as _SUCCESS" in text
+
+    gone = next(iter(visible(committer)))
+    committer.store.delete_objects(committer.dest.bucket, [committer.dest.dir + gone])
+    with pytest.raises(OutputCheckError):
+        committer.validate_output(done.job_id)
+    data = cli("jobs", "show", dest, done.job_id, "--json").json()
+    assert data["state"] == "committed" and data["steps"]["validate_output"]["status"] == "failed"
+    check = data["output_check"]
+    assert (check["outcome"], check["files"], check["problem_count"]) == ("invalid", 3, 1)
+    assert check["problems"] == [
+        {"kind": "missing", "path": gone, "detail": "listed in _SUCCESS but not there"}
+    ]
+    text = cli("jobs", "show", dest, done.job_id).out
+    assert "invalid at" in text and "output check: 1 problem(s)" in text and gone in text
 
 
 def test_show_of_a_running_job_counts_its_published_tasks(

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.helpers import write_task
 from zero_rename.core import output_check as check
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import CommittedFile, SuccessData
+from zero_rename.core.model import CommittedFile, JobRecord, SuccessData, dump, load
+from zero_rename.core.options import JobOptions
 from zero_rename.core.store import ObjectInfo
+from zero_rename.errors import ConfigError, OutputCheckError
 
 JOB = "5f0c9a4e-2b1d-4c8e-9f3a-1d2e3f4a5b6c"
 
@@ -63,3 +67,51 @@ def test_a_committed_job_checks_clean_until_a_file_goes(committer: Committer) ->
     committer.store.delete_objects(committer.dest.bucket, [committer.dest.dir + listed[0]])
     problems = committer.check_output(success)
     assert [(p.kind, p.path) for p in problems] == [(check.MISSING, listed[0])]
+
+
+@pytest.mark.s3
+def test_validate_output_records_its_result_and_fails_on_a_rewritten_file(
+    committer: Committer,
+) -> None:
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    write_task(committer, job, "00000", {"2024-01-01": b"a", "2024-01-02": b"b"})
+    with pytest.raises(ConfigError, match="is setup: the output check runs once"):
+        committer.validate_output(job.job_id)
+    committer.commit_job(job.job_id)
+
+    passed = committer.validate_output(job.job_id)
+    record = committer.job(job.job_id)
+    assert (passed.outcome, passed.files, passed.problem_count) == ("valid", 2, 0)
+    assert record.output_check == passed and record.version == 5
+    assert record.steps["validate_output"].status == "succeeded"
+
+    # Rewritten with other bytes of the same size: only the ETag tells.
+    success = committer.read_success()
+    assert success is not None
+    path = next(iter(committer.committed_files(success))).path
+    committer.store.put_object(committer.dest.bucket, committer.dest.dir + path, b"z")
+    with pytest.raises(OutputCheckError, match="The job stays committed") as raised:
+        committer.validate_output(job.job_id)
+    (problem,) = raised.value.problems
+    assert problem.startswith(f"etag {path}: ETag ") and "the file was rewritten" in problem
+    record = committer.job(job.job_id)
+    assert record.state == "committed" and record.output_check is not None
+    assert (record.output_check.outcome, record.output_check.problem_count) == ("invalid", 1)
+    assert record.steps["validate_output"].status == "failed"
+    assert f"1 problem(s) in 2 file(s): etag {path}" in record.steps["validate_output"].detail
+
+    # A later job's _SUCCESS: this job's files are no longer what it stands for.
+    later = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    write_task(committer, later, "00000", {"2024-01-01": b"new"})
+    committer.commit_job(later.job_id)
+    superseded = committer.validate_output(job.job_id)
+    assert (superseded.outcome, superseded.superseded_by) == ("superseded", later.job_id)
+
+
+def test_job_records_of_version_4_still_load() -> None:
+    record = JobRecord(job_id=JOB, destination="s3://b/t", options=JobOptions())
+    old = json.loads(dump(record))
+    old.update(version=4)
+    del old["output_check"]
+    loaded = load(JobRecord, json.dumps(old).encode(), "s3://b/t/job.json")
+    assert loaded.version == 4 and loaded.output_check is None

@@ -8,7 +8,8 @@
   the background upload threads of a magic task), ``commit_raise`` (the driver fails
   after every task succeeded, before the job commit) or ``complete_fault``
   (every CompleteMultipartUpload after the first fails, so the job commit
-  breaks after its point of no return);
+  breaks after its point of no return) or ``tamper_output`` (once the job is
+  committed, one of its files is deleted, before the output check runs);
 - ``fault_partitions``: the partitions whose attempts fail (default ``0``);
 - ``fault_attempts``: which attempt numbers fail, or ``all`` (default ``0``).
 
@@ -30,6 +31,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from zero_rename.core.completers import add_request_hook
+from zero_rename.core.model import JobSummary, TaskManifest
 from zero_rename.spark import datasource
 from zero_rename.spark.datasource import ZeroRenameDataSource, ZeroRenameWriter
 from zero_rename.spark.options import WriteConfig, parse_writer_options
@@ -107,6 +109,16 @@ class FaultyWriter(ZeroRenameWriter):
             datasource.COMMIT_RETRY_SECONDS = 0.05
             _fail_after_first(self._committer().store.client, "CompleteMultipartUpload")
         super().commit(messages)
+
+    def _commit_job(self, manifests: list[TaskManifest], expected: set[str]) -> JobSummary:
+        summary = super()._commit_job(manifests, expected)
+        if self.fault == "tamper_output":
+            committer = self._committer()
+            success = committer.read_success()
+            assert success is not None
+            first = next(iter(committer.committed_files(success)))
+            committer.store.delete_objects(committer.dest.bucket, [committer.dest.dir + first.path])
+        return summary
 
 
 def _fail_after_first(client: Any, op: str, after: int = 1) -> None:

@@ -158,3 +158,24 @@ def test_speculation_on_with_a_straggler_writes_nothing_twice(
     df = source(spark)
     faulty_write(df, dest, fault="slow", fault_partitions="0", fault_seconds="3")
     assert_one_clean_copy(spark, committer, tmp_path, df)
+
+
+def test_validate_output_checks_the_committed_files_and_fails_the_write_for_a_problem(
+    spark: Any, dest: str, committer: Committer
+) -> None:
+    faulty_write(source(spark, 400), dest, validate_output="true")
+    [passed] = committer.jobs()
+    assert passed.output_check is not None and passed.output_check.outcome == "valid"
+    assert passed.output_check.files == len(data_files(committer))
+    assert passed.steps["validate_output"].status == "succeeded"
+
+    # A committed file deleted before the check: the write fails, naming it.
+    with pytest.raises(Exception, match="The job stays committed") as raised:
+        faulty_write(source(spark, 400), dest, validate_output="true", fault="tamper_output")
+    assert "OutputCheckError" in str(raised.value) and "missing dt=2024-03-0" in str(raised.value)
+    failed = next(j for j in committer.jobs() if j.job_id != passed.job_id)
+    # Spark's abort after the failed commit() changed nothing: the job is committed.
+    assert failed.state == "committed" and failed.output_check is not None
+    assert (failed.output_check.outcome, failed.output_check.problem_count) == ("invalid", 1)
+    assert failed.steps["validate_output"].status == "failed"
+    assert pending_in_bucket(committer) == []

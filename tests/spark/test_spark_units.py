@@ -115,6 +115,10 @@ def test_job_id_makes_the_write_orchestrated() -> None:
     )
     assert config.orchestrated and config.job_id == job_id
     assert config.explicit == {"partition_columns", "conflict_mode"}
+    assert not config.validate_output  # off by default
+    # The output check of an orchestrated job is its orchestrator's step.
+    with pytest.raises(ConfigError, match="validate_output is for a write that commits"):
+        parse_writer_options({"path": "s3://b/t", "job_id": job_id, "validate_output": "true"})
 
 
 @pytest.mark.parametrize(

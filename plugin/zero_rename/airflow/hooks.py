@@ -10,6 +10,7 @@ that ``CompleteMultipartUpload`` may take.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from airflow.providers.amazon.aws.hooks.s3 import S3Hook
@@ -30,6 +31,8 @@ class ZeroRenameHook(S3Hook):
         an S3-compatible store.
     :param pool_size: HTTP connections in the client's pool; give at least the
         job's ``threads`` option, or commit threads queue for connections.
+    :param store_config: the client's retries and timeouts (its pool is
+        ``pool_size``); by default the core's, made for commit work.
     """
 
     hook_name = "zero-rename (S3)"
@@ -39,10 +42,12 @@ class ZeroRenameHook(S3Hook):
         aws_conn_id: str | None = S3Hook.default_conn_name,
         *,
         pool_size: int = DEFAULT_POOL_SIZE,
+        store_config: StoreConfig | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(aws_conn_id=aws_conn_id, **kwargs)
         self.pool_size = pool_size
+        self.store_config = store_config or StoreConfig()
 
     @property
     def endpoint_url(self) -> str | None:
@@ -53,14 +58,15 @@ class ZeroRenameHook(S3Hook):
     def config(self) -> Config:
         """The connection's botocore settings (``config_kwargs``), with the pool,
         retries and timeouts the commit needs laid over them: the core's own
-        (:func:`~zero_rename.core.store.client_config`), sized to ``pool_size``."""
+        (:func:`~zero_rename.core.store.client_config`) of ``store_config``."""
         base = super().config
         s3 = dict(base.s3 or {})
         if self.endpoint_url:
             # Custom endpoints rarely resolve virtual-host bucket names; the
             # connection may still choose otherwise in config_kwargs.
             s3.setdefault("addressing_style", "path")
-        return base.merge(client_config(StoreConfig(max_pool_connections=self.pool_size), s3))
+        shaped = replace(self.store_config, max_pool_connections=self.pool_size)
+        return base.merge(client_config(shaped, s3))
 
     def store(self) -> S3Store:
         """The core's store over this hook's boto3 client."""

@@ -23,7 +23,7 @@ from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.runs import xcom_summary
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import partition_key
-from zero_rename.core.model import JobSummary
+from zero_rename.core.model import JobSummary, OutputCheck
 from zero_rename.core.runs import decided_summary, setup_run_job
 from zero_rename.errors import JobNotFoundError
 
@@ -212,6 +212,46 @@ class CommitJobOperator(JobStepOperator):
                 event.add_partitions([partition_key(p) for p in summary.partitions])
             event.extra = pushed
         return pushed
+
+
+class ValidateOutputOperator(JobStepOperator):
+    """The output check after the job commit: every file ``_SUCCESS`` lists is there
+    with its size and ETag, and no visible file carrying the job id is missing from it.
+
+    The result goes to the job record (the Commits page, ``zero-rename jobs show``)
+    and, when the check passes, to XCom under ``summary``. A problem fails the task
+    at once, without retries: the job stays committed, its files visible as they
+    are. Put it after :class:`CommitJobOperator`, never upstream of
+    :class:`AbortJobOperator`: a committed job cannot be aborted.
+
+    :param threads: partitions listed at once; default the job's ``threads`` option.
+    """
+
+    step = "validate_output"
+
+    def __init__(self, *, threads: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.threads = threads
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        with protocol_errors():  # a failed check is final: AirflowFailException
+            check = self.committer.validate_output(self.job, self.threads)
+        self.log.info(
+            "%s of job %s at %s: %s", self.step, self.job, self.destination, check.describe()
+        )
+        pushed = xcom_check(check, self.job, self.committer.dest.url)
+        context["ti"].xcom_push(key=SUMMARY_KEY, value=pushed)
+        return pushed
+
+
+def xcom_check(check: OutputCheck, job_id: str, destination: str) -> dict[str, Any]:
+    """An output check as plain JSON for XCom: paths and counts, never a credential."""
+    return {
+        "step": ValidateOutputOperator.step,
+        "job_id": job_id,
+        "destination": destination,
+        **check.model_dump(mode="json"),
+    }
 
 
 class AbortJobOperator(JobStepOperator):

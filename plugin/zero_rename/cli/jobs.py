@@ -201,8 +201,22 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
             ("pending uploads", pending),
             ("error", record.error),
             ("set up by", ", ".join(f"{k}={v}" for k, v in record.origin.items()) or None),
+            ("output check", _output_check(record)),
         ]
     )
+    check = record.output_check
+    if check is not None and check.problems:
+        out.say()
+        out.table(
+            ["problem", "path", "detail"],
+            ([p.kind, p.path, p.detail] for p in check.problems),
+            title=f"output check: {check.problem_count} problem(s)"
+            + (
+                f", the first {len(check.problems)} shown"
+                if check.problem_count > len(check.problems)
+                else ""
+            ),
+        )
     out.say()
     out.table(
         ["step", "status", "started", "finished", "took", "detail"],
@@ -236,6 +250,14 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
             ),
         ]
     )
+
+
+def _output_check(record: JobRecord) -> str | None:
+    """The last output check (``validate_output``), if one ran: its outcome and when."""
+    check = record.output_check
+    if check is None:
+        return None
+    return f"{check.outcome} at {iso(check.checked)}: {check.describe()}"
 
 
 def _profile(record: JobRecord) -> str | None:

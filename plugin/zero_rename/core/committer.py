@@ -31,6 +31,7 @@ from zero_rename.core.model import (
     CommittedFile,
     JobRecord,
     JobSummary,
+    OutputCheck,
     StepTiming,
     SuccessData,
     TaskManifest,
@@ -38,7 +39,7 @@ from zero_rename.core.model import (
     utcnow,
 )
 from zero_rename.core.options import JobOptions, parse_options
-from zero_rename.core.output_check import Problem, check_output
+from zero_rename.core.output_check import Problem, check_failed, check_job, check_output
 from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
 from zero_rename.core.store import ObjectInfo, S3Store, StoreConfig, UploadInfo
 from zero_rename.core.success import PARTITIONS_LISTED, committed_files
@@ -46,6 +47,7 @@ from zero_rename.core.task import TaskAttempt
 from zero_rename.core.validate import Expected
 from zero_rename.errors import (
     AbortRefusedError,
+    ConfigError,
     JobDecidedError,
     JobNotFoundError,
     ManifestError,
@@ -350,3 +352,41 @@ class Committer:
         its size and ETag, none carrying its job id missing from it; ``advance``
         counts the directories listed (:func:`~zero_rename.core.output_check.scan_dirs`)."""
         return check_output(self.store, self.dest, success, threads, advance)
+
+    def validate_output(self, job_id: str, threads: int | None = None) -> OutputCheck:
+        """The output check as a step after the job's commit (``validate_output``):
+        the job's files against ``_SUCCESS`` and its file list
+        (:func:`~zero_rename.core.output_check.check_job`), with ``threads``
+        partitions listed at once (default: the job's ``threads`` option). The
+        result goes into the job record (``output_check``, and the step's timing)
+        by compare-and-swap. Changes nothing else: the job stays committed.
+
+        Raises:
+            OutputCheckError: a problem was found; the record holds the result.
+            ConfigError: the job is not committed.
+        """
+        started = utcnow()
+        record = self.records.get(job_id)
+        if record.state != "committed":
+            raise ConfigError(
+                f"job {job_id} is {record.state}: the output check runs once it is committed"
+            )
+        check = check_job(
+            self.store, self.dest, record, self.read_success(), threads or record.options.threads
+        )
+        step = StepTiming(
+            started=started,
+            finished=utcnow(),
+            status="failed" if check.failed else "succeeded",
+            detail=check.describe()[:500],
+        )
+        self.records.update(
+            job_id,
+            lambda r: r.model_copy(
+                update={"output_check": check, "steps": {**r.steps, "validate_output": step}}
+            ),
+        )
+        log.info("output check of job %s at %s: %s", job_id, self.dest.url, check.describe())
+        if check.failed:
+            raise check_failed(self.dest, job_id, check)
+        return check

@@ -157,6 +157,55 @@ class StepTiming(_Frozen):
     detail: str = ""
 
 
+class OutputProblem(_Frozen):
+    """A committed file that does not match ``_SUCCESS`` (``kind``: missing, size,
+    etag, unlisted; or ``success``: ``_SUCCESS`` itself), by path relative to the
+    destination."""
+
+    kind: str
+    path: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return self.model_dump()
+
+
+class OutputCheck(_Frozen):
+    """What the output check found after the job's commit (the ``validate_output``
+    step): the job's files against ``_SUCCESS`` and the job's file list.
+
+    ``outcome`` is ``valid``, ``invalid`` (``problems`` holds the first few of
+    ``problem_count``), or ``superseded``: ``_SUCCESS`` is another job's
+    (``superseded_by``), committed since, so this job's files were not checked.
+    """
+
+    checked: datetime = Field(default_factory=utcnow)
+    outcome: Literal["valid", "invalid", "superseded"]
+    files: int = Field(default=0, ge=0)  # the files checked: those _SUCCESS lists
+    problem_count: int = Field(default=0, ge=0)
+    problems: tuple[OutputProblem, ...] = ()
+    superseded_by: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "invalid"
+
+    def describe(self) -> str:
+        """One line, for a step's detail, logs and metadata."""
+        if self.outcome == "superseded":
+            return (
+                f"not checked: _SUCCESS is job {self.superseded_by}'s, committed since; "
+                "check that job instead"
+            )
+        if self.outcome == "valid":
+            return f"{self.files} file(s) as _SUCCESS lists them (sizes and ETags)"
+        first = "; ".join(f"{p.kind} {p.path}: {p.detail}" for p in self.problems[:3])
+        more = self.problem_count - min(3, len(self.problems))
+        return f"{self.problem_count} problem(s) in {self.files} file(s): {first}" + (
+            f"; and {more} more" if more > 0 else ""
+        )
+
+
 class JobSummary(_Frozen):
     """What a step reports: counts, requests and seconds. Safe for XCom and logs.
 
@@ -193,9 +242,11 @@ class JobRecord(_Frozen):
     ``rolling_back`` state; ``plan_digest``, ``prepared_plan_digest`` and
     ``stage_digest`` (SHA-256 of the plan headers and the stage manifest's
     header as written, so that one changed afterwards is refused before the
-    point of no return); and ``recovered`` (the record replaced an unreadable
+    point of no return); ``recovered`` (the record replaced an unreadable
     one: its options are unknown, so sweeps look for the job's files in any
-    partition layout). Older records still load.
+    partition layout); and ``output_check``: the result of the output check
+    after the commit (the ``validate_output`` step), written by
+    compare-and-swap like every change. Older records still load.
     """
 
     kind: Literal["zero-rename/job"] = "zero-rename/job"
@@ -222,6 +273,7 @@ class JobRecord(_Frozen):
     summary: JobSummary | None = None
     error: str = ""
     origin: dict[str, str] = Field(default_factory=dict)
+    output_check: OutputCheck | None = None
 
     @field_validator("origin")
     @classmethod

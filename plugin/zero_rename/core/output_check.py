@@ -8,7 +8,11 @@ anyway. A partitioned job's files are looked for in its partitions (listed
 in parallel), an unpartitioned job's anywhere under the destination.
 
 ``zero-rename validate`` and the demos run it through
-:meth:`zero_rename.core.committer.Committer.check_output`.
+:meth:`zero_rename.core.committer.Committer.check_output`; the orchestrated
+step after a job's commit (``validate_output``: an Airflow operator, a Dagster
+op, the Spark writer's option) through
+:meth:`~zero_rename.core.committer.Committer.validate_output`, which checks
+that job (:func:`check_job`) and records the result in its job record.
 """
 
 from __future__ import annotations
@@ -16,13 +20,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
 
 from zero_rename.core import jobs
-from zero_rename.core.layout import Destination
-from zero_rename.core.model import CommittedFile, SuccessData
+from zero_rename.core.layout import SUCCESS_NAME, Destination
+from zero_rename.core.model import (
+    CommittedFile,
+    JobRecord,
+    OutputCheck,
+    OutputProblem,
+    SuccessData,
+)
 from zero_rename.core.store import ObjectInfo, S3Store
 from zero_rename.core.success import committed_files, files_committed
+from zero_rename.errors import OutputCheckError
 
 log = logging.getLogger(__name__)
 
@@ -30,16 +40,13 @@ MISSING = "missing"
 SIZE = "size"
 ETAG = "etag"
 UNLISTED = "unlisted"
+SUCCESS = "success"  # _SUCCESS itself: gone, or not what the job committed
+# Problems a job record keeps (the count says how many in all): the record is
+# read by every fence read, so it stays small.
+PROBLEMS_RECORDED = 20
 
-
-@dataclass(frozen=True)
-class Problem:
-    kind: str  # MISSING, SIZE, ETAG or UNLISTED
-    path: str  # relative to the destination
-    detail: str
-
-    def to_json(self) -> dict[str, str]:
-        return asdict(self)
+# MISSING, SIZE, ETAG, UNLISTED or SUCCESS, by path relative to the destination.
+Problem = OutputProblem
 
 
 def scan_dirs(success: SuccessData) -> list[str]:
@@ -80,20 +87,27 @@ def compare(
         listed.add(f.path)
         obj = found.get(f.path)
         if obj is None:
-            problems.append(Problem(MISSING, f.path, "listed in _SUCCESS but not there"))
+            problems.append(
+                Problem(kind=MISSING, path=f.path, detail="listed in _SUCCESS but not there")
+            )
         elif obj.size != f.bytes:
-            problems.append(Problem(SIZE, f.path, f"{obj.size} bytes, _SUCCESS says {f.bytes}"))
+            detail = f"{obj.size} bytes, _SUCCESS says {f.bytes}"
+            problems.append(Problem(kind=SIZE, path=f.path, detail=detail))
         elif f.etag and _bare(obj.etag) != _bare(f.etag):
             problems.append(
                 Problem(
-                    ETAG,
-                    f.path,
-                    f"ETag {_bare(obj.etag)}, _SUCCESS says "
+                    kind=ETAG,
+                    path=f.path,
+                    detail=f"ETag {_bare(obj.etag)}, _SUCCESS says "
                     f"{_bare(f.etag)}: the file was rewritten",
                 )
             )
     problems += [
-        Problem(UNLISTED, path, f"carries job id {success.job_id} but is not in _SUCCESS")
+        Problem(
+            kind=UNLISTED,
+            path=path,
+            detail=f"carries job id {success.job_id} but is not in _SUCCESS",
+        )
         for path in sorted(found)
         if path not in listed and success.job_id in path.rsplit("/", 1)[-1]
     ]
@@ -121,3 +135,46 @@ def check_output(
         len(problems),
     )
     return problems
+
+
+def check_job(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    success: SuccessData | None,
+    threads: int,
+) -> OutputCheck:
+    """A committed job's files against the destination's ``_SUCCESS`` and the
+    job's file list (the shards ``_SUCCESS`` names, kept in the job's history).
+
+    ``_SUCCESS`` gone, or listing another number of files than the job
+    committed, is a problem. ``_SUCCESS`` of a later job means this one was
+    superseded: its files are not checked (a later ``replace`` may have
+    deleted them on purpose).
+    """
+    if success is None:
+        gone = Problem(kind=SUCCESS, path=SUCCESS_NAME, detail="deleted since the commit")
+        return OutputCheck(outcome="invalid", problem_count=1, problems=(gone,))
+    if success.job_id != record.job_id:
+        return OutputCheck(outcome="superseded", superseded_by=success.job_id)
+    problems = check_output(store, dest, success, threads)
+    listed = files_committed(success)
+    if record.summary is not None and record.summary.files != listed:
+        detail = f"lists {listed} file(s); the job committed {record.summary.files}"
+        problems.insert(0, Problem(kind=SUCCESS, path=SUCCESS_NAME, detail=detail))
+    return OutputCheck(
+        outcome="invalid" if problems else "valid",
+        files=listed,
+        problem_count=len(problems),
+        problems=tuple(problems[:PROBLEMS_RECORDED]),
+    )
+
+
+def check_failed(dest: Destination, job_id: str, check: OutputCheck) -> OutputCheckError:
+    """The error a failed check raises: what is wrong, and that the job stays committed."""
+    return OutputCheckError(
+        f"output check of job {job_id} at {dest.url}: {check.describe()}. The job stays "
+        "committed: readers see its files as they are now. Restore the files, or write the "
+        "affected partitions again with a new job",
+        [f"{p.kind} {p.path}: {p.detail}" for p in check.problems],
+    )

@@ -29,6 +29,7 @@ from zero_rename.errors import (
     JobDecidedError,
     JobNotFoundError,
     ManifestError,
+    OutputCheckError,
     PartitionClaimConflict,
     ValidationError,
 )
@@ -41,8 +42,9 @@ NAMESPACE = uuid.UUID("6f1c3d5e-8a0b-5c2d-9e4f-7a6b5c4d3e2f")
 MAX_GENERATIONS = 100
 # Errors that stay the same however often a step is retried: a refusal (abort
 # after the point of no return, a job decided elsewhere), bad options, invalid
-# manifests, a conflict. S3 errors, an unknown commit outcome and another
-# job's claim on a partition (it goes away when that job finishes) are not.
+# manifests, a conflict, committed files that fail the output check. S3
+# errors, an unknown commit outcome and another job's claim on a partition (it
+# goes away when that job finishes) are not.
 FINAL_ERRORS: tuple[type[Exception], ...] = (
     AbortRefusedError,
     ConfigError,
@@ -51,6 +53,7 @@ FINAL_ERRORS: tuple[type[Exception], ...] = (
     JobDecidedError,
     JobNotFoundError,
     ManifestError,
+    OutputCheckError,
     ValidationError,
 )
 # Enough problems to act on without flooding a step's log.
@@ -63,10 +66,11 @@ def is_final(exc: BaseException) -> bool:
 
 
 def describe(exc: BaseException) -> str:
-    """The error for a step's failure message, with a validation's problems listed."""
+    """The error for a step's failure message, with a validation's (or an output
+    check's) problems listed."""
     text = f"{type(exc).__name__}: {exc}"
     problems = getattr(exc, "problems", None)
-    if isinstance(exc, ValidationError) and problems:
+    if isinstance(exc, (ValidationError, OutputCheckError)) and problems:
         shown = problems[:MAX_PROBLEMS]
         more = len(problems) - len(shown)
         text += "\n  - " + "\n  - ".join(shown) + (f"\n  ... and {more} more" if more else "")

@@ -12,6 +12,7 @@ from zero_rename.dagster.ops import (
     commit_lifecycle_job,
     manual_abort_job,
     stage_op,
+    validate_output_op,
 )
 from zero_rename.dagster.resources import ZeroRenameResource
 from zero_rename.dagster.sensors import stale_jobs_sensor
@@ -26,4 +27,5 @@ __all__ = [
     "manual_abort_job",
     "stage_op",
     "stale_jobs_sensor",
+    "validate_output_op",
 ]

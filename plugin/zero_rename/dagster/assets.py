@@ -6,7 +6,9 @@ job commit, then the ``MaterializeResult`` with the job's metadata. A step that
 fails for good (an error no retry fixes, or the asset's last retry) aborts the
 job before the error propagates: nothing is left visible or pending. A failure
 after the commit's point of no return is never aborted; the asset's retry
-finds the job committing and finishes it.
+finds the job committing and finishes it. With ``validate_output=True`` the
+output check follows the commit and its cleanup; a failed check fails the
+materialization at once and aborts nothing: the job stays committed.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ def commit_partition(
     destination: str,
     options: Mapping[str, Any],
     write: Callable[[dict[str, str]], None],
+    validate_output: bool = False,
 ) -> MaterializeResult:
     """Write and commit one job; ``write(options)`` writes the job's files through the
-    ``zero-rename`` format with these writer options (``job_id``, the store's endpoint)."""
+    ``zero-rename`` format with these writer options (``job_id``, the store's endpoint).
+    ``validate_output``: check the committed files against ``_SUCCESS`` afterwards."""
     committer = zero_rename.committer(destination)
     seconds: dict[str, float] = {}
 
@@ -66,13 +70,20 @@ def commit_partition(
     )
     summary = timed("commit", lambda: lifecycle.commit(committer, job_id))
     timed("cleanup", lambda: committer.cleanup_job(job_id))
+    checked = {}
+    if validate_output:
+        check = timed("validate_output", lambda: lifecycle.validate_output(committer, job_id))
+        checked = lifecycle.check_metadata(check)
     context.log.info(
         f"committed job {job_id} at {destination}: {summary.files} file(s), "
         f"{summary.rows} row(s), {summary.bytes} byte(s) in "
         f"{len(summary.partitions)} partition(s), {summary.requests} S3 request(s)"
     )
     return MaterializeResult(
-        metadata=lifecycle.metadata(summary, seconds, success=f"{committer.dest.url}/_SUCCESS")
+        metadata={
+            **lifecycle.metadata(summary, seconds, success=f"{committer.dest.url}/_SUCCESS"),
+            **checked,
+        }
     )
 
 

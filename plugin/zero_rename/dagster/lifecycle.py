@@ -17,7 +17,7 @@ from typing import Any
 from dagster import AssetExecutionContext, Failure, MetadataValue, OpExecutionContext
 
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, JobSummary
+from zero_rename.core.model import JobRecord, JobSummary, OutputCheck
 from zero_rename.core.runs import current_run_job, decided_summary, setup_run_job, stage_done
 from zero_rename.dagster.failures import protocol_errors
 from zero_rename.errors import AbortRefusedError
@@ -88,6 +88,13 @@ def commit(committer: Committer, job_id: str) -> JobSummary:
         return committer.commit_job(job_id)
 
 
+def validate_output(committer: Committer, job_id: str) -> OutputCheck:
+    """The output check after the commit, recorded in the job record; a problem
+    raises a ``Failure`` that is not retried (the job stays committed)."""
+    with protocol_errors():
+        return committer.validate_output(job_id)
+
+
 def abort_after_failure(
     committer: Committer, pipeline: str, run_id: str, reason: str
 ) -> JobSummary | None:
@@ -100,8 +107,8 @@ def abort_after_failure(
             committer.dest.url,
         )
         return None
-    if record.state == "committed":  # a later step (cleanup) failed: nothing to undo
-        log.info("job %s is committed; a failed cleanup leaves nothing visible", record.job_id)
+    if record.state == "committed":  # a later step failed (cleanup, the output check)
+        log.info("job %s is committed; a step after its commit cannot undo it", record.job_id)
         return None
     try:
         summary = committer.abort_job(record.job_id, reason=reason)
@@ -119,6 +126,15 @@ def abort_after_failure(
         summary.aborted_uploads,
     )
     return summary
+
+
+def check_metadata(check: OutputCheck) -> dict[str, Any]:
+    """An output check as Dagster metadata: its outcome and counts."""
+    return {
+        "output_check": MetadataValue.text(check.outcome),
+        "output_check_files": MetadataValue.int(check.files),
+        "output_check_problems": MetadataValue.int(check.problem_count),
+    }
 
 
 def metadata(

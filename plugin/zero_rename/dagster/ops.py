@@ -1,12 +1,15 @@
 """The commit protocol's steps as Dagster ops, one op per step, each with its own retries.
 
     setup_job ──> stage ──> validate ──> resolve_conflicts ──> commit ──> cleanup_job
+                                                                 └──> validate_output (optional)
 
 :func:`commit_lifecycle_job` builds the job; its failure hook aborts the run's
 job when any step fails for good (after its ``RetryPolicy``), so a failed run
 leaves nothing visible and nothing pending, and the run shows failed. The
 abort is refused once the commit passed its point of no return: the commit's
-retries, or a re-execution of the run, finish it instead.
+retries, or a re-execution of the run, finish it instead. The output check
+(``validate_output=True``) runs beside the cleanup, after the commit: its
+failure fails the run and aborts nothing, the job stays committed.
 :data:`manual_abort_job` aborts and cleans up a job named in its run config.
 """
 
@@ -156,6 +159,21 @@ def commit(context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameReso
     return job
 
 
+@op(name="validate_output", retry_policy=STEP_RETRIES, ins={"job": In(JobRef)}, out=Out(JobRef))
+def validate_output_op(
+    context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameResource
+) -> JobRef:
+    """The output check after the commit: the job's files against ``_SUCCESS``, recorded
+    in the job record. A problem fails the op at once, without retries; the job stays
+    committed."""
+    check = lifecycle.validate_output(zero_rename.committer(job.destination), job.job_id)
+    context.log.info(
+        f"validate_output of job {job.job_id} at {job.destination}: {check.describe()}"
+    )
+    context.add_output_metadata(lifecycle.check_metadata(check))
+    return job
+
+
 @op(retry_policy=STEP_RETRIES, ins={"job": In(JobRef)})
 def cleanup_job(
     context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameResource
@@ -196,12 +214,19 @@ def commit_lifecycle_job(
     options: dict[str, Any] | None = None,
     partitions_def: PartitionsDefinition | None = None,
     description: str | None = None,
+    validate_output: bool = False,
 ) -> JobDefinition:
-    """A job of one op per protocol step, for a destination; ``stage`` from :func:`stage_op`."""
+    """A job of one op per protocol step, for a destination; ``stage`` from :func:`stage_op`.
+    ``validate_output``: the output check after the commit, beside the cleanup."""
+    nodes = [setup_job, stage, validate, resolve_conflicts, commit, cleanup_job]
+    dependencies = _chain(stage.name)
+    if validate_output:
+        nodes.append(validate_output_op)
+        dependencies[validate_output_op.name] = {"job": DependencyDefinition("commit")}
     graph = GraphDefinition(
         name=name,
-        node_defs=[setup_job, stage, validate, resolve_conflicts, commit, cleanup_job],
-        dependencies=_chain(stage.name),
+        node_defs=nodes,
+        dependencies=dependencies,
         description=description,
     )
     return graph.to_job(

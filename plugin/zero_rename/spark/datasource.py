@@ -12,7 +12,8 @@ Spark's roles, in a Python data source:
 - On the driver, ``commit(messages)`` receives one message per task from
   the attempts Spark chose. Orchestrated: it saves them as the stage manifest
   and makes nothing visible. Otherwise it runs the job commit (validation,
-  conflict resolution, completing the uploads, ``_SUCCESS``).
+  conflict resolution, completing the uploads, ``_SUCCESS``), then, with
+  option ``validate_output``, the output check of the committed files.
 - ``abort(messages)`` aborts the job: every pending upload of the job is
   aborted, including those of attempts whose message never arrived, and the
   job record turns ``aborted`` so that a late attempt fences itself off.
@@ -330,6 +331,10 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             summary.bytes,
             len(summary.partitions),
         )
+        if self.config.validate_output:
+            # Raises OutputCheckError naming the problems; the job stays committed.
+            check = self._committer().validate_output(self.job_id)
+            log.info("job %s: output check: %s", self.job_id, check.describe())
 
     def _commit_job(self, manifests: list[TaskManifest], expected: set[str]) -> JobSummary:
         committer = self._committer()
@@ -363,6 +368,12 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             log.warning("job %s: cannot read the job record", self.job_id, exc_info=True)
             return True  # unknown: keep the output rather than guess it is safe to abort
 
+    def _committed(self) -> bool:
+        try:
+            return self._committer().job(self.job_id).state == "committed"
+        except ZeroRenameError:
+            return False
+
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         finished = sum(1 for m in messages if m is not None)
         log.warning(
@@ -379,6 +390,10 @@ class ZeroRenameWriter(DataSourceArrowWriter):
                 "the Spark application's log",
             )
         except AbortRefusedError as exc:
+            if self._committed():
+                # A step after the commit failed (the output check): nothing to undo.
+                log.warning("job %s is committed; Spark's abort changes nothing", self.job_id)
+                return
             # Aborting now would lose committed output; the job must finish instead.
             log.error("job %s cannot be aborted: %s", self.job_id, exc)
             return

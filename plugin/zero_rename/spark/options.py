@@ -198,6 +198,8 @@ class WriterOptions(StoreOptions):
     # 0: every request from the thread that writes (the core's default).
     upload_threads: Count = DEFAULT_UPLOAD_THREADS
     if_exists: IfExists | None = None
+    # The output check after the job commit, on the driver.
+    validate_output: Flag = False
     # Job options; the core's JobOptions checks the values left as given.
     committer: str | None = None
     conflict_mode: str | None = None
@@ -271,6 +273,8 @@ class WriteConfig:
     explicit: frozenset[str] = frozenset()
     # "error" or "ignore": what to do when the destination already holds data.
     if_exists: str | None = None
+    # Check the committed files against _SUCCESS after the job commit.
+    validate_output: bool = False
 
     @property
     def orchestrated(self) -> bool:
@@ -411,6 +415,11 @@ def parse_writer_options(options: Mapping[str, str], overwrite: bool = False) ->
             "option if_exists is for a write that sets up its own job; an "
             "orchestrated job (job_id) was set up already"
         )
+    if opts.validate_output and job_id:
+        raise ConfigError(
+            "option validate_output is for a write that commits its own job; an "
+            "orchestrated job (job_id) is checked by its orchestrator's validate_output step"
+        )
     job, explicit = _job_options(opts, overwrite)
     return WriteConfig(
         destination=Destination.parse(opts.path),
@@ -422,4 +431,5 @@ def parse_writer_options(options: Mapping[str, str], overwrite: bool = False) ->
         upload_threads=opts.upload_threads,
         explicit=explicit,
         if_exists=opts.if_exists,
+        validate_output=opts.validate_output,
     )

@@ -3,6 +3,8 @@
 Authentication is Airflow's own: a bearer token, or the UI's session cookie
 when the page is opened from the UI. Airflow does not protect plugin apps by
 itself, so every route depends on ``get_user`` and on access to plugin views.
+Which destinations it shows is the admin's choice (:mod:`.scope`): the page's
+connection may read far more than that.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from zero_rename.airflow.hooks import ZeroRenameHook
 from zero_rename.airflow.links import commits_url
-from zero_rename.airflow.ui.view import DestinationView, destination_view
+from zero_rename.airflow.ui.scope import DESTINATIONS, PREFIXES, SECTION, Scope, refusal
+from zero_rename.airflow.ui.view import DestinationView, destination_view, shown_error
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import Destination
-from zero_rename.errors import ZeroRenameError
+from zero_rename.core.store import StoreConfig
+from zero_rename.errors import ConfigError, ZeroRenameError
 from zero_rename.formatting import human_bytes
 
 MAX_JOBS = 200
@@ -32,26 +36,83 @@ _templates = Environment(
 )
 
 
-def configured_destinations() -> list[str]:
-    """``[zero_rename] destinations``: a comma-separated list shown by default."""
-    text = conf.get("zero_rename", "destinations", fallback="") or ""
-    return [d.strip() for d in text.split(",") if d.strip()]
+# The page answers a person waiting: two attempts per request and short timeouts,
+# not the commit's six attempts and five-minute reads.
+PAGE_STORE = StoreConfig(max_attempts=2, connect_timeout=5.0, read_timeout=30.0)
+# A malformed destination's message is cut to this many characters.
+MAX_MESSAGE = 300
+
+
+def page_scope() -> Scope:
+    """The destinations shown: ``[zero_rename] destinations`` and those under
+    ``[zero_rename] allowed_destination_prefixes``, read afresh on each request."""
+    return Scope.from_settings(
+        conf.get(SECTION, DESTINATIONS, fallback=""), conf.get(SECTION, PREFIXES, fallback="")
+    )
+
+
+def connection_error(conn_id: str, exc: Exception) -> str:
+    """Why the page's connection gave no store (a malformed endpoint, say), without
+    its endpoint or secrets. (A connection id that is not defined is not an error:
+    the amazon provider's hook falls back to boto3's standard chain.)"""
+    why = shown_error(exc, endpoint=None)
+    return f"cannot use connection {conn_id!r} (set in [{SECTION}] aws_conn_id): {why}"
 
 
 def load_views(destinations: list[str], job: str | None, limit: int) -> list[DestinationView]:
-    hook = ZeroRenameHook(
-        aws_conn_id=conf.get("zero_rename", "aws_conn_id", fallback="aws_default")
-    )
-    store = hook.store()
+    conn_id = conf.get(SECTION, "aws_conn_id", fallback="aws_default") or "aws_default"
+    urls = list(dict.fromkeys(destinations))
+    try:
+        store = ZeroRenameHook(aws_conn_id=conn_id, store_config=PAGE_STORE).store()
+    except Exception as exc:  # a malformed connection (its endpoint, say): said on the page
+        error = connection_error(conn_id, exc)
+        return [DestinationView(url=url, error=error) for url in urls]
     views = []
-    for url in dict.fromkeys(destinations):
+    for url in urls:
         try:
             committer = Committer(Destination.parse(url), store=store)
         except ZeroRenameError as exc:
-            views.append(DestinationView(url=url, error=str(exc)))
+            views.append(DestinationView(url=url, error=shown_error(exc, store.endpoint_url)))
             continue
         views.append(destination_view(committer, limit, job))
     return views
+
+
+def requested(dest: list[str], scope: Scope) -> list[str] | HTMLResponse:
+    """The ``dest`` parameters as destination URLs, or the page refusing them:
+    400 for a malformed one, 403 for one outside the page's scope."""
+    wanted = []
+    for text in dest:
+        try:
+            wanted.append(Destination.parse(text))
+        except ConfigError as exc:
+            message = str(exc)
+            if len(message) > MAX_MESSAGE:
+                message = message[:MAX_MESSAGE] + "..."
+            return render(scope, status=400, refused=f"Malformed destination: {message}")
+    outside = [d for d in wanted if not scope.allows(d)]
+    if outside:
+        return render(scope, status=403, refused=refusal(outside[0]))
+    return [d.url for d in wanted]
+
+
+def render(
+    scope: Scope,
+    views: list[DestinationView] | None = None,
+    job: str | None = None,
+    limit: int = 50,
+    status: int = 200,
+    refused: str = "",
+) -> HTMLResponse:
+    html = _templates.get_template("commits.html").render(
+        views=views or [],
+        selected=job,
+        limit=limit,
+        page_url=commits_url(),
+        configured=scope.destinations,
+        refused=refused,
+    )
+    return HTMLResponse(html, status_code=status)
 
 
 _templates.filters["bytes"] = lambda count: human_bytes(count, missing="—")
@@ -76,17 +137,14 @@ def commits_page(
     job: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_JOBS)] = 50,
 ) -> HTMLResponse:
-    """Jobs of the given destinations (``dest``, repeatable) or of the configured ones."""
-    destinations = dest or configured_destinations()
+    """Jobs of the given destinations (``dest``, repeatable) or of the configured
+    ones; a destination outside :func:`page_scope` is refused (403)."""
+    scope = page_scope()
+    destinations = requested(dest, scope) if dest else list(scope.destinations)
+    if isinstance(destinations, HTMLResponse):
+        return destinations
     views = load_views(destinations, job, limit) if destinations else []
-    html = _templates.get_template("commits.html").render(
-        views=views,
-        selected=job,
-        limit=limit,
-        page_url=commits_url(),
-        configured=configured_destinations(),
-    )
-    return HTMLResponse(html)
+    return render(scope, views, job, limit)
 
 
 @app.get(

@@ -2,23 +2,36 @@
 
 Reads job records, stage manifests, the pending-upload listing and ``_SUCCESS``:
 the protocol's own metadata, never data files. Nothing here carries a
-credential or the endpoint.
+credential or the endpoint: an error is shown through :func:`shown_error`,
+which hides every URL but the destination's and the connection's endpoint.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, JobSummary
+from zero_rename.core.model import JobRecord, JobSummary, OutputCheck
 from zero_rename.core.pending import job_id_of
 from zero_rename.core.success import files_committed
 from zero_rename.errors import ZeroRenameError
 
-STEP_ORDER = ("setup", "stage", "validate", "resolve_conflicts", "commit", "abort")
+log = logging.getLogger(__name__)
+
+STEP_ORDER = (
+    "setup",
+    "stage",
+    "validate",
+    "resolve_conflicts",
+    "commit",
+    "validate_output",
+    "abort",
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +63,7 @@ class JobView:
     requests: int | None = None  # S3 requests of the job commit, or of the abort
     run_url: str = ""  # the Airflow DAG run that set the job up, in Airflow's UI
     run_text: str = ""
+    output_check: OutputCheck | None = None  # the last check after its commit, if one ran
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,7 @@ def job_view(committer: Committer, record: JobRecord, pending: Counter[str]) -> 
         pending_uploads=pending[record.job_id],
         error=record.error,
         requests=record.summary.requests if record.summary else None,
+        output_check=record.output_check,
         **origin_link(record),
     )
 
@@ -162,7 +177,35 @@ def destination_view(
         pending = pending_by_job(committer)
         view.jobs = [job_view(committer, r, pending) for r in shown]
         view.success = success_view(committer)
-    except ZeroRenameError as exc:
-        # Store errors name the call and the key, never a credential.
-        view.error = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:
+        view.error = shown_error(exc, committer.store.endpoint_url)
     return view
+
+
+# Any URL but a destination's (s3://, s3a://): botocore puts the endpoint's in
+# its connection errors ('Could not connect to the endpoint URL: "http://..."').
+_URL = re.compile(r"\b(?!s3a?://)[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>)]*")
+HIDDEN = "[endpoint hidden]"
+
+
+def shown_error(exc: BaseException, endpoint: str | None) -> str:
+    """What the page says about an error: the store's own words for what it
+    refused, never the endpoint (nor any other URL but a destination's), never a
+    traceback. Anything not zero-rename's is named by its type only and logged
+    in full in the api-server's log."""
+    if not isinstance(exc, ZeroRenameError):
+        log.warning("Commits page: %s", type(exc).__name__, exc_info=exc)
+        return f"{type(exc).__name__} (details in the api-server's log)"
+    return hide_endpoint(f"{type(exc).__name__}: {exc}", endpoint)
+
+
+def hide_endpoint(text: str, endpoint: str | None) -> str:
+    text = _URL.sub(HIDDEN, text)
+    if endpoint:
+        parts = urlsplit(endpoint)
+        # host:port always; a bare host name only if it cannot be a word of a
+        # bucket or key name (a dotted name or an address).
+        for shown in (parts.netloc, parts.hostname if "." in (parts.hostname or "") else ""):
+            if shown:
+                text = text.replace(shown, HIDDEN)
+    return text
