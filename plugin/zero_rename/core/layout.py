@@ -27,12 +27,13 @@ _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 # Matched with fullmatch: '$' would let a trailing newline through.
 _TASK_ID_RE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 _EXTENSION_RE = re.compile(r"(\.[A-Za-z0-9]{1,16})+")
-# ``part-<task>-<job id>.c<seq><ext>``, as data_file_name names files.
-_FILE_JOB_RE = re.compile(
-    r"^part-[A-Za-z0-9_\-]{1,64}-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
-    r"\.c\d{3,}"
+# ``part-<task>-<job id>.c<seq><ext>``, as data_file_name names files, whole.
+# A task id may itself look like a UUID (even another job's id): the job id is
+# the one right before ``.c<seq>``, as no task id holds a '.'.
+_FILE_NAME_RE = re.compile(
+    r"part-[A-Za-z0-9_\-]{1,64}-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"\.c\d{3,}(?:\.[A-Za-z0-9]{1,16})*"
 )
-_SEQ_EXTENSION_RE = re.compile(r"\d{3,}(?:\.[A-Za-z0-9]{1,16})*")
 
 
 @dataclass(frozen=True)
@@ -284,10 +285,15 @@ def partition_key(relative_dir: str) -> str:
     return "/".join(DEFAULT_PARTITION if v is None else v for _, v in pairs)
 
 
-def file_job_id(name: str) -> str | None:
-    """The job id in a data file's name (:func:`data_file_name`), or None for a
-    name no job wrote."""
-    found = _FILE_JOB_RE.match(name)
+def file_job_id(key: str) -> str | None:
+    """The job that wrote the file at ``key`` (a key or a bare file name), as its
+    name says (:func:`data_file_name`), or None for a name no job wrote.
+
+    The one reading of a file name: sweeps, job-scoped listings and aborts,
+    conflict checks, validation and snapshots all attribute files by it, so
+    none of them takes a UUID-shaped task id for the job.
+    """
+    found = _FILE_NAME_RE.fullmatch(key.rsplit("/", 1)[-1])
     return found.group(1) if found else None
 
 
@@ -324,13 +330,7 @@ def is_job_data_key(
     if not key.startswith(dest.dir):
         return False
     *dirs, name = key[len(dest.dir) :].split("/")
-    head, sep, tail = name.partition(f"-{job_id}.c")
-    if not (
-        sep
-        and head.startswith("part-")
-        and _TASK_ID_RE.fullmatch(head[5:])
-        and _SEQ_EXTENSION_RE.fullmatch(tail)
-    ):
+    if file_job_id(name) != job_id:
         return False
     if columns is None:
         return all("=" in d and not d.startswith(("_", ".")) for d in dirs)
@@ -349,8 +349,8 @@ def check_data_key(dest: Destination, job_id: str, key: str) -> str | None:
         return f"key {key!r} has an empty, '.' or '..' path element"
     if not is_visible(relative):
         return f"key {key!r} is hidden from readers (an element starts with '_' or '.')"
-    if job_id not in elements[-1]:
-        return f"file name of {key!r} does not carry the job id {job_id}"
+    if file_job_id(elements[-1]) != job_id:
+        return f"file name of {key!r} is not part-<task>-{job_id}.c<n>: not this job's"
     if len(key.encode("utf-8")) > MAX_KEY_BYTES:
         return f"key {key[:80]!r}... is longer than S3's {MAX_KEY_BYTES} bytes"
     return None

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
 from zero_rename.core import jobs
-from zero_rename.core.layout import Destination
+from zero_rename.core.layout import Destination, file_job_id
 from zero_rename.core.model import CommittedFile, SuccessData
 from zero_rename.core.store import ObjectInfo, S3Store
 from zero_rename.core.success import committed_files, files_committed
@@ -95,7 +95,7 @@ def compare(
     problems += [
         Problem(UNLISTED, path, f"carries job id {success.job_id} but is not in _SUCCESS")
         for path in sorted(found)
-        if path not in listed and success.job_id in path.rsplit("/", 1)[-1]
+        if path not in listed and file_job_id(path) == success.job_id
     ]
     return problems
 
