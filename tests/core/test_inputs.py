@@ -214,3 +214,23 @@ def test_committed_record_without_summary_is_named(committer: Committer) -> None
     committer.records.update(job.job_id, lambda r: r.model_copy(update={"state": "committed"}))
     with pytest.raises(ManifestError, match="holds no summary"):
         committer.commit_job(job.job_id)
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        ("a\x00b", "NUL"),
+        ("a\udcffb", "not valid UTF-8"),  # a non-UTF-8 byte, as Python decodes it
+        ("x" * 1100, "longer than S3's 1024 bytes"),
+    ],
+)
+def test_a_partition_value_no_key_can_hold_is_refused_before_any_write(
+    committer: Committer, value: str, why: str
+) -> None:
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    attempt = committer.task_attempt(job, "00000")
+    with pytest.raises(ConfigError, match=why) as err:
+        attempt.open({"dt": value})
+    assert "'dt'" in str(err.value) or "key" in str(err.value)
+    assert pending_in_bucket(committer) == []
