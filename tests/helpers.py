@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
+import re
+
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import is_visible
 from zero_rename.core.model import JobRecord, TaskManifest
 from zero_rename.core.planning import load_plan
 
 MIB = 1024 * 1024
+
+KEY, SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI"
+# A credential typed into an endpoint URL, in every shape: a bad port, another
+# scheme or none, '/' or '@' in the secret, percent-encoded, or nothing wrong
+# but the credential.
+CREDENTIAL_URLS = [
+    f"http://{KEY}:{SECRET}@127.0.0.1:99999",
+    f"ftp://{KEY}:{SECRET}@127.0.0.1:9000",
+    f"{KEY}:{SECRET}@127.0.0.1:9000",
+    f"https://{KEY}:{SECRET}@127.0.0.1:0x50",
+    f"http://{KEY}:{SECRET[:4]}/{SECRET[4:]}@127.0.0.1:9000",
+    f"http://{KEY}:{SECRET[:4]}@{SECRET[4:]}@127.0.0.1:9000",
+    f"http://{KEY}:{SECRET}%40127.0.0.1:9000",
+    f"http://{KEY}%3A{SECRET}@127.0.0.1:9000",
+    f"http://{KEY}:{SECRET}@127.0.0.1:9000",
+]
+
+
+def leaks(text: str) -> bool:
+    """Whether ``text`` holds any piece of the credential in :data:`CREDENTIAL_URLS`."""
+    return any(piece in text for piece in (KEY, SECRET, SECRET[:4], SECRET[4:]))
 
 
 def visible(c: Committer, under: str = "") -> dict[str, bytes]:
@@ -80,3 +103,14 @@ def history_only(c: Committer, job_id: str) -> bool:
         and all(any(k.startswith(a) for a in allowed) for k in keys)
         and not any(k.startswith(layout.dir + "plan-") and "/uploads-" in k for k in keys)
     )
+
+
+def strip_time_zones(c: Committer, job_id: str) -> None:
+    """Rewrite the job's record with every time naive, as a hand edit or another
+    tool might leave it: ``2024-01-01T00:00:00`` for ``...Z``."""
+    key = c.dest.job(job_id).record_key
+    found = c.store.get_object(c.dest.bucket, key)
+    assert found is not None
+    naive = re.sub(rb'(T\d\d:\d\d:\d\d(?:\.\d+)?)(?:Z|[+-]\d\d:\d\d)"', rb'\1"', found[0])
+    assert naive != found[0] and b'Z"' not in naive
+    c.store.put_object(c.dest.bucket, key, naive)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 from importlib.metadata import entry_points
 
 import pytest
 
+from tests.helpers import CREDENTIAL_URLS, leaks
 from zero_rename.core.store import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
+from zero_rename.errors import ConfigError
 
 pytestmark = pytest.mark.airflow
 
@@ -83,3 +86,25 @@ def test_hook_committer_runs_a_step(conn: str, dest: str) -> None:
     committer = ZeroRenameHook(aws_conn_id=conn).committer(dest)
     job = committer.setup_job({"conflict_mode": "append"})
     assert committer.job(job.job_id).state == "setup"
+
+
+@pytest.mark.parametrize("url", CREDENTIAL_URLS)
+def test_an_endpoint_with_a_credential_in_the_connection_is_refused_unechoed(
+    url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The extra's ``endpoint_url`` is checked before a client is built from it
+    (botocore would quote it in its errors, Spark's command line would carry it)."""
+    from zero_rename.airflow.hooks import ZeroRenameHook
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ZR_LEAKY",
+        json.dumps({"conn_type": "aws", "extra": {"endpoint_url": url}}),
+    )
+    caplog.set_level(logging.DEBUG)
+    hook = ZeroRenameHook(aws_conn_id="zr_leaky")
+    for step in (lambda: hook.committer("s3://bkt/t"), lambda: hook.endpoint_url):
+        with pytest.raises(ConfigError) as err:
+            step()
+        assert "zr_leaky" in str(err.value) and "***@" in str(err.value)
+        assert not leaks(str(err.value))
+    assert not leaks(caplog.text)

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.cli.conftest import Cli, committed_job, committing_job, running_job, stray_upload
-from tests.helpers import pending, visible
+from tests.helpers import pending, strip_time_zones, visible
 from zero_rename.cli import context
 from zero_rename.cli.exits import ExitCode
 from zero_rename.core.committer import Committer
@@ -209,3 +209,34 @@ def test_rollback_checks_first_and_returns_the_destination_to_before_the_job(
     done = committed_job(committer)
     never = cli("jobs", "rollback", dest, done.job_id, "--force")
     assert never.code == ExitCode.REFUSED and "nothing to roll back" in never.err
+
+
+RED = "\x1b[31mred\x1b[0m"
+LINK = "\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\"
+
+
+def test_stored_text_reaches_a_terminal_as_text(cli: Cli, committer: Committer, dest: str) -> None:
+    """A record's abort reason and origin, and a listed key, are anyone's text:
+    escape sequences in them are shown, not acted on; --json keeps them exact.
+    Times written without a zone are read as UTC."""
+    job = committer.setup_job({"conflict_mode": "append"}, origin={"airflow_dag_id": LINK})
+    committer.abort_job(job.job_id, reason=f"stopped {RED} \u202eevil")
+    strip_time_zones(committer, job.job_id)
+    # C1 CSI, DEL and a bidi override: controls an S3 listing (XML) can carry.
+    committer.store.create_upload(
+        committer.dest.bucket, f"{committer.dest.dir}x\x9b31m\x7f\u202e.csv"
+    )
+    shown = cli("jobs", "show", dest, job.job_id)
+    assert shown.code == 0, shown.err
+    assert "\\x1b[31mred" in shown.out and "\\x1b]8;;http://evil.example/" in shown.out
+    assert "\\u202eevil" in shown.out
+    exact = cli("jobs", "show", dest, job.job_id, "--json").json()
+    assert (
+        exact["error"] == f"stopped {RED} \u202eevil" and exact["origin"]["airflow_dag_id"] == LINK
+    )
+    listed = cli("jobs", "list", dest)
+    assert listed.code == 0 and job.job_id in listed.out
+    uploads = cli("uploads", "list", dest)
+    assert uploads.code == 0 and "x\\x9b31m\\x7f\\u202e.csv" in uploads.out
+    for ran in (shown, listed, uploads):
+        assert not any(c in ran.out + ran.err for c in "\x1b\x9b\x7f\u202e")

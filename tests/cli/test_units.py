@@ -8,10 +8,12 @@ import logging
 import os
 import signal
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.helpers import CREDENTIAL_URLS, KEY, SECRET, leaks
 from zero_rename.cli import lifecycle, serve
 from zero_rename.cli.durations import format_duration, format_span, parse_duration
 from zero_rename.cli.exits import ExitCode, NotFound, Refused, exit_code_for
@@ -263,7 +265,9 @@ def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
 )
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == ExitCode.USAGE
-    assert "usage:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("error: zero-rename") and err.rstrip().endswith("--help)")
+    assert len(err.splitlines()) == 1
 
 
 def test_running_a_command_leaves_the_callers_logging_alone() -> None:
@@ -279,27 +283,112 @@ def test_bad_destination_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     assert err.startswith("error: destination") and "Traceback" not in err
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["--endpoint-url", "notaurl", "jobs", "list", "s3://b/t"],
-        ["jobs", "list", "s3://b/t", "--endpoint-url", "ftp://127.0.0.1:21"],
-        ["jobs", "list", "s3://b/t", "--endpoint-url", "http://127.0.0.1:99999"],
-        ["jobs", "list", "s3://b/t", "--endpoint-url", "http://user:pw@127.0.0.1:9000"],
-        ["jobs", "list", "notaurl"],
-        ["jobs", "list", "s3://B_ad/t"],
-        ["jobs", "list", "s3://"],
-        ["uploads", "list", "s3://b/t/../x"],
-        ["jobs", "show", "s3://b/t", "not-a-uuid"],
-        ["uploads", "abort", "s3://b/t", "--all-older-than", "5q", "--dry-run"],
-    ],
-)
-def test_bad_input_is_one_line_and_exit_2(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
+# Hostile input, each refused before any request: stderr is one line, exit 2.
+# "{file}" stands for a regular file.
+HOSTILE = [
+    ["--endpoint-url", "notaurl", "jobs", "list", "s3://b/t"],
+    ["--endpoint-url", "", "jobs", "list", "s3://b/t"],
+    ["jobs", "list", "s3://b/t", "--endpoint-url", "ftp://127.0.0.1:21"],
+    ["jobs", "list", "s3://b/t", "--endpoint-url", "http://127.0.0.1:99999"],
+    ["jobs", "list", "s3://b/t", "--endpoint-url", "http://[::1"],
+    ["jobs", "list", "s3://b/t", "--endpoint-url", "http://127.0.0.1:9000/\udcff"],
+    ["--region", "bad region!", "jobs", "list", "s3://b/t"],
+    ["--region", "", "jobs", "list", "s3://b/t"],
+    ["--store-profile", "", "jobs", "list", "s3://b/t"],
+    ["jobs", "list", "notaurl"],
+    ["jobs", "list", ""],
+    ["jobs", "list", "s3://B_ad/t"],
+    ["jobs", "list", "s3://"],
+    ["jobs", "list", "s3://b/t\x00"],
+    ["jobs", "list", "s3://b/t\udcff"],  # a non-UTF-8 argv byte, as Python decodes it
+    ["jobs", "list", "s3://b/t", "more\x1b]8;;http://x\x1b\\"],
+    ["uploads", "list", "s3://b/t/../x"],
+    ["jobs", "show", "s3://b/t", "not-a-uuid"],
+    ["jobs", "show", "s3://b/t", ""],
+    ["jobs", "show", "s3://b/t", "\x1b[31m" + JOB],
+    ["uploads", "abort", "s3://b/t", "--all-older-than", "5q", "--dry-run"],
+    ["uploads", "abort", "s3://b/t", "--all-older-than", "99999999999999d"],
+    ["uploads", "list", "s3://b/t", "--older-than", "9" * 5000 + "s"],
+    ["uploads", "abort", "s3://b/t", "--job", JOB, "--threads", "99999999999"],
+    ["validate", "s3://b/t", "--threads", "9" * 5000],
+    ["lifecycle", "set", "bkt", "--days", "99999999999999999999"],
+    ["lifecycle", "set", "bkt", "--days", str(2**31)],
+    ["lifecycle", "set", "bkt", "--days", "1", "--rule-id", ""],
+    ["lifecycle", "set", "bkt", "--days", "1", "--rule-id", "r" * 256],
+    ["lifecycle", "set", "bkt", "--days", "1", "--prefix", "p\x00"],
+    ["lifecycle", "show", "Not_A_Bucket"],
+    ["s3", "serve", "--dir", "{file}/sub"],
+    ["s3", "serve", "--dir", ""],
+    ["s3", "serve", "--bucket", "A_b"],
+]
+
+
+@pytest.mark.parametrize("argv", HOSTILE, ids=[" ".join(a)[:60] for a in HOSTILE])
+def test_hostile_input_is_one_line_and_exit_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert main(argv) == ExitCode.USAGE
+    """Refused before any request (no server here: one would be exit 5), with
+    the library's own error, never a traceback, nothing a terminal acts on."""
+    (tmp_path / "file").write_text("x")
+    assert main([a.replace("{file}", str(tmp_path / "file")) for a in argv]) == ExitCode.USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.splitlines()) == 1 and captured.err.startswith("error: ")
+    assert "Traceback" not in captured.err and "unexpected" not in captured.err
+    assert not any(c in captured.err for c in "\x00\x1b\udcff")
+
+
+S3_SHAPES = [f"s3://{KEY}:{SECRET}@bkt/t", f"s3://{KEY}:{SECRET[:4]}/{SECRET[4:]}@bkt/t"]
+SHAPES = CREDENTIAL_URLS
+# Where a URL comes from: an option, the environment, a command's argument.
+SOURCES = {
+    "--endpoint-url": lambda url: (["--endpoint-url", url, "jobs", "list", "s3://bkt/t"], {}),
+    "$AWS_ENDPOINT_URL": lambda url: (["jobs", "list", "s3://bkt/t"], {"AWS_ENDPOINT_URL": url}),
+    "$AWS_ENDPOINT_URL_S3": lambda url: (
+        ["doctor", "s3://bkt/t"],
+        {"AWS_ENDPOINT_URL_S3": url},
+    ),
+}
+S3_SOURCES = {
+    "DEST": lambda url: (["uploads", "list", url], {}),
+    "lifecycle set": lambda url: (["lifecycle", "set", url.rsplit("/", 1)[0], "--days", "1"], {}),
+    "lifecycle show": lambda url: (["lifecycle", "show", url.rsplit("/", 1)[0]], {}),
+    "--prefix": lambda url: (["lifecycle", "set", "bkt", "--days", "1", "--prefix", url], {}),
+}
+WALK = [(s, u) for s in SOURCES for u in SHAPES] + [(s, u) for s in S3_SOURCES for u in S3_SHAPES]
+
+
+@pytest.mark.parametrize("source, url", WALK, ids=[f"{s} {u[:24]}" for s, u in WALK])
+def test_no_credential_is_echoed_whatever_the_url_or_its_source(
+    source: str,
+    url: str,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    argv, env = {**SOURCES, **S3_SOURCES}[source](url)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    caplog.set_level(logging.DEBUG)
+    assert main(["-vv", *argv]) == ExitCode.USAGE
+    captured = capsys.readouterr()
+    text = captured.out + captured.err + caplog.text
+    assert "***@" in captured.err
+    assert not leaks(text)
+
+
+def test_a_credential_in_an_unexpected_error_is_masked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last resort for an error no layer named: one line, the URL masked."""
+
+    def broken(ctx: object, args: object) -> None:
+        raise RuntimeError(f"Could not connect to 'http://{KEY}:{SECRET}@10.0.0.1/x'")
+
+    monkeypatch.setattr(lifecycle, "run_show", broken)
+    assert main(["lifecycle", "show", "bkt"]) == ExitCode.FAILED
     err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert "pw@" not in err  # a credential in a bad endpoint is never echoed
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert lines[-1].startswith(("error:", "zero-rename")) or "usage:" in err
+    assert err.startswith("error: unexpected RuntimeError") and len(err.splitlines()) == 1
+    assert not leaks(err) and "http://***@10.0.0.1/x" in err

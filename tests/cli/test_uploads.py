@@ -71,6 +71,42 @@ def test_committed_jobs_strays_are_aborted_and_nothing_else(
     assert pending(sibling) == before_sibling and len(before_sibling) == 1
 
 
+def test_a_job_id_used_as_another_jobs_task_id_names_no_upload_of_it(
+    cli: Cli, committer: Committer, dest: str
+) -> None:
+    """Task ids are any 1-64 of [A-Za-z0-9_-], so one may be a UUID, even another
+    job's id: ``part-<that id>-<job id>.c000``. Its upload is its job's, in the
+    listing, the job-scoped abort and the sweep."""
+    done = committed_job(committer)
+    stray = stray_upload(committer, done)
+    running = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    write_task(committer, running, done.job_id, {"2024-02-01": b"r"})
+    write_task(committer, running, str(uuid.uuid4()), {"2024-02-02": b"s"})
+    theirs = pending(committer, running.job_id)
+    assert len(theirs) == 2 and any(done.job_id in k for k in theirs)
+
+    listed = cli("uploads", "list", dest, "--json").json()["uploads"]
+    assert {u["key"]: (u["job_id"], u["job_state"]) for u in listed} == {
+        stray: (done.job_id, "committed"),
+        **{k: (running.job_id, "setup") for k in theirs},
+    }
+    only = cli("uploads", "list", dest, "--job", done.job_id, "--json").json()["uploads"]
+    assert [u["key"] for u in only] == [stray]
+
+    ran = cli("uploads", "abort", dest, "--job", done.job_id, "--json")
+    assert ran.code == 0 and ran.json()["aborted"] == 1, ran.err
+    assert pending(committer) == theirs
+    assert committer.job(running.job_id).state == "setup"
+
+    swept = cli("uploads", "abort", dest, "--all-older-than", "0s", "--json")
+    assert swept.code == 0, swept.err
+    assert [(j["job_id"], j["uploads"], j["action"]) for j in swept.json()["jobs"]] == [
+        (running.job_id, 2, "abort-job")
+    ]
+    assert committer.job(running.job_id).state == "aborted"
+    assert committer.job(done.job_id).state == "committed" and pending(committer) == []
+
+
 def test_dry_run_changes_nothing(cli: Cli, committer: Committer, dest: str) -> None:
     done = committed_job(committer)
     key = stray_upload(committer, done)

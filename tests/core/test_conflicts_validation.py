@@ -53,6 +53,18 @@ def test_partitioned_fail_ignores_other_partitions(committer: Committer) -> None
     assert len(visible(committer)) == 3
 
 
+def test_replace_takes_no_file_of_another_job_for_its_own(committer: Committer) -> None:
+    """A file named ``part-<this job's id>-<other job's id>.c000``: its task id is
+    this job's id, but the file is the other job's and is replaced."""
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    earlier = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    write_task(committer, earlier, job.job_id, {"2024-01-01": b"earlier"})
+    committer.commit_job(earlier.job_id)
+    write_task(committer, job, "00000", {"2024-01-01": b"new"})
+    committer.commit_job(job.job_id)
+    assert list(visible(committer).values()) == [b"new"]
+
+
 def test_partitioned_replace_replaces_only_written_partitions(committer: Committer) -> None:
     seed(
         committer,

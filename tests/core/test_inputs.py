@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import logging
+import os
+from collections.abc import Callable
 
-from tests.helpers import pending_in_bucket, visible
+import pytest
+from botocore.exceptions import EndpointConnectionError
+
+from tests.helpers import CREDENTIAL_URLS, leaks, pending_in_bucket, visible
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import (
     Destination,
@@ -14,7 +19,8 @@ from zero_rename.core.layout import (
     is_job_data_key,
     is_visible,
 )
-from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.core.redact import shown_url
+from zero_rename.core.store import S3Store, StoreConfig, translate
 from zero_rename.errors import AbortRefusedError, ConfigError, ManifestError
 
 JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"
@@ -34,6 +40,51 @@ def test_credentials_in_a_destination_are_refused_unechoed(url: str) -> None:
         Destination.parse(url)
     assert "wJalrXUtnFEMI" not in str(err.value) and "AKIAEXAMPLE" not in str(err.value)
     assert "***@bucket" in str(err.value)
+
+
+def _config(url: str) -> object:
+    return StoreConfig(endpoint_url=url)
+
+
+def _environment(name: str) -> Callable[[str], object]:
+    def connect(url: str) -> object:
+        os.environ[name] = url  # put back by the test's monkeypatch
+        return Committer("s3://bkt/t", StoreConfig(max_attempts=1)).jobs()
+
+    return connect
+
+
+# Where the library meets an endpoint: its configuration, or the environment
+# boto3 would read it from.
+ENDPOINT_SOURCES: dict[str, Callable[[str], object]] = {
+    "StoreConfig": _config,
+    "$AWS_ENDPOINT_URL": _environment("AWS_ENDPOINT_URL"),
+    "$AWS_ENDPOINT_URL_S3": _environment("AWS_ENDPOINT_URL_S3"),
+}
+
+
+@pytest.mark.parametrize("url", CREDENTIAL_URLS)
+@pytest.mark.parametrize("source", ENDPOINT_SOURCES)
+def test_an_endpoint_with_a_credential_is_refused_unechoed(
+    source: str, url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.setenv(name, "")
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(ConfigError) as err:
+        ENDPOINT_SOURCES[source](url)
+    assert "***@" in str(err.value)
+    assert not leaks(str(err.value)) and not leaks(caplog.text)
+
+
+def test_errors_quoting_an_endpoint_mask_its_credential() -> None:
+    """botocore quotes the endpoint it was given (one from ~/.aws/config is not
+    checked here): its errors reach messages masked."""
+    for url in CREDENTIAL_URLS:
+        refused = translate(EndpointConnectionError(endpoint_url=url), "HeadBucket", "s3://b")
+        assert "***@" in str(refused) and not leaks(str(refused))
+        shown = shown_url(url)
+        assert shown.count("***") == 1 and not leaks(shown)
 
 
 @pytest.mark.parametrize(
@@ -180,3 +231,23 @@ def test_committed_record_without_summary_is_named(committer: Committer) -> None
     committer.records.update(job.job_id, lambda r: r.model_copy(update={"state": "committed"}))
     with pytest.raises(ManifestError, match="holds no summary"):
         committer.commit_job(job.job_id)
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        ("a\x00b", "NUL"),
+        ("a\udcffb", "not valid UTF-8"),  # a non-UTF-8 byte, as Python decodes it
+        ("x" * 1100, "longer than S3's 1024 bytes"),
+    ],
+)
+def test_a_partition_value_no_key_can_hold_is_refused_before_any_write(
+    committer: Committer, value: str, why: str
+) -> None:
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    attempt = committer.task_attempt(job, "00000")
+    with pytest.raises(ConfigError, match=why) as err:
+        attempt.open({"dt": value})
+    assert "'dt'" in str(err.value) or "key" in str(err.value)
+    assert pending_in_bucket(committer) == []

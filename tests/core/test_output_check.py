@@ -24,22 +24,26 @@ def _success(*files: CommittedFile) -> SuccessData:
 
 
 def test_compare_reports_each_kind_of_problem() -> None:
-    name = f"part-00000-{JOB}.c000.csv"
+    def name(task: str, job: str = JOB) -> str:
+        return f"dt=1/part-{task}-{job}.c000.csv"
+
     success = _success(
-        CommittedFile(path=f"dt=1/a-{name}", bytes=3, etag='"e1"'),
-        CommittedFile(path=f"dt=1/b-{name}", bytes=3, etag='"e2"'),
-        CommittedFile(path=f"dt=1/c-{name}", bytes=3, etag='"e3"'),
-        CommittedFile(path=f"dt=1/d-{name}", bytes=3, etag='"e4"'),
+        CommittedFile(path=name("a"), bytes=3, etag='"e1"'),
+        CommittedFile(path=name("b"), bytes=3, etag='"e2"'),
+        CommittedFile(path=name("c"), bytes=3, etag='"e3"'),
+        CommittedFile(path=name("d"), bytes=3, etag='"e4"'),
     )
     found = {
-        f"dt=1/a-{name}": ObjectInfo("k", 3, '"e1"'),
-        f"dt=1/c-{name}": ObjectInfo("k", 4, '"e3"'),
-        f"dt=1/d-{name}": ObjectInfo("k", 3, '"other"'),
-        f"dt=1/z-{name}": ObjectInfo("k", 1, '"z"'),
+        name("a"): ObjectInfo("k", 3, '"e1"'),
+        name("c"): ObjectInfo("k", 4, '"e3"'),
+        name("d"): ObjectInfo("k", 3, '"other"'),
+        name("z"): ObjectInfo("k", 1, '"z"'),
         "dt=1/part-from-another-job.csv": ObjectInfo("k", 1, '"y"'),
+        # another job's file, whose task id is this job's id
+        name(JOB, "0b7e4c1a-9d2f-4e3b-8a6c-5d4e3f2a1b0c"): ObjectInfo("k", 1, '"o"'),
     }
     problems = check.compare(success, success.files, found)
-    assert [(p.kind, p.path[5]) for p in problems] == [
+    assert [(p.kind, p.path[10]) for p in problems] == [
         (check.MISSING, "b"),
         (check.SIZE, "c"),
         (check.ETAG, "d"),

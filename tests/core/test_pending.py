@@ -11,17 +11,31 @@ from tests.helpers import pending, pending_in_bucket, write_task
 from zero_rename.core import pending as pend
 from zero_rename.core.abort import SWEEP_ROUNDS, sweep_uploads
 from zero_rename.core.committer import Committer
-from zero_rename.core.layout import Destination
+from zero_rename.core.layout import Destination, data_file_name, file_job_id, is_job_data_key
 from zero_rename.core.store import UploadInfo
 
 JOB = "5f0c9a4e-2b1d-4c8e-9f3a-1d2e3f4a5b6c"
+OTHER = "0b7e4c1a-9d2f-4e3b-8a6c-5d4e3f2a1b0c"
 
 
 # -- whose upload is it ----------------------------------------------------
 def test_job_id_comes_from_the_file_name_only() -> None:
-    assert pend.job_id_of(f"t/dt=1/part-00000-{JOB}.c000.parquet") == JOB
-    assert pend.job_id_of(f"t/{JOB}/part-00000.parquet") is None
-    assert pend.job_id_of("t/dt=1/someone-elses-file.csv") is None
+    assert file_job_id(f"t/dt=1/part-00000-{JOB}.c000.parquet") == JOB
+    assert file_job_id(f"t/{JOB}/part-00000.parquet") is None
+    assert file_job_id("t/dt=1/someone-elses-file.csv") is None
+    # Spark's own names end in -c000, not .c000: not a zero-rename job's
+    assert file_job_id(f"t/part-00000-{JOB}-c000.snappy.parquet") is None
+
+
+@pytest.mark.parametrize("task_id", [OTHER, f"{OTHER}-{OTHER}", f"x-{OTHER}", f"{OTHER}_7"])
+def test_a_uuid_shaped_task_id_is_not_the_job(task_id: str) -> None:
+    """Task ids are any 1-64 of [A-Za-z0-9_-]: one may be a UUID, even another job's id.
+    The job id is the UUID right before ``.c<seq>``, wherever it is read."""
+    name = data_file_name(task_id[:64], JOB, 3, ".snappy.parquet")
+    assert file_job_id(f"t/dt=1/{name}") == JOB
+    dest = Destination("b", "t")
+    assert is_job_data_key(dest, JOB, f"t/dt=1/{name}")
+    assert not is_job_data_key(dest, OTHER, f"t/dt=1/{name}")
 
 
 def test_job_records_are_looked_for_at_dest_first_then_along_the_key() -> None:
@@ -161,3 +175,23 @@ def test_a_job_left_in_setup_is_aborted_as_a_job(committer: Committer) -> None:
     record = committer.job(job.job_id)
     assert record.state == "aborted" and record.error == "abandoned"
     assert pending(committer) == []
+
+
+@pytest.mark.s3
+def test_a_job_named_by_another_jobs_task_id_keeps_its_uploads(committer: Committer) -> None:
+    """Job B's task ``<A's id>`` writes ``part-<A>-<B>.c000``: listing, aborting and
+    sweeping job A leave it to B, which stays in setup."""
+    a = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    b = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    write_task(committer, a, "00000", {"2024-01-01": b"a"})
+    write_task(committer, b, a.job_id, {"2024-01-01": b"b"})
+    b_keys = pending(committer, b.job_id)
+    owners = pend.Owners(committer.store, committer.dest)
+    listed = pend.pending_uploads(committer.store, committer.dest, owners, a.job_id)
+    assert [p.key for p in listed] == pending(committer, a.job_id) and len(listed) == 1
+    assert pend.named_uploads(committer.store, committer.dest, a.job_id)[0].key == listed[0].key
+    committer.abort_job(a.job_id)
+    assert pending(committer) == b_keys and len(b_keys) == 1
+    (seen,) = pend.plan_sweep(pend.pending_uploads(committer.store, committer.dest, owners))
+    assert (seen.owner.job_id, seen.owner.state) == (b.job_id, "setup")
+    assert committer.job(b.job_id).state == "setup"

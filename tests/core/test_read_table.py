@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -10,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import zero_rename
+from tests.helpers import strip_time_zones
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord
 from zero_rename.core.store import StoreConfig
@@ -116,3 +118,25 @@ def test_endpoint_from_the_environment(
     # No store settings: botocore and Arrow both take AWS_ENDPOINT_URL.
     monkeypatch.setenv("AWS_ENDPOINT_URL", str(store_config.endpoint_url))
     assert read_table(committer.dest.url).num_rows == 1
+
+
+def test_job_times_without_a_zone_are_read_as_utc(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    """Records whose times carry no zone (written by hand or by another tool) are
+    read as UTC, so the snapshot can still order them against S3's times."""
+    c = committer
+    done = write_job(c, "append", {"a": [1]})
+    c.commit_job(done.job_id)
+    running = write_job(c, "append", {"a": [2]})
+    for job in (done, running):
+        strip_time_zones(c, job.job_id)
+    record = c.job(done.job_id)
+    times = [
+        record.created,
+        record.updated,
+        *(t for s in record.steps.values() for t in (s.started, s.finished)),
+    ]
+    assert all(t is not None and t.utcoffset() == timedelta(0) for t in times)
+    assert rows(read_table(c.dest.url, store_config=store_config)) == [(1, "a")]
+    assert [r.job_id for r in c.jobs()] == [done.job_id, running.job_id]

@@ -15,6 +15,7 @@ from zero_rename.core.model import CommittedFile, TaskManifest
 from zero_rename.core.shards import KeySet, decode, digest, encode
 from zero_rename.core.store import StoreConfig
 from zero_rename.core.success import committed_files
+from zero_rename.errors import ManifestError
 
 DAYS = [f"2024-01-0{d}" for d in range(1, 5)]
 
@@ -23,6 +24,27 @@ def test_shards_encode_the_same_items_to_the_same_bytes() -> None:
     files = [CommittedFile(path=f"dt=1/f{i}", bytes=i, rows=i, etag=f'"{i}"') for i in range(5)]
     assert encode(files) == encode(files)  # create-only retries recognise their own
     assert decode(CommittedFile, encode(files), "test") == files
+
+
+def _flipped(data: bytes) -> bytes:
+    return data[:10] + bytes(b ^ 0xFF for b in data[10:30]) + data[30:]
+
+
+# How a stored shard goes bad: its deflate stream damaged (zlib.error), cut off
+# (EOFError), its header wrong (gzip.BadGzipFile), or not gzip at all.
+DAMAGES = {
+    "damaged": _flipped,
+    "cut off": lambda data: data[: len(data) // 2],
+    "bad header": lambda data: b"\x1f\x8bXX" + data[4:],
+    "not gzip": lambda data: b"[]",
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_shard_is_a_manifest_error_naming_it(damage: str) -> None:
+    files = [CommittedFile(path=f"dt=1/f{i}", bytes=i) for i in range(50)]
+    with pytest.raises(ManifestError, match="s3://b/shard-00000 is not a gzip"):
+        decode(CommittedFile, DAMAGES[damage](encode(files)), "s3://b/shard-00000")
 
 
 def test_key_sets_find_members_repeats_and_missing() -> None:
@@ -159,3 +181,34 @@ def test_a_manifest_published_after_the_steps_makes_the_commit_plan_again(
     write_task(committer, committer.job(job_id), "00099", {DAYS[0]: b"late but in time"})
     assert committer.commit_job(job_id).files == 9
     assert committer.job(job_id).plan_key != prepared
+
+
+@pytest.mark.s3
+def test_damaged_shards_stop_the_commit_and_the_file_list_with_their_names(
+    committer: Committer, small_shards: int
+) -> None:
+    """A stage manifest shard or a committed file list shard that no longer
+    decompresses: a ManifestError naming the object, nothing published."""
+    c, bucket = committer, committer.dest.bucket
+    job = c.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    staged = [write_task(c, job, f"{i:05d}", {d: b"s"}, publish=False) for i, d in enumerate(DAYS)]
+    c.save_stage_manifest(job.job_id, [m for m in staged if m is not None], engine="test")
+    shard = next(o.key for o in c.store.list_objects(bucket, c.dest.job(job.job_id).dir + "stage/"))
+    _damage(c, shard)
+    with pytest.raises(ManifestError, match=f"{shard} is not a gzip"):
+        c.commit_job(job.job_id)
+    assert visible(c) == {} and c.job(job.job_id).state != "committed"
+
+    done = write_days(c, "append")
+    c.commit_job(done)
+    success = c.read_success()
+    assert success is not None and len(success.file_list) > 1
+    _damage(c, c.dest.dir + success.file_list[1])
+    with pytest.raises(ManifestError, match="files-00001.jsonl.gz is not a gzip"):
+        list(c.committed_files(success))
+
+
+def _damage(c: Committer, key: str) -> None:
+    found = c.store.get_object(c.dest.bucket, key)
+    assert found is not None
+    c.store.put_object(c.dest.bucket, key, _flipped(found[0]), content_type="application/gzip")

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.helpers import CREDENTIAL_URLS, leaks
 from zero_rename.errors import ConfigError
 from zero_rename.spark.options import (
     DEFAULT_UPLOAD_THREADS,
@@ -64,6 +65,19 @@ def test_an_endpoint_option_wins_over_the_environment(monkeypatch: pytest.Monkey
     assert config.store.endpoint_url == "https://s3.example.test"
     with pytest.raises(ConfigError, match="may not carry credentials"):
         parse_writer_options({"path": "s3://bucket/t", "endpoint": "http://key:pw@host:9000"})
+
+
+@pytest.mark.parametrize("url", CREDENTIAL_URLS)
+@pytest.mark.parametrize("source", ["option", "environment"])
+def test_an_endpoint_with_a_credential_is_refused_unechoed(
+    source: str, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url if source == "environment" else "")
+    options = {"path": "s3://bucket/t", **({"endpoint": url} if source == "option" else {})}
+    with pytest.raises(ConfigError) as err:
+        parse_writer_options(options)
+    assert "***@" in str(err.value) and not leaks(str(err.value))
 
 
 @pytest.mark.parametrize(
@@ -236,6 +250,7 @@ def test_malformed_reader_options_are_named(options: dict[str, str], message: st
         ({"path": "s3://bucket/t", "max_rows_per_file": "-3"}, "option 'max_rows_per_file'"),
         ({"path": "s3://bucket/t", "job_id": "not-a-uuid"}, "job id 'not-a-uuid' is not a UUID"),
         ({"path": "s3://bucket/t", "endpoint": "ftp://x"}, "option 'endpoint' must be an http"),
+        ({"path": "s3://bucket/t", "region": "bad region!"}, "region 'bad region!'"),
         (
             {"path": "s3://bucket/t", "part_size": "lots"},
             r"option 'part_size' must be a size such as 134217728, 128m or 128MiB \(got 'lots'\)",

@@ -19,7 +19,7 @@ from botocore.config import Config
 from zero_rename.core.committer import Committer
 from zero_rename.core.options import JobOptions
 from zero_rename.core.profiles import AUTO
-from zero_rename.core.store import S3Store, StoreConfig, client_config
+from zero_rename.core.store import S3Store, StoreConfig, check_endpoint, client_config
 
 DEFAULT_POOL_SIZE: int = JobOptions.model_fields["threads"].default
 
@@ -51,8 +51,18 @@ class ZeroRenameHook(S3Hook):
 
     @property
     def endpoint_url(self) -> str | None:
-        """The connection's S3 endpoint, or None for AWS itself. Not a secret."""
-        return self.conn_config.get_service_endpoint_url("s3")
+        """The connection's S3 endpoint, or None for AWS itself. Not a secret: one
+        carrying credentials (``http://KEY:SECRET@host``) is refused, unechoed,
+        before any client quotes it in an error or a log.
+
+        Raises:
+            ConfigError: the extra's ``endpoint_url`` is not an http(s) URL or
+                carries credentials.
+        """
+        url = self.conn_config.get_service_endpoint_url("s3")
+        if not url:
+            return None
+        return check_endpoint(url, f"endpoint_url of connection {self.aws_conn_id!r}")
 
     @property
     def config(self) -> Config:
@@ -69,7 +79,8 @@ class ZeroRenameHook(S3Hook):
         return base.merge(client_config(shaped, s3))
 
     def store(self) -> S3Store:
-        """The core's store over this hook's boto3 client."""
+        """The core's store over this hook's boto3 client (its endpoint checked first)."""
+        _ = self.endpoint_url
         return S3Store(self.get_conn())
 
     @property

@@ -20,7 +20,8 @@ __all__ = [
     "command_group",
     "duration_arg",
     "job_id_arg",
-    "positive_int",
+    "threads_arg",
+    "whole_number",
     "store_profile_arg",
 ]
 
@@ -38,14 +39,28 @@ def job_id_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value
+def whole_number(most: int) -> Callable[[str], int]:
+    """argparse ``type=`` for a count from 1 to ``most``."""
+
+    def parse(text: str) -> int:
+        try:
+            # The length bound keeps int() off texts of thousands of digits.
+            value = int(text) if len(text) <= 32 else 0
+        except ValueError:
+            value = 0
+        if not 1 <= value <= most:
+            raise argparse.ArgumentTypeError(
+                f"{text[:40]!r} is not a whole number from 1 to {most:,}"
+            )
+        return value
+
+    return parse
+
+
+# Parallel requests: one thread each, and S3 takes far fewer than a thousand
+# from one client before it throttles.
+MAX_THREADS = 1024
+threads_arg = whole_number(MAX_THREADS)
 
 
 def store_profile_arg(text: str) -> str:

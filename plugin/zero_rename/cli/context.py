@@ -10,7 +10,8 @@ from zero_rename.cli.output import Output
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import Destination
 from zero_rename.core.profiles import AUTO, named_profile
-from zero_rename.core.store import S3Store, StoreConfig, environment_endpoint
+from zero_rename.core.redact import shown_url
+from zero_rename.core.store import S3Store, StoreConfig, check_endpoint, check_environment_endpoint
 from zero_rename.errors import DestinationError
 
 # Worker threads for many small requests (aborts, listings). S3 takes far
@@ -34,14 +35,21 @@ class Context:
     def from_args(cls, args: argparse.Namespace, out: Output) -> Context:
         # Credentials are never options: boto3's chain (environment, profile,
         # instance role) supplies them, so they appear in no argv or log.
-        endpoint = getattr(args, "endpoint_url", None) or environment_endpoint()
+        endpoint = getattr(args, "endpoint_url", None)
+        if endpoint is not None:
+            check_endpoint(endpoint, "--endpoint-url")
         config = StoreConfig(
-            endpoint_url=endpoint,
+            endpoint_url=endpoint or check_environment_endpoint(),
             region=getattr(args, "region", None),
             max_pool_connections=DEFAULT_THREADS * 2,
             profile=getattr(args, "store_profile", None) or AUTO,
         )
         return cls(args=args, out=out, config=config)
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint for messages: masked, though a URL with credentials was refused."""
+        return shown_url(self.config.endpoint_url) if self.config.endpoint_url else "AWS S3"
 
     @property
     def verbose(self) -> int:
@@ -71,7 +79,5 @@ class Context:
             self.store().check_bucket(bucket)
         except DestinationError as exc:
             if missing_bucket(exc):
-                raise NotFound(
-                    f"bucket {bucket!r} does not exist at {self.config.endpoint_url or 'AWS S3'}"
-                ) from exc
+                raise NotFound(f"bucket {bucket!r} does not exist at {self.endpoint}") from exc
             raise

@@ -49,7 +49,7 @@ def run_doctor(ctx: Context, args: argparse.Namespace) -> Result:
     profile, checks = examine(ctx.store().scoped(), dest)
     declared = ctx.config.profile
     mismatches = _overstated(named_profile(declared), profile) if declared != AUTO else []
-    endpoint = ctx.config.endpoint_url or "AWS S3"
+    endpoint = ctx.endpoint
     data = {
         "destination": dest.url,
         "endpoint": endpoint,

@@ -9,6 +9,9 @@ from datetime import timedelta
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _TOKEN = re.compile(r"(\d+)([smhdw])")
 _WHOLE = re.compile(r"(?:\d+[smhdw])+")
+# The longest duration a datetime can be compared against (Python's timedelta
+# holds up to 999,999,999 days); anything longer means "never" and is a typo.
+MAX_DURATION = timedelta(days=999_999_999)
 
 
 def parse_duration(text: str) -> timedelta:
@@ -18,12 +21,15 @@ def parse_duration(text: str) -> timedelta:
         ValueError: naming the text and the accepted form.
     """
     cleaned = text.strip().lower()
-    if not _WHOLE.fullmatch(cleaned):
+    if len(cleaned) > 64 or not _WHOLE.fullmatch(cleaned):
         raise ValueError(
-            f"invalid duration {text!r}: use a number and a unit "
+            f"invalid duration {text[:80]!r}: use a number and a unit "
             "(s, m, h, d, w), e.g. 90m, 24h, 7d or 1d12h"
         )
-    return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in _TOKEN.findall(cleaned)))
+    seconds = sum(int(n) * _UNITS[u] for n, u in _TOKEN.findall(cleaned))
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"duration {text!r} is longer than {MAX_DURATION.days:,} days")
+    return timedelta(seconds=seconds)
 
 
 def duration_arg(text: str) -> timedelta:

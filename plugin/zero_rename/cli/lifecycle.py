@@ -17,29 +17,31 @@ from __future__ import annotations
 import argparse
 import copy
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from zero_rename.cli.arguments import Subcommands, command, command_group, positive_int
+from zero_rename.cli.arguments import Subcommands, command, command_group, whole_number
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result
+from zero_rename.core.layout import MAX_KEY_BYTES, check_bucket_name, check_key_text
+from zero_rename.core.redact import shown_url
 from zero_rename.core.store import translate
 from zero_rename.errors import ConfigError, StoreError
 
 log = logging.getLogger(__name__)
 
 RULE_ID = "zero-rename-abort-incomplete-uploads"
-# S3: a lifecycle configuration holds at most 1,000 rules.
+# S3: a lifecycle configuration holds at most 1,000 rules; DaysAfterInitiation is
+# a positive 32-bit integer; a rule id at most 255 characters.
 MAX_RULES = 1000
+MAX_DAYS = 2**31 - 1
+MAX_RULE_ID = 255
 _NO_CONFIG = "NoSuchLifecycleConfiguration"
 # Settings of the whole configuration, returned beside the rules.
 _CONFIG_SETTINGS = ("TransitionDefaultMinimumObjectSize",)
 _UNSUPPORTED = {"NotImplemented", "MethodNotAllowed", "MalformedXML", "501", "405"}
-# S3 bucket names: 3-63 lower-case letters, digits, dots and hyphens.
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 
 Rule = dict[str, Any]
 
@@ -59,7 +61,7 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     set_.add_argument("bucket", metavar="BUCKET", help="bucket name (or s3://bucket)")
     set_.add_argument(
         "--days",
-        type=positive_int,
+        type=whole_number(MAX_DAYS),
         required=True,
         metavar="N",
         help="days after initiation (1 suits jobs shorter than a day)",
@@ -91,16 +93,28 @@ def normalize_prefix(prefix: str) -> str:
     """A key prefix that ends in '/', so ``out/ds1`` never matches ``out/ds10``."""
     if "://" in prefix:
         raise ConfigError(
-            f"--prefix {prefix!r} is a URL; give the key prefix inside the "
+            f"--prefix {shown_url(prefix)!r} is a URL; give the key prefix inside the "
             "bucket, e.g. warehouse/events"
         )
-    cleaned = prefix.strip().lstrip("/")
+    cleaned = check_key_text("--prefix", prefix.strip().lstrip("/"))
+    if len(cleaned.encode("utf-8")) >= MAX_KEY_BYTES:
+        raise ConfigError(f"--prefix {prefix[:80]!r}... is longer than any S3 key")
     return cleaned if not cleaned or cleaned.endswith("/") else cleaned + "/"
 
 
+def check_rule_id(rule_id: str) -> str:
+    """A rule id S3 takes: 1 to 255 characters, printable (it is shown in listings)."""
+    if not 1 <= len(rule_id) <= MAX_RULE_ID or not rule_id.isprintable():
+        raise ConfigError(
+            f"--rule-id {rule_id[:80]!r} must be 1 to {MAX_RULE_ID} printable characters"
+        )
+    return check_key_text("--rule-id", rule_id)
+
+
 def abort_rule(days: int, prefix: str = "", rule_id: str = RULE_ID) -> Rule:
-    if days < 1:
-        raise ConfigError(f"days must be at least 1, not {days}")
+    if not 1 <= days <= MAX_DAYS:
+        raise ConfigError(f"days must be from 1 to {MAX_DAYS:,}, not {days}")
+    check_rule_id(rule_id)
     return {
         "ID": rule_id,
         "Status": "Enabled",
@@ -194,12 +208,10 @@ def bucket_name(text: str) -> str:
     name = text.removeprefix("s3://").removeprefix("s3a://").rstrip("/")
     if "/" in name:
         raise ConfigError(
-            f"{text!r} names a path; lifecycle rules belong to a bucket: give "
+            f"{shown_url(text)!r} names a path; lifecycle rules belong to a bucket: give "
             "the bucket and use --prefix for the path"
         )
-    if not _BUCKET.match(name):
-        raise ConfigError(f"{text!r} is not a valid bucket name")
-    return name
+    return check_bucket_name(name, "bucket")
 
 
 def read_config(client: Any, bucket: str) -> tuple[list[Rule], dict[str, Any]]:
@@ -256,10 +268,10 @@ def _refusal(exc: ClientError, op: str, bucket: str) -> Exception:
 # -- commands --------------------------------------------------------------
 def run_set(ctx: Context, args: argparse.Namespace) -> Result:
     bucket = bucket_name(args.bucket)
+    prefix = normalize_prefix(args.prefix)
+    ours = abort_rule(args.days, prefix, args.rule_id)  # bad input: before any request
     ctx.require_bucket(bucket)
     client = ctx.store().client
-    prefix = normalize_prefix(args.prefix)
-    ours = abort_rule(args.days, prefix, args.rule_id)
     before, settings = read_config(client, bucket)
     merged, change = merge_rule(before, ours)
     if change != "unchanged":

@@ -8,14 +8,16 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import NoReturn
 
 from zero_rename import __version__
 from zero_rename.cli import doctor, jobs, lifecycle, serve, success, uploads
 from zero_rename.cli.arguments import store_profile_arg
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import EPILOG, ExitCode, exit_code_for
-from zero_rename.cli.output import Output
+from zero_rename.cli.output import Output, stderr_safe, terminal_safe
 from zero_rename.core.profiles import PROFILES
+from zero_rename.core.redact import redact
 from zero_rename.errors import ZeroRenameError
 
 DESCRIPTION = """\
@@ -71,8 +73,20 @@ def common_options(suppress: bool) -> argparse.ArgumentParser:
     return parser
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error given as every other error: one line on stderr,
+    exit code 2, and nothing of the command line echoed that could act on a
+    terminal or carry a credential (argparse quotes unrecognized arguments whole)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(
+            int(ExitCode.USAGE),
+            f"error: {self.prog}: {stderr_safe(message)} (see {self.prog} --help)\n",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="zero-rename",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -98,6 +112,13 @@ def _share_epilog(parser: argparse.ArgumentParser) -> None:
                 _share_epilog(sub)
 
 
+class SafeFormatter(logging.Formatter):
+    """Log lines as error lines are: no credential, nothing a terminal acts on."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return "\n".join(terminal_safe(redact(line)) for line in super().format(record).split("\n"))
+
+
 @contextmanager
 def logging_to_stderr(verbose: int) -> Iterator[None]:
     """Library logs to stderr while a command runs: warnings always, progress with -v,
@@ -106,7 +127,7 @@ def logging_to_stderr(verbose: int) -> Iterator[None]:
     logger = logging.getLogger("zero_rename")
     saved = (logger.level, logger.propagate)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(
         logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
@@ -128,22 +149,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, usage errors
         return int(exc.code or 0) if not isinstance(exc.code, str) else int(ExitCode.USAGE)
     out = Output(json_mode=bool(args.json))
-    ctx: Context | None = None
+    verbose = int(getattr(args, "verbose", 0) or 0)
     try:
         # Building the context checks the endpoint and destination: bad input, exit 2.
         ctx = Context.from_args(args, out)
-        with logging_to_stderr(ctx.verbose):
+        with logging_to_stderr(verbose):
             result = args.handler(ctx, args)
+        out.emit(result)
     except KeyboardInterrupt:
         out.error("interrupted")
         return int(ExitCode.INTERRUPTED)
     except ZeroRenameError as exc:
-        if ctx is not None and ctx.verbose:
-            traceback.print_exc(file=sys.stderr)
-        out.error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        _traceback(verbose)
+        out.error(str(exc) or type(exc).__name__)
         return int(exit_code_for(exc))
-    out.emit(result)
+    except Exception as exc:  # noqa: BLE001 - a bug, or an error no layer named
+        # Still one line: a traceback is for -v, never for hostile input.
+        _traceback(verbose)
+        out.error(f"unexpected {type(exc).__name__}: {exc}; run with -v for the traceback")
+        return int(ExitCode.FAILED)
     return int(result.code)
+
+
+def _traceback(verbose: int) -> None:
+    """With -v, the traceback of the error being handled, credentials masked."""
+    if verbose:
+        sys.stderr.write(redact(traceback.format_exc()))
 
 
 if __name__ == "__main__":

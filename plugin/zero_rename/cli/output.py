@@ -5,11 +5,17 @@ A command returns a :class:`Result`: ``data`` is what ``--json`` prints,
 works (``say``) and progress bars appear only for people. Errors go to stderr
 as one line. Text from S3 (keys, partition values) is never read as rich
 markup: ``[x]`` in a key stays ``[x]``.
+
+Every line for people passes through :func:`terminal_safe`: a job record, a key
+or ``_SUCCESS`` is anyone's text, and an escape sequence in it (ESC[31m, an
+OSC 8 hyperlink, a bidi override) would act on the terminal instead of being
+read. ``--json`` prints text exactly; JSON escapes what a terminal would act on.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,7 +38,16 @@ from rich.table import Table
 from rich.text import Text
 
 from zero_rename.cli.exits import ExitCode
+from zero_rename.core.redact import redact
 from zero_rename.formatting import human_bytes as human_bytes  # re-exported for the commands
+
+# What a terminal acts on rather than shows: C0 and C1 controls, ESC and DEL
+# among them; bidi embeddings, overrides, isolates and marks, which reorder the
+# text around them; lone surrogates (bytes that were not UTF-8), which no
+# UTF-8 terminal can be sent.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 # Below this many items the work is over before a bar could say anything.
 PROGRESS_MIN_ITEMS = 20
@@ -69,7 +84,7 @@ class Output:
     # -- for people --------------------------------------------------------
     def say(self, text: str = "", style: str | None = None) -> None:
         if not self.json_mode:
-            self.console.print(Text(text, style=style or ""))
+            self.console.print(Text(terminal_safe(text), style=style or ""))
 
     def heading(self, text: str) -> None:
         self.say(text, style="bold")
@@ -138,10 +153,10 @@ class Output:
 
     # -- for everyone ------------------------------------------------------
     def error(self, message: str) -> None:
-        self.err.print(Text(f"error: {message}", style="red"))
+        self.err.print(Text(f"error: {stderr_safe(message)}", style="red"))
 
     def warning(self, message: str) -> None:
-        self.err.print(Text(f"warning: {message}", style="yellow"))
+        self.err.print(Text(f"warning: {stderr_safe(message)}", style="yellow"))
 
     def emit_json(self, data: Any) -> None:
         self.console.file.write(json.dumps(to_json(data), indent=2) + "\n")
@@ -183,7 +198,7 @@ def iso(value: datetime | None) -> str | None:
 
 
 def plain(value: Any) -> str:
-    """A cell or field as text: times in UTC, None as '-'."""
+    """A cell or field as text, safe for a terminal: times in UTC, None as '-'."""
     if value is None or value == "":
         return "-"
     if isinstance(value, datetime):
@@ -192,7 +207,24 @@ def plain(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, int):
         return f"{value:,}"
-    return str(value)
+    return terminal_safe(str(value))
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would act on shown as its escape
+    (``\\x1b``, ``\\u202e``): a stored reason holding ESC[31m prints as text."""
+    return _UNSAFE.sub(_escaped, text)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def stderr_safe(message: str) -> str:
+    """An error or warning line: one line, no credential, safe for a terminal."""
+    first = message.splitlines()[0] if message.strip() else message
+    return terminal_safe(redact(first))
 
 
 def shown(items: Sequence[str], limit: int = 10) -> str:

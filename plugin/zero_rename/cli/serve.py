@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import os
 import signal
 import threading
 import urllib.error
@@ -17,8 +19,9 @@ from typing import Any
 from zero_rename.cli.arguments import Subcommands, command, command_group
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result
+from zero_rename.core.layout import check_bucket_name
 from zero_rename.embedded_s3 import EmbeddedS3
-from zero_rename.errors import ZeroRenameError
+from zero_rename.errors import ConfigError, ZeroRenameError
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +58,8 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
 
 
 def run_serve(ctx: Context, args: argparse.Namespace) -> Result:
-    if args.dir:
-        Path(args.dir).mkdir(parents=True, exist_ok=True)
-    server = EmbeddedS3(data_dir=args.dir, buckets=tuple(args.bucket))
+    buckets = tuple(check_bucket_name(b, "--bucket") for b in args.bucket)
+    server = EmbeddedS3(data_dir=data_dir(args.dir), buckets=buckets)
     with stop_signals() as stop:
         server.start()
         try:
@@ -67,6 +69,24 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> Result:
             server.stop()
     ctx.out.say("S3 server stopped")
     return Result(None)
+
+
+def data_dir(text: str | None) -> str | None:
+    """``--dir``, created if need be; a path that cannot be a writable directory
+    (a file on the way, no permission) is bad input, said in one line."""
+    if text is None:
+        return None
+    path = Path(text)
+    try:
+        if not text.strip():
+            raise ValueError("empty path")
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, "not writable")
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"--dir {text[:200]!r} cannot hold the data: {why}") from None
+    return text
 
 
 def announce(out: Output, server: EmbeddedS3, kept: bool) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_group, positive_int
+from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_group, threads_arg
 from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.exits import ExitCode, NotFound
 from zero_rename.cli.output import Output, Result, human_bytes, shown
@@ -44,7 +44,7 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     )
     validate.add_argument(
         "--threads",
-        type=positive_int,
+        type=threads_arg,
         default=DEFAULT_THREADS,
         metavar="N",
         help=f"partitions listed in parallel (default {DEFAULT_THREADS})",

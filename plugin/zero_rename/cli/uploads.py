@@ -15,7 +15,7 @@ from zero_rename.cli.arguments import (
     command_group,
     duration_arg,
     job_id_arg,
-    positive_int,
+    threads_arg,
 )
 from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.durations import format_duration, format_span
@@ -77,7 +77,7 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     abort.add_argument("--dry-run", action="store_true", help="show what would go, change nothing")
     abort.add_argument(
         "--threads",
-        type=positive_int,
+        type=threads_arg,
         default=DEFAULT_THREADS,
         metavar="N",
         help=f"parallel requests (default {DEFAULT_THREADS})",

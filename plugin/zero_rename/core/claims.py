@@ -30,14 +30,13 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from zero_rename.core.jobs import JobRecords
 from zero_rename.core.layout import Destination
-from zero_rename.core.model import JobRecord, dump, hostname, load, utcnow
+from zero_rename.core.model import JobRecord, Timestamp, dump, hostname, load, utcnow
 from zero_rename.core.options import ConflictMode
 from zero_rename.core.store import S3Store
 from zero_rename.core.writes import backoff, create_once
@@ -66,7 +65,7 @@ class Claim(BaseModel):
     job_id: str
     conflict_mode: ConflictMode
     dirs: tuple[str, ...]
-    since: datetime = Field(default_factory=utcnow)
+    since: Timestamp = Field(default_factory=utcnow)
     hostname: str = Field(default_factory=hostname)
 
 

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Collection, Iterator, Sequence
 
 from zero_rename.core.jobs import visible_objects
-from zero_rename.core.layout import Destination
+from zero_rename.core.layout import Destination, file_job_id
 from zero_rename.core.manifests import bounded_map
 from zero_rename.core.model import JobRecord, ReplacedObject
 from zero_rename.core.store import S3Store
@@ -46,7 +46,7 @@ def existing_files(
 
     def scan(relative: str) -> Iterator[ReplacedObject]:
         for o in visible_objects(store, dest, relative):
-            if job.job_id not in o.key:
+            if file_job_id(o.key) != job.job_id:
                 yield ReplacedObject(key=o.key, etag=o.etag, size=o.size)
 
     if len(dirs) == 1:

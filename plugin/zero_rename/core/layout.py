@@ -11,6 +11,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from zero_rename.core.redact import has_userinfo, shown_url
 from zero_rename.errors import ConfigError
 
 HIDDEN_DIR = "_zero_rename"
@@ -27,12 +28,13 @@ _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 # Matched with fullmatch: '$' would let a trailing newline through.
 _TASK_ID_RE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 _EXTENSION_RE = re.compile(r"(\.[A-Za-z0-9]{1,16})+")
-# ``part-<task>-<job id>.c<seq><ext>``, as data_file_name names files.
-_FILE_JOB_RE = re.compile(
-    r"^part-[A-Za-z0-9_\-]{1,64}-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
-    r"\.c\d{3,}"
+# ``part-<task>-<job id>.c<seq><ext>``, as data_file_name names files, whole.
+# A task id may itself look like a UUID (even another job's id): the job id is
+# the one right before ``.c<seq>``, as no task id holds a '.'.
+_FILE_NAME_RE = re.compile(
+    r"part-[A-Za-z0-9_\-]{1,64}-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"\.c\d{3,}(?:\.[A-Za-z0-9]{1,16})*"
 )
-_SEQ_EXTENSION_RE = re.compile(r"\d{3,}(?:\.[A-Za-z0-9]{1,16})*")
 
 
 @dataclass(frozen=True)
@@ -56,36 +58,39 @@ class Destination:
                 or fragment, an empty or unsafe path element.
         """
         text = url.strip() if isinstance(url, str) else ""
+        shown = shown_url(text)
         scheme, sep, rest = text.partition("://")
         if not sep or scheme.lower() not in ("s3", "s3a"):
-            raise ConfigError(f"destination {_shown(text)!r} must be an s3:// or s3a:// URL")
-        if "@" in rest:
+            raise ConfigError(f"destination {shown!r} must be an s3:// or s3a:// URL")
+        if has_userinfo(rest):
             # AWS secret keys contain '/', so "s3://KEY:SE/CRET@bucket/t" splits
             # anywhere: any '@' is taken for a credential and nothing before it shown.
             raise ConfigError(
-                f"destination {_shown(text)!r} looks like it carries credentials ('@'); remove "
+                f"destination {shown!r} looks like it carries credentials ('@'); remove "
                 "them: zero-rename takes credentials only from boto3's standard chain "
                 "(environment, profile, role)"
             )
         bucket, _, path = rest.partition("/")
         if any(c in text for c in "?#") or any(ord(c) < 0x20 or c == "\x7f" for c in text):
             raise ConfigError(
-                f"destination {_shown(text)!r} has a query, a fragment or a control character; "
+                f"destination {shown!r} has a query, a fragment or a control character; "
                 "S3 URLs here are s3://bucket/path with neither '?' nor '#'"
             )
+        check_key_text("destination", text)
         if not _BUCKET_RE.fullmatch(bucket):
-            raise ConfigError(f"destination {_shown(text)!r} has an invalid bucket name {bucket!r}")
+            raise ConfigError(f"destination {shown!r} has an invalid bucket name {bucket!r}")
         parts = path.split("/")
         if parts and parts[-1] == "":
             parts.pop()  # one trailing '/' names the same directory
         if not parts:
             raise ConfigError(
-                f"destination {text!r} is a bucket root; give a directory such as s3://{bucket}/table"
+                f"destination {shown!r} is a bucket root; give a directory such as "
+                f"s3://{bucket}/table"
             )
         for part in parts:
             if part in ("", ".", "..") or part.startswith(HIDDEN_DIR):
                 raise ConfigError(
-                    f"destination {text!r} has an empty or unsafe path element {part!r}"
+                    f"destination {shown!r} has an empty or unsafe path element {part!r}"
                 )
         return cls(bucket=bucket, prefix="/".join(parts))
 
@@ -168,16 +173,43 @@ class JobLayout:
         return f"{self.journal_dir}{seq:08d}.json"
 
 
-def _shown(url: str) -> str:
-    """The URL for an error message: whatever precedes an '@' in its authority is
-    replaced, so a credential typed into a URL never reaches a log."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    if "@" in rest:
-        rest = "***@" + rest.rsplit("@", 1)[1]
-    shown = f"{scheme}{sep}{rest}"
-    return shown if len(shown) <= 200 else shown[:200] + "..."
+def check_bucket_name(name: str, what: str = "bucket name") -> str:
+    """Raises ConfigError unless ``name`` is an S3 bucket name: 3-63 lower-case
+    letters, digits, dots and hyphens, a letter or digit at each end."""
+    if not isinstance(name, str) or not _BUCKET_RE.fullmatch(name):
+        raise ConfigError(f"{what} {shown_url(str(name))!r} is not a valid S3 bucket name")
+    return name
+
+
+def check_key_text(what: str, text: str) -> str:
+    """Refuse text no S3 key may hold, naming ``what`` it is: a NUL (servers refuse
+    it, or a C library cuts the key there) or a lone surrogate (Python's stand-in
+    for bytes that are not UTF-8, as from a non-UTF-8 command line), which S3's
+    UTF-8 keys cannot carry.
+
+    Raises:
+        ConfigError: saying which text, escaped.
+    """
+    if "\x00" in text:
+        raise ConfigError(f"{what} {text[:80]!r} holds a NUL character, which S3 keys may not")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{what} {text[:80]!r} is not valid UTF-8 text (a lone surrogate), "
+            "which S3 keys must be"
+        ) from None
+    return text
+
+
+def check_key_length(key: str) -> str:
+    """Raises ConfigError for a key longer than S3 takes, before anything is written."""
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        raise ConfigError(
+            f"key {key[:80]!r}... is longer than S3's {MAX_KEY_BYTES} bytes; "
+            "shorten the destination or the partition values"
+        )
+    return key
 
 
 def new_job_id() -> str:
@@ -245,6 +277,7 @@ def partition_dir(columns: tuple[str, ...], values: dict[str, str | None]) -> st
         value = values[column]
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"partition value of {column!r} must be a string or None")
+        check_key_text(f"partition value of {column!r}", value or "")
         parts.append(f"{escape_partition_value(column)}={escape_partition_value(value)}/")
     return "".join(parts)
 
@@ -284,10 +317,15 @@ def partition_key(relative_dir: str) -> str:
     return "/".join(DEFAULT_PARTITION if v is None else v for _, v in pairs)
 
 
-def file_job_id(name: str) -> str | None:
-    """The job id in a data file's name (:func:`data_file_name`), or None for a
-    name no job wrote."""
-    found = _FILE_JOB_RE.match(name)
+def file_job_id(key: str) -> str | None:
+    """The job that wrote the file at ``key`` (a key or a bare file name), as its
+    name says (:func:`data_file_name`), or None for a name no job wrote.
+
+    The one reading of a file name: sweeps, job-scoped listings and aborts,
+    conflict checks, validation and snapshots all attribute files by it, so
+    none of them takes a UUID-shaped task id for the job.
+    """
+    found = _FILE_NAME_RE.fullmatch(key.rsplit("/", 1)[-1])
     return found.group(1) if found else None
 
 
@@ -324,13 +362,7 @@ def is_job_data_key(
     if not key.startswith(dest.dir):
         return False
     *dirs, name = key[len(dest.dir) :].split("/")
-    head, sep, tail = name.partition(f"-{job_id}.c")
-    if not (
-        sep
-        and head.startswith("part-")
-        and _TASK_ID_RE.fullmatch(head[5:])
-        and _SEQ_EXTENSION_RE.fullmatch(tail)
-    ):
+    if file_job_id(name) != job_id:
         return False
     if columns is None:
         return all("=" in d and not d.startswith(("_", ".")) for d in dirs)
@@ -349,8 +381,8 @@ def check_data_key(dest: Destination, job_id: str, key: str) -> str | None:
         return f"key {key!r} has an empty, '.' or '..' path element"
     if not is_visible(relative):
         return f"key {key!r} is hidden from readers (an element starts with '_' or '.')"
-    if job_id not in elements[-1]:
-        return f"file name of {key!r} does not carry the job id {job_id}"
+    if file_job_id(elements[-1]) != job_id:
+        return f"file name of {key!r} is not part-<task>-<job id>.c<n> with the job id {job_id}"
     if len(key.encode("utf-8")) > MAX_KEY_BYTES:
         return f"key {key[:80]!r}... is longer than S3's {MAX_KEY_BYTES} bytes"
     return None

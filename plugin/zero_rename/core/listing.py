@@ -20,7 +20,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -239,6 +239,16 @@ def _parse(chunks: Iterator[bytes], answer: _Answer) -> Iterator[Listed]:
         )
 
 
+def _initiated(text: str) -> datetime | None:
+    """An upload's start time: in UTC when the store names no zone, None when it
+    gives none or no time at all (such an upload is never old enough to sweep)."""
+    try:
+        found = datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+    return found.replace(tzinfo=UTC) if found is not None and found.tzinfo is None else found
+
+
 def _top_level(element: ET.Element, answer: _Answer) -> Listed | None:
     name = local_name(element.tag)
     text = element.text or ""
@@ -250,7 +260,7 @@ def _top_level(element: ET.Element, answer: _Answer) -> Listed | None:
         return (
             key,
             child_text(element, "UploadId"),
-            datetime.fromisoformat(initiated) if initiated else None,
+            _initiated(initiated),
         )
     if name == "IsTruncated":
         answer.truncated = text.strip().lower() == "true"

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import socket
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -43,6 +44,17 @@ MAX_ORIGIN_CHARS = 250
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _as_utc(value: datetime) -> datetime:
+    # A time written without a zone (by hand, or by another tool) is read as
+    # UTC, the zone every time here is written in: compared with S3's own
+    # times or subtracted, a naive one would fail with a TypeError.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+# Every time a persisted object carries: aware, a missing zone read as UTC.
+Timestamp = Annotated[datetime, AfterValidator(_as_utc)]
 
 
 def hostname() -> str:
@@ -112,7 +124,7 @@ class TaskManifest(_Frozen):
     task_attempt_id: str
     committer: str
     hostname: str = Field(default_factory=hostname)
-    created: datetime = Field(default_factory=utcnow)
+    created: Timestamp = Field(default_factory=utcnow)
     uploads: tuple[PendingUpload, ...] = ()
     stats: dict[str, Any] = Field(default_factory=dict)
 
@@ -139,7 +151,7 @@ class StageManifest(_Frozen):
     version: Literal[1, 2, 3] = 3
     job_id: str
     engine: str = ""
-    created: datetime = Field(default_factory=utcnow)
+    created: Timestamp = Field(default_factory=utcnow)
     manifests: tuple[TaskManifest, ...] = ()
     tasks: int = 0
     files: int = 0
@@ -151,8 +163,8 @@ class StageManifest(_Frozen):
 
 
 class StepTiming(_Frozen):
-    started: datetime
-    finished: datetime | None = None
+    started: Timestamp
+    finished: Timestamp | None = None
     status: Literal["running", "succeeded", "failed"] = "running"
     detail: str = ""
 
@@ -255,8 +267,8 @@ class JobRecord(_Frozen):
     destination: str
     options: JobOptions
     state: JobState = "setup"
-    created: datetime = Field(default_factory=utcnow)
-    updated: datetime = Field(default_factory=utcnow)
+    created: Timestamp = Field(default_factory=utcnow)
+    updated: Timestamp = Field(default_factory=utcnow)
     hostname: str = Field(default_factory=hostname)
     expected_tasks: int | None = Field(default=None, ge=0)
     steps: dict[str, StepTiming] = Field(default_factory=dict)
@@ -330,7 +342,7 @@ class CommitPlan(_Frozen):
     version: Literal[2, 3] = 3
     job_id: str
     plan_id: str
-    created: datetime = Field(default_factory=utcnow)
+    created: Timestamp = Field(default_factory=utcnow)
     manifests_id: str = ""
     shards_prefix: str
     files: int = 0
@@ -366,7 +378,7 @@ class JournalEntry(_Frozen):
     shard: int = Field(ge=0)
     completed: tuple[int, ...] = ()
     done: bool = False
-    created: datetime = Field(default_factory=utcnow)
+    created: Timestamp = Field(default_factory=utcnow)
 
 
 class CommittedFile(_Frozen):

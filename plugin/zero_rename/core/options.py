@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from zero_rename.core.layout import check_key_text
 from zero_rename.errors import ConfigError
 
 MIB = 1024 * 1024
@@ -55,6 +56,7 @@ class JobOptions(BaseModel):
         if len(set(value)) != len(value):
             raise ValueError(f"partition column listed twice in {list(value)}")
         for column in value:
+            check_key_text("partition column", column)
             if "/" in column or "=" in column or column.startswith(("_", ".")):
                 raise ValueError(
                     f"partition column {column!r} may not contain '/' or '=' "

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from zero_rename.core import jobs
-from zero_rename.core.layout import SUCCESS_NAME, Destination
+from zero_rename.core.layout import SUCCESS_NAME, Destination, file_job_id
 from zero_rename.core.model import (
     CommittedFile,
     JobRecord,
@@ -109,7 +109,7 @@ def compare(
             detail=f"carries job id {success.job_id} but is not in _SUCCESS",
         )
         for path in sorted(found)
-        if path not in listed and success.job_id in path.rsplit("/", 1)[-1]
+        if path not in listed and file_job_id(path) == success.job_id
     ]
     return problems
 

@@ -25,31 +25,22 @@ the Commits page its count of pending uploads per job; the sweep itself is
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from zero_rename.core.abort import abort_job, sweep_uploads
 from zero_rename.core.jobs import JobRecords
-from zero_rename.core.layout import HIDDEN_DIR, Destination
+from zero_rename.core.layout import HIDDEN_DIR, Destination, file_job_id
 from zero_rename.core.store import S3Store, UploadInfo
 from zero_rename.errors import AbortRefusedError, JobNotFoundError
 
 log = logging.getLogger(__name__)
 
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
 ABORT = "abort"
 ABORT_JOB = "abort-job"
 KEEP = "keep"
 REFUSE = "refuse"
-
-
-def job_id_of(key: str) -> str | None:
-    """The job id in the key's file name, or None for an upload zero-rename did not write."""
-    found = _UUID.search(key.rsplit("/", 1)[-1])
-    return found.group(0) if found else None
 
 
 @dataclass(frozen=True)
@@ -91,7 +82,7 @@ class Owners:
         self._known: dict[str, Owner] = {}
 
     def of(self, key: str) -> Owner:
-        job_id = job_id_of(key)
+        job_id = file_job_id(key)
         if job_id is None:
             return Owner(None)
         if job_id not in self._known:
@@ -139,7 +130,7 @@ def pending_uploads(
     now = now or datetime.now(UTC)
     found = []
     for upload in store.list_uploads(dest.bucket, dest.dir):
-        if job_id is not None and job_id_of(upload.key) != job_id:
+        if job_id is not None and file_job_id(upload.key) != job_id:
             continue
         if older_than is not None and not _older(upload, older_than, now):
             continue
@@ -204,7 +195,7 @@ def _abort_reason(state: str | None) -> str:
 
 def named_uploads(store: S3Store, dest: Destination, job_id: str) -> list[UploadInfo]:
     """Pending uploads under DEST whose file name carries the job id."""
-    return [u for u in store.list_uploads(dest.bucket, dest.dir) if job_id_of(u.key) == job_id]
+    return [u for u in store.list_uploads(dest.bucket, dest.dir) if file_job_id(u.key) == job_id]
 
 
 def abort_job_uploads(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import zlib
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
@@ -42,7 +43,9 @@ def encode(items: Iterable[BaseModel]) -> bytes:
 def decode(cls: type[M], data: bytes, where: str) -> list[M]:
     try:
         text = gzip.decompress(data)
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
+        # A damaged deflate stream is a zlib.error, a cut-off one an EOFError,
+        # a bad header gzip.BadGzipFile (an OSError).
         raise ManifestError(f"{where} is not a gzip-compressed shard: {exc}") from None
     items = []
     for number, line in enumerate(text.splitlines(), 1):

@@ -146,7 +146,7 @@ def _snapshot(
     files, skipped = [], {"uncommitted": 0, "replaced": 0, "later": 0}
     for obj in listing:
         relative = obj.key[len(dest.dir) :]
-        job_id = file_job_id(relative.rsplit("/", 1)[-1])
+        job_id = file_job_id(relative)
         if job_id is not None and job_id in records and job_id not in order:
             state = records[job_id].state
             skipped["later" if state == "committed" else "uncommitted"] += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -24,6 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 
 from zero_rename.core.listing import streamed_uploads, streaming_unsupported
 from zero_rename.core.profiles import AUTO, StoreProfile, check_profile_name
+from zero_rename.core.redact import has_userinfo, redact, shown_url
 from zero_rename.core.stats import RequestStats
 from zero_rename.errors import (
     ConditionalConflict,
@@ -49,6 +51,10 @@ _CREDENTIAL_CODES = {
     "403",
 }
 _MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
+# Where boto3 finds an S3 endpoint in the environment; the first set wins.
+_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+# botocore's own check of a region name (botocore.utils.validate_region_name).
+_REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,9 @@ class StoreConfig:
                 )
         object.__setattr__(self, "profile", check_profile_name(self.profile))
         if self.endpoint_url is not None:
-            _check_endpoint(self.endpoint_url)
+            check_endpoint(self.endpoint_url)
+        if self.region is not None:
+            check_region(self.region)
 
 
 @dataclass(frozen=True)
@@ -130,26 +138,57 @@ class ObjectInfo:
 
 def environment_endpoint() -> str | None:
     """The endpoint boto3 takes from the environment when none is configured."""
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+    return next((os.environ[n] for n in _ENDPOINT_VARIABLES if os.environ.get(n)), None)
 
 
-def _check_endpoint(url: object) -> None:
-    """An http(s) URL with a host and no credentials in it (they would reach logs)."""
+def check_endpoint(url: object, source: str = "endpoint") -> str:
+    """An http(s) URL with a host and no credentials in it (they would reach logs
+    and error messages). ``source`` names where it came from, for the message,
+    which shows the URL only through :func:`shown_url`.
+
+    Raises:
+        ConfigError: for anything else.
+    """
     text = str(url)
+    if has_userinfo(text):
+        # Before anything else: '@' anywhere may end a credential (secrets hold '/').
+        raise ConfigError(
+            f"{source} may not carry credentials (got {shown_url(text)!r}); zero-rename "
+            "takes them only from the standard AWS credential chain (environment, profile, role)"
+        )
     try:
         parts = urlsplit(text)
-        host, _ = parts.hostname, parts.port  # .port raises on a malformed port
+        _ = parts.port  # raises on a malformed port
+        text.encode("utf-8")  # raises on a lone surrogate (a UnicodeEncodeError)
+        http = parts.scheme in ("http", "https") and bool(parts.hostname)
     except ValueError:
-        host = None
-    if not isinstance(url, str) or parts.scheme not in ("http", "https") or not host:
+        http = False
+    if not isinstance(url, str) or not http:
         raise ConfigError(
-            f"endpoint {text[:80]!r} is not an http(s) URL such as "
-            "http://127.0.0.1:8333 or https://s3.example.com"
+            f"{source} must be an http(s) URL such as http://127.0.0.1:8333 or "
+            f"https://s3.example.com (got {shown_url(text)!r})"
         )
-    if parts.username or parts.password:
+    return text
+
+
+def check_region(region: object, source: str = "region") -> str:
+    """Raises ConfigError unless ``region`` is a name botocore takes (it would
+    raise its own error, naming no option, at the first client)."""
+    if not isinstance(region, str) or not _REGION.fullmatch(region):
         raise ConfigError(
-            "the endpoint URL may not carry credentials; use the standard AWS credential chain"
+            f"{source} {str(region)[:80]!r} is not a region name such as us-east-1 "
+            "(letters, digits and '-')"
         )
+    return region
+
+
+def check_environment_endpoint() -> str | None:
+    """The endpoint boto3 would take from the environment, checked as one given
+    in code is: boto3 itself would quote a credential in it in its errors."""
+    for name in _ENDPOINT_VARIABLES:
+        if os.environ.get(name):
+            check_endpoint(os.environ[name], f"${name}")
+    return environment_endpoint()
 
 
 def client_config(config: StoreConfig, s3: Mapping[str, Any] | None = None) -> Config:
@@ -188,10 +227,13 @@ def make_client(config: StoreConfig, session: Any = None) -> Any:
     for a caller that needs the session's credentials or settings as well.
     """
     session = boto3.session.Session(botocore_session=session or botocore_session())
+    if config.endpoint_url is None:
+        check_environment_endpoint()
+    region = config.region or session.region_name or "us-east-1"
     return session.client(
         "s3",
         endpoint_url=config.endpoint_url,
-        region_name=config.region or session.region_name or "us-east-1",
+        region_name=check_region(region, "region" if config.region else "configured region"),
         config=client_config(config),
     )
 
@@ -229,7 +271,7 @@ def translate(exc: Exception, op: str, where: str) -> Exception:
     if isinstance(exc, ClientError):
         code, status = _code(exc), _status(exc)
         message = exc.response.get("Error", {}).get("Message", "") or str(exc)
-        text = f"{op} {where}: {code or status} {message}".strip()
+        text = redact(f"{op} {where}: {code or status} {message}".strip())
         if code == "PreconditionFailed" or status == 412:
             return PreconditionFailed(text, operation=op, code="PreconditionFailed", status=412)
         if code == "ConditionalRequestConflict" or status == 409:
@@ -245,10 +287,13 @@ def translate(exc: Exception, op: str, where: str) -> Exception:
                 f"access refused ({text}); check the credentials and bucket policy"
             )
         return StoreError(text, operation=op, code=code, status=status)
+    # botocore quotes the endpoint as configured (~/.aws/config is not checked here).
     if isinstance(exc, EndpointConnectionError):
-        return StoreError(f"{op} {where}: cannot reach the S3 endpoint ({exc})", operation=op)
+        return StoreError(
+            redact(f"{op} {where}: cannot reach the S3 endpoint ({exc})"), operation=op
+        )
     if isinstance(exc, BotoCoreError):
-        return StoreError(f"{op} {where}: {exc}", operation=op)
+        return StoreError(redact(f"{op} {where}: {exc}"), operation=op)
     return exc
 
 

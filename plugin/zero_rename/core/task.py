@@ -31,7 +31,13 @@ from pathlib import Path
 
 from zero_rename.core.fence import shared_read
 from zero_rename.core.jobs import JobRecords
-from zero_rename.core.layout import Destination, check_task_id, data_file_name, partition_dir
+from zero_rename.core.layout import (
+    Destination,
+    check_key_length,
+    check_task_id,
+    data_file_name,
+    partition_dir,
+)
 from zero_rename.core.model import JobRecord, TaskManifest, dump, load
 from zero_rename.core.options import JobOptions
 from zero_rename.core.planning import attempt_committed
@@ -111,7 +117,7 @@ class TaskAttempt:
         values = dict(partition or {})
         relative = partition_dir(self.options.partition_columns, values)
         name = data_file_name(self.task_id, self.job.job_id, len(self._files), extension)
-        key = self.dest.dir + relative + name
+        key = check_key_length(self.dest.dir + relative + name)
         if self.options.committer == "magic":
             out: OutputFile = MagicOutput(
                 self.store,

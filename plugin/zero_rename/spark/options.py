@@ -25,14 +25,13 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, TypeVar
-from urllib.parse import urlparse
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from zero_rename.core.layout import Destination, check_job_id
 from zero_rename.core.options import JobOptions, parse_options
-from zero_rename.core.store import StoreConfig, environment_endpoint
+from zero_rename.core.store import StoreConfig, check_endpoint, check_environment_endpoint
 from zero_rename.errors import ConfigError
 
 FORMAT = "zero-rename"
@@ -357,15 +356,9 @@ def resolve_endpoint(value: str | None) -> str | None:
 
     Resolved once on the driver, so every executor talks to the same store.
     """
-    endpoint = value or environment_endpoint()
-    if not endpoint:
-        return None
-    parsed = urlparse(endpoint)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ConfigError(f"option 'endpoint' must be an http(s) URL (got {endpoint[:80]!r})")
-    if parsed.username or parsed.password:
-        raise ConfigError("option 'endpoint' may not carry credentials in its URL")
-    return endpoint
+    if value:
+        return check_endpoint(value, "option 'endpoint'")
+    return check_environment_endpoint()
 
 
 def _job_options(opts: WriterOptions, overwrite: bool) -> tuple[JobOptions, frozenset[str]]:

@@ -16,8 +16,8 @@ from datetime import datetime
 from urllib.parse import quote, urlsplit
 
 from zero_rename.core.committer import Committer
+from zero_rename.core.layout import file_job_id
 from zero_rename.core.model import JobRecord, JobSummary, OutputCheck
-from zero_rename.core.pending import job_id_of
 from zero_rename.core.success import files_committed
 from zero_rename.errors import ZeroRenameError
 
@@ -144,7 +144,7 @@ def origin_link(record: JobRecord) -> dict[str, str]:
 def pending_by_job(committer: Committer) -> Counter[str]:
     """Pending uploads per job, by the job id every data file name carries."""
     return Counter(
-        job_id for u in committer.pending_uploads() if (job_id := job_id_of(u.key)) is not None
+        job_id for u in committer.pending_uploads() if (job_id := file_job_id(u.key)) is not None
     )
 
 
