@@ -335,3 +335,47 @@ def _stuck_committing_with(
     record = c.job(job.job_id)
     assert record.state == "committing"
     return record
+
+
+ROLLBACK_CRASHES = [
+    pytest.param("PutObject", "before", 1, "job.json", "committing", id="before-deciding"),
+    pytest.param("PutObject", "after", 1, "job.json", "rolling_back", id="decision-answer-lost"),
+    pytest.param("AbortMultipartUpload", "before", 1, None, "rolling_back", id="sweeping"),
+    pytest.param("DeleteObjects", "after", 1, None, "rolling_back", id="after-the-deletes"),
+    pytest.param("PutObject", "before", 2, "job.json", "rolling_back", id="before-aborted"),
+    pytest.param("PutObject", "before", 1, "claims.json", "aborted", id="before-the-release"),
+]
+
+
+@pytest.mark.parametrize("op,when,nth,key,left", ROLLBACK_CRASHES)
+def test_a_crash_anywhere_in_the_rollback_is_finished_by_a_retry(
+    committer: Committer,
+    store_config: StoreConfig,
+    op: str,
+    when: str,
+    nth: int,
+    key: str | None,
+    left: str,
+) -> None:
+    """A job stuck in committing, one of its uploads then aborted by hand, a losing
+    attempt's upload still pending: the retry that rolls it back dies at each
+    request of the rollback (before it, or after it with the answer lost). The
+    next retry, and an abort after it, leave exactly the state before the job."""
+    old, success = earlier_job(committer)
+    job, manifests = new_job(committer, "none", -1)
+    _stuck_committing_with(committer, store_config, job, manifests)
+    abort_by_hand(committer)(manifests[1].uploads[0].key)
+    stray = committer.task_attempt(job, "00001", attempt=1).open({"dt": DAYS[1]})
+    stray.write(b"a losing attempt's")
+
+    def retry_and_die() -> None:
+        child = Committer(committer.dest, store_config)
+        inject(child.store.client, op, when, nth, 1, "exit", key)
+        child.commit_job(job.job_id)
+
+    assert run_until_crash(retry_and_die) != 0
+    assert committer.job(job.job_id).state == left
+    with pytest.raises(JobDecidedError):  # CommitRolledBackError, or aborted already
+        committer.commit_job(job.job_id)
+    committer.abort_job(job.job_id)  # an aborted job's abort removes what a crash left
+    assert_rolled_back(committer, job, old, success, manifests[1].uploads[0].key)

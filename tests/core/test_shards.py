@@ -188,14 +188,15 @@ def test_damaged_shards_stop_the_commit_and_the_file_list_with_their_names(
     committer: Committer, small_shards: int
 ) -> None:
     """A stage manifest shard or a committed file list shard that no longer
-    decompresses: a ManifestError naming the object, nothing published."""
+    decompresses: a ManifestError naming the object, nothing published. (The
+    stage shard's digest, kept in its header, refuses it before it is read.)"""
     c, bucket = committer, committer.dest.bucket
     job = c.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
     staged = [write_task(c, job, f"{i:05d}", {d: b"s"}, publish=False) for i, d in enumerate(DAYS)]
     c.save_stage_manifest(job.job_id, [m for m in staged if m is not None], engine="test")
     shard = next(o.key for o in c.store.list_objects(bucket, c.dest.job(job.job_id).dir + "stage/"))
     _damage(c, shard)
-    with pytest.raises(ManifestError, match=f"{shard} is not a gzip"):
+    with pytest.raises(ManifestError, match=f"{shard} changed after it was written"):
         c.commit_job(job.job_id)
     assert visible(c) == {} and c.job(job.job_id).state != "committed"
 

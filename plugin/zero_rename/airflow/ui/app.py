@@ -9,6 +9,7 @@ connection may read far more than that.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -25,9 +26,12 @@ from zero_rename.airflow.ui.scope import DESTINATIONS, PREFIXES, SECTION, Scope,
 from zero_rename.airflow.ui.view import DestinationView, destination_view, shown_error
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import Destination
+from zero_rename.core.redact import redact
 from zero_rename.core.store import StoreConfig
 from zero_rename.errors import ConfigError, ZeroRenameError
 from zero_rename.formatting import human_bytes
+
+log = logging.getLogger(__name__)
 
 MAX_JOBS = 200
 _templates = Environment(
@@ -55,8 +59,14 @@ def connection_error(conn_id: str, exc: Exception) -> str:
     """Why the page's connection gave no store (a malformed endpoint, say), without
     its endpoint or secrets. (A connection id that is not defined is not an error:
     the amazon provider's hook falls back to boto3's standard chain.)"""
-    why = shown_error(exc, endpoint=None)
-    return f"cannot use connection {conn_id!r} (set in [{SECTION}] aws_conn_id): {why}"
+    # Its own words would quote the endpoint (a malformed one is no URL to find
+    # and hide): the type only here, the rest in the api-server's log.
+    log.warning("Commits page: connection %r gives no store: %s", conn_id, redact(str(exc)))
+    return (
+        f"cannot use connection {conn_id!r} (set in [{SECTION}] aws_conn_id): "
+        f"{type(exc).__name__}; its endpoint_url, region or credentials are not usable "
+        "(details in the api-server's log)"
+    )
 
 
 def load_views(destinations: list[str], job: str | None, limit: int) -> list[DestinationView]:

@@ -100,7 +100,7 @@ def _counts(committer: Committer, record: JobRecord) -> JobSummary | None:
     """Committed jobs report their summary; staged ones what their stage manifest holds."""
     if record.summary is not None:
         return record.summary
-    if record.state == "aborted":
+    if record.state in ("aborted", "rolling_back"):
         return None
     return committer.stage_summary(record.job_id, record.state)
 
