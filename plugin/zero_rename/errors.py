@@ -1,24 +1,62 @@
-"""Every error zero-rename raises, under one root.
+"""Every error zero-rename raises, under one root, each saying what a retry can do.
 
-The split that matters to a caller is between errors after which the job is
-known not to have published anything (safe to retry or abort) and
-:class:`CommitStateUnknownError`, after which the job record must be read
-before anything is cleaned up.
+Every class carries its :class:`Retry` meaning, the one place where it is
+decided: ``FINAL`` (the same however often the step runs: fail it now),
+``RETRY`` (a retry may succeed, and nothing half-done needs checking first) or
+``UNKNOWN`` (a request's outcome is unknown: the step, idempotent, finds out
+when run again; read the job record before cleaning anything up). The front
+ends map the meaning to their own outcomes (Airflow's ``AirflowFailException``,
+Dagster's ``Failure(allow_retries=False)``, the Spark writer's retry of a
+commit) through :func:`retry_of`, and keep no lists of their own.
 """
 
 from __future__ import annotations
 
+import enum
+from typing import ClassVar
+
+
+class Retry(enum.Enum):
+    """What a retry of the failed step can do."""
+
+    FINAL = "final"
+    RETRY = "retry"
+    UNKNOWN = "unknown"
+
 
 class ZeroRenameError(Exception):
-    """Root of every error raised by zero-rename."""
+    """Root of every error raised by zero-rename. Unclassified failures are worth a
+    retry: every step of the protocol is idempotent."""
+
+    retry: ClassVar[Retry] = Retry.RETRY
+
+
+def retry_of(exc: BaseException) -> Retry:
+    """What a retry can do after ``exc``: its class's meaning, or, for an error from
+    outside zero-rename, ``RETRY`` (a step is idempotent; the orchestrator's retries
+    are for what nobody foresaw)."""
+    if isinstance(exc, StoreError):
+        return exc.meaning
+    if isinstance(exc, ZeroRenameError):
+        return exc.retry
+    return Retry.RETRY
+
+
+def is_final(exc: BaseException) -> bool:
+    """Whether no retry of the step can change the outcome."""
+    return retry_of(exc) is Retry.FINAL
 
 
 class ConfigError(ZeroRenameError, ValueError):
     """An option, destination or argument is invalid; nothing was changed."""
 
+    retry = Retry.FINAL
+
 
 class DestinationError(ZeroRenameError):
     """The destination cannot be written: missing bucket, a file, no access."""
+
+    retry = Retry.FINAL
 
 
 class StoreError(ZeroRenameError):
@@ -46,6 +84,12 @@ class StoreError(ZeroRenameError):
         """
         return not 400 <= self.status < 500 or self.status in (408, 429)
 
+    @property
+    def meaning(self) -> Retry:
+        """A refusal (4xx) is worth a retry, since stores throttle and credentials
+        rotate; a request that may have landed is UNKNOWN until read back."""
+        return Retry.UNKNOWN if self.outcome_unknown else Retry.RETRY
+
 
 class PreconditionFailed(StoreError):
     """A conditional write lost: the object exists (If-None-Match) or changed (If-Match)."""
@@ -67,13 +111,26 @@ class FanoutWorkerError(ZeroRenameError):
     checks them.
     """
 
+    retry = Retry.UNKNOWN
+
+
+class ContentionError(ZeroRenameError):
+    """A compare-and-swap gave up: the object (a job record, the claims) changed
+    under every one of its rounds. Nothing was changed by this step; a retry
+    starts afresh. (On a store whose compare-and-swap never succeeds, the doctor
+    and job setup refuse the store instead.)"""
+
 
 class ManifestError(ZeroRenameError):
     """A manifest, job record or journal object is malformed or from another job."""
 
+    retry = Retry.FINAL
+
 
 class ValidationError(ZeroRenameError):
     """The task manifests do not describe a committable job; ``problems`` lists why."""
+
+    retry = Retry.FINAL
 
     def __init__(self, message: str, problems: list[str]) -> None:
         super().__init__(message)
@@ -85,6 +142,8 @@ class OutputCheckError(ZeroRenameError):
     ``_SUCCESS``; ``problems`` lists them. The job stays committed: its files are
     visible as they are, and nothing was changed by the check."""
 
+    retry = Retry.FINAL
+
     def __init__(self, message: str, problems: list[str]) -> None:
         super().__init__(message)
         self.problems = problems
@@ -94,13 +153,18 @@ class ConflictError(ZeroRenameError):
     """Conflict mode ``fail`` found visible files where this job would write, or
     another job holds a claim on a partition this job writes."""
 
+    retry = Retry.FINAL
+
 
 class PartitionClaimConflict(ConflictError):
     """Another job claimed a partition this job writes, in a mode that excludes this one.
 
     ``holder`` is that job's id and ``partitions`` the overlapping directories
     (``""`` is the whole destination). Nothing of this job was made visible.
+    Worth a retry: the claim goes when that job is done.
     """
+
+    retry = Retry.RETRY
 
     def __init__(self, message: str, holder: str, partitions: tuple[str, ...]) -> None:
         super().__init__(message)
@@ -111,13 +175,19 @@ class PartitionClaimConflict(ConflictError):
 class TaskCommitConflict(ZeroRenameError):
     """Another attempt of the same task committed first; this attempt's uploads were aborted."""
 
+    retry = Retry.FINAL
+
 
 class JobDecidedError(ZeroRenameError):
     """The job is already committed or aborted, so this attempt may add nothing to it."""
 
+    retry = Retry.FINAL
+
 
 class AbortRefusedError(ZeroRenameError):
     """The job commit passed its point of no return; retry the commit instead of aborting."""
+
+    retry = Retry.FINAL
 
 
 class RollbackRefusedError(AbortRefusedError):
@@ -134,6 +204,8 @@ class UploadRefusedError(ZeroRenameError):
     (an S3 error code such as ``InvalidPart``, or ``upload-gone``). Job commit
     answers it by rolling the job back (:mod:`zero_rename.core.rollback`).
     """
+
+    retry = Retry.FINAL
 
     def __init__(self, message: str, *, key: str, upload_id: str, refusal: str) -> None:
         super().__init__(message)
@@ -152,9 +224,21 @@ class CommitRolledBackError(JobDecidedError):
 class JobNotFoundError(ZeroRenameError):
     """No job record exists for this job id at this destination."""
 
+    retry = Retry.FINAL
+
+
+class StageError(ZeroRenameError):
+    """An engine's write finished without saving the job's stage manifest (it did
+    not write through the zero-rename format with the job's id); running it
+    again would do the same."""
+
+    retry = Retry.FINAL
+
 
 class CommitStateUnknownError(ZeroRenameError):
     """The outcome of a publishing request is unknown; read the job record before cleaning up."""
+
+    retry = Retry.UNKNOWN
 
 
 class TaskCommitUnknownError(CommitStateUnknownError):

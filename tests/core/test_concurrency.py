@@ -19,6 +19,7 @@ import pytest
 
 from tests.faults import pause
 from tests.helpers import pending_in_bucket, visible, write_task
+from zero_rename.core import states
 from zero_rename.core.claims import Claims, compatible
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord, TaskManifest
@@ -242,7 +243,7 @@ def test_claim_of_a_decided_job_is_broken(committer: Committer, store_config: St
     job = _job(committer, "replace", b"new")
     with pytest.raises(PartitionClaimConflict, match="let it finish, or abort it"):
         committer.commit_job(job.job_id)
-    committer.records.update(stale.job_id, lambda r: r.model_copy(update={"state": "aborted"}))
+    committer.records.advance(stale.job_id, states.ABORT)  # its claim left behind
     assert committer.commit_job(job.job_id).files == 1
     assert list(visible(committer).values()) == [b"new"]
     assert Claims(committer.store, committer.dest).read()[0].claims == ()

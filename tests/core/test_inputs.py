@@ -10,6 +10,7 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from tests.helpers import CREDENTIAL_URLS, leaks, pending_in_bucket, visible
+from zero_rename.core import states
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import (
     Destination,
@@ -19,6 +20,7 @@ from zero_rename.core.layout import (
     is_job_data_key,
     is_visible,
 )
+from zero_rename.core.model import dump
 from zero_rename.core.redact import shown_url
 from zero_rename.core.store import S3Store, StoreConfig, translate
 from zero_rename.errors import AbortRefusedError, ConfigError, ManifestError
@@ -228,7 +230,10 @@ def test_a_corrupt_record_with_a_plan_is_not_guessed_about(committer: Committer)
 @pytest.mark.s3
 def test_committed_record_without_summary_is_named(committer: Committer) -> None:
     job = committer.setup_job({"conflict_mode": "append"})
-    committer.records.update(job.job_id, lambda r: r.model_copy(update={"state": "committed"}))
+    # Changed outside zero-rename: no event of the protocol makes this record.
+    forged = committer.job(job.job_id).model_copy(update={"state": states.COMMITTED})
+    key = committer.dest.job(job.job_id).record_key
+    committer.store.put_object(committer.dest.bucket, key, dump(forged))
     with pytest.raises(ManifestError, match="holds no summary"):
         committer.commit_job(job.job_id)
 

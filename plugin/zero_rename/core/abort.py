@@ -15,7 +15,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any
 
+from zero_rename.core import states
 from zero_rename.core.claims import Claims
 from zero_rename.core.jobs import JobRecords, step_finished, step_started
 from zero_rename.core.layout import Destination, is_job_data_key
@@ -137,7 +139,7 @@ def remove_temporary(
 
 def decided_plan_keys(store: S3Store, dest: Destination, record: JobRecord) -> tuple[str, ...]:
     """What of a committed job's plan stays: its header and committed attempts."""
-    if record.state not in ("committing", "committed") or not record.plan_key:
+    if record.state not in states.PUBLISHING or not record.plan_key:
         return ()
     try:
         plan = decided_plan(store, dest, record)
@@ -166,7 +168,7 @@ def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") 
     started = time.monotonic()
     records = JobRecords(store, dest)
     record = _decide_aborted(store, dest, records, job_id, reason)
-    if record is not None and record.state == "rolling_back":
+    if record is not None and record.state == states.ROLLING_BACK:
         return finish_rollback(store, dest, record)
     if record is not None:
         store = store.with_profile(record.store_profile)
@@ -178,7 +180,7 @@ def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") 
     summary = JobSummary(
         job_id=job_id,
         destination=dest.url,
-        state="aborted",
+        state=states.ABORTED,
         aborted_uploads=aborted,
         requests=store.stats.total_requests,
         seconds=round(time.monotonic() - started, 3),
@@ -197,28 +199,18 @@ def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") 
 def _decide_aborted(
     store: S3Store, dest: Destination, records: JobRecords, job_id: str, reason: str = ""
 ) -> JobRecord | None:
-    """Swap the record to ``aborted``; None when there is no record at all."""
+    """Swap the record to ``aborted``; None when there is no record at all. A job
+    rolling back is returned as it is (its rollback finishes it); a job past its
+    point of no return is refused (AbortRefusedError)."""
 
-    def decide(record: JobRecord) -> JobRecord | None:
-        if record.state == "rolling_back":
-            return None  # decided already: the caller finishes the rollback
-        if record.state in ("committing", "committed"):
-            raise AbortRefusedError(
-                f"job {job_id} is {record.state}: its commit passed the point of no return. "
-                "Retry the commit to finish it; aborting now would lose committed output"
-            )
-        if record.state == "aborted":
-            return None
-        return record.model_copy(
-            update={
-                "state": "aborted",
-                "error": abort_reason(reason) or record.error,
-                "steps": step_started(record, "abort"),
-            }
-        )
+    def decision(record: JobRecord) -> dict[str, Any]:
+        return {
+            "error": abort_reason(reason) or record.error,
+            "steps": step_started(record, "abort"),
+        }
 
     try:
-        return records.update(job_id, decide)
+        return records.advance(job_id, states.ABORT, decision)[0]
     except JobNotFoundError:
         log.warning("no job record for %s at %s; aborting its uploads anyway", job_id, dest.url)
         return None
@@ -260,7 +252,7 @@ def _replace_unreadable(
         job_id=job_id,
         destination=dest.url,
         options=JobOptions(),
-        state="aborted",
+        state=states.ABORTED,
         created=now,
         error=f"aborted with an unreadable record: {str(problem)[:300]}",
         recovered=True,
@@ -288,14 +280,14 @@ def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
     started = time.monotonic()
     record = JobRecords(store, dest).get(job_id)
     store = store.with_profile(record.store_profile)
-    if record.state == "rolling_back":
+    if record.state == states.ROLLING_BACK:
         return finish_rollback(store, dest, record)
-    if record.state in ("setup", "sealed", "committing"):
+    if record.state not in states.FINAL:
         log.warning(
             "job %s is %s; cleanup leaves it for %s",
             job_id,
             record.state,
-            "a commit retry" if record.state == "committing" else "abort or commit",
+            "a commit retry" if record.state == states.COMMITTING else "abort or commit",
         )
         return JobSummary(job_id=job_id, destination=dest.url, state=record.state)
     # A commit cut short after its record said committed leaves replaced files;
@@ -304,7 +296,8 @@ def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
     Claims(store, dest).release(job_id)
     aborted = abort_uploads(store, dest, job_id, record.options.threads, record.file_columns)
     keep = decided_plan_keys(store, dest, record)
-    removed = remove_temporary(store, dest, job_id, keep, files=record.state == "committed")
+    committed = record.state == states.COMMITTED
+    removed = remove_temporary(store, dest, job_id, keep, files=committed)
     log.info(
         "cleaned up job %s: %d stray upload(s) aborted, %d temporary object(s) removed",
         job_id,
@@ -346,7 +339,11 @@ def finish_rollback(store: S3Store, dest: Destination, record: JobRecord) -> Job
             f"sweep (first {left[0].key}); run the rollback again"
         )
     removed = _delete_planned(store, dest, record)
-    aborted_record = JobRecords(store, dest).update(record.job_id, _rolled_back_to_aborted)
+    aborted_record, _ = JobRecords(store, dest).advance(
+        record.job_id,
+        states.ROLLED_BACK,
+        lambda r: {"steps": step_finished(r, "rollback", detail="rolled back")},
+    )
     Claims(store, dest).release(record.job_id)
     remove_temporary(store, dest, record.job_id, files=False)
     log.warning(
@@ -361,7 +358,7 @@ def finish_rollback(store: S3Store, dest: Destination, record: JobRecord) -> Job
     return JobSummary(
         job_id=record.job_id,
         destination=dest.url,
-        state="aborted",
+        state=states.ABORTED,
         aborted_uploads=aborted,
         requests=store.stats.total_requests,
         seconds=round(time.monotonic() - started, 3),
@@ -386,16 +383,3 @@ def _delete_planned(store: S3Store, dest: Destination, record: JobRecord) -> int
         if is_job_data_key(dest, record.job_id, o.key, record.file_columns)
     ]
     return store.delete_objects(dest.bucket, keys)
-
-
-def _rolled_back_to_aborted(current: JobRecord) -> JobRecord | None:
-    if current.state == "aborted":
-        return None
-    if current.state != "rolling_back":
-        raise ZeroRenameError(f"job {current.job_id} is {current.state}, not rolling back")
-    return current.model_copy(
-        update={
-            "state": "aborted",
-            "steps": step_finished(current, "rollback", ok=True, detail="rolled back"),
-        }
-    )

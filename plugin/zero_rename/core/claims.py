@@ -29,25 +29,23 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from zero_rename.core import states
 from zero_rename.core.jobs import JobRecords
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import JobRecord, Timestamp, dump, hostname, load, utcnow
 from zero_rename.core.options import ConflictMode
+from zero_rename.core.states import JobState
 from zero_rename.core.store import S3Store
-from zero_rename.core.writes import backoff, create_once
+from zero_rename.core.writes import swap
 from zero_rename.errors import (
-    ConditionalConflict,
     JobNotFoundError,
     ManifestError,
     PartitionClaimConflict,
-    PreconditionFailed,
-    StoreError,
-    ZeroRenameError,
 )
 
 log = logging.getLogger(__name__)
@@ -55,6 +53,8 @@ log = logging.getLogger(__name__)
 CLAIMS_NAME = "claims.json"
 # Compare-and-swap rounds; each lost round means another job changed the table.
 CLAIM_ROUNDS = 50
+# What a claim's job is said to be when its record cannot be read.
+UNREADABLE = "unreadable"
 # How often a waiting job looks again (with jitter).
 WAIT_POLL_SECONDS = 2.0
 
@@ -80,6 +80,23 @@ class ClaimTable(BaseModel):
 
     def of(self, job_id: str) -> Claim | None:
         return next((c for c in self.claims if c.job_id == job_id), None)
+
+
+# What to do about a claim another job holds, by that job's state.
+_ADVICE = {
+    states.COMMITTING: "retry that job's commit to finish it",
+    states.ROLLING_BACK: "retry that job's commit or its rollback to finish the rollback",
+    states.SEALED: "its commit is running, or crashed: retry its commit or abort it",
+    states.SETUP: "let it finish, or abort it",
+}
+
+
+class _Blocked(Exception):
+    """Another job's claim excludes ours: (that claim, our directories it overlaps)."""
+
+    def __init__(self, by: tuple[Claim, tuple[str, ...]]) -> None:
+        super().__init__(by[0].job_id)
+        self.by = by
 
 
 def claims_key(dest: Destination) -> str:
@@ -127,22 +144,17 @@ class Claims:
         mine = Claim(
             job_id=record.job_id, conflict_mode=options.conflict_mode, dirs=tuple(sorted(dirs))
         )
-        lost_rounds = 0
         waited = False
         while True:
-            table, etag = self.read()
-            held = table.of(record.job_id)
-            if held is not None and held.dirs == mine.dirs:
-                return waited
-            others = self._live(table, record.job_id)
-            blocking = self._blocking(mine, others)
-            if blocking is not None:
+            try:
+                _, wrote = self._swap(lambda table: self._with_claim(table, mine))
+            except _Blocked as blocked:
                 if options.on_conflict == "wait" and time.monotonic() < deadline:
-                    self._wait(record, blocking, deadline)
+                    self._wait(record, blocked.by, deadline)
                     waited = True
                     continue
-                raise self._conflict(record, mine, blocking)
-            if self._swap(ClaimTable(claims=(*others, mine)), etag):
+                raise self._conflict(record, mine, blocked.by) from None
+            if wrote:
                 log.info(
                     "job %s claimed %s at %s (%s)",
                     record.job_id,
@@ -150,14 +162,18 @@ class Claims:
                     self.dest.url,
                     options.conflict_mode,
                 )
-                return waited
-            lost_rounds += 1
-            if lost_rounds >= CLAIM_ROUNDS:
-                raise ZeroRenameError(
-                    f"the claims at {self.dest.url} kept changing; gave up "
-                    f"after {CLAIM_ROUNDS} rounds"
-                )
-            backoff(lost_rounds)
+            return waited
+
+    def _with_claim(self, table: ClaimTable, mine: Claim) -> ClaimTable | None:
+        """The table with our claim, without the broken ones; None if we hold it."""
+        held = table.of(mine.job_id)
+        if held is not None and held.dirs == mine.dirs:
+            return None
+        others = self._live(table, mine.job_id)
+        blocking = self._blocking(mine, others)
+        if blocking is not None:
+            raise _Blocked(blocking)
+        return ClaimTable(claims=(*others, mine))
 
     def holds(self, job_id: str, dirs: Sequence[str]) -> bool:
         """Whether the job's claim stands, on exactly ``dirs``."""
@@ -166,34 +182,33 @@ class Claims:
 
     def release(self, job_id: str) -> None:
         """Drop the job's claim, if it holds one; idempotent."""
-        for round_number in range(CLAIM_ROUNDS):
-            table, etag = self.read()
-            if table.of(job_id) is None:
-                return
-            kept = tuple(c for c in table.claims if c.job_id != job_id)
-            if self._swap(ClaimTable(claims=kept), etag):
-                log.info("job %s released its claim at %s", job_id, self.dest.url)
-                return
-            backoff(round_number)
-        raise ZeroRenameError(
-            f"the claims at {self.dest.url} kept changing; could not release job {job_id}'s claim"
-        )
 
-    def _swap(self, table: ClaimTable, etag: str | None) -> bool:
-        """Write ``table`` if the object is still at ``etag``; False for a lost round."""
-        body = dump(table)
-        if etag is None:
-            return create_once(self.store, self.dest.bucket, self.key, body) is None
-        try:
-            self.store.put_object(self.dest.bucket, self.key, body, if_match=etag)
-            return True
-        except (PreconditionFailed, ConditionalConflict):
-            return False
-        except StoreError as exc:
-            if not exc.outcome_unknown:
-                raise
-            found = self.store.get_object(self.dest.bucket, self.key)
-            return found is not None and found[0] == body
+        def without(table: ClaimTable) -> ClaimTable | None:
+            if table.of(job_id) is None:
+                return None
+            return ClaimTable(claims=tuple(c for c in table.claims if c.job_id != job_id))
+
+        if self._swap(without)[1]:
+            log.info("job %s released its claim at %s", job_id, self.dest.url)
+
+    def _swap(self, change: Callable[[ClaimTable], ClaimTable | None]) -> tuple[ClaimTable, bool]:
+        """Apply ``change`` to the claim table by compare-and-swap."""
+        where = f"s3://{self.dest.bucket}/{self.key}"
+
+        def apply(data: bytes | None) -> bytes | None:
+            table = ClaimTable() if data is None else load(ClaimTable, data, where)
+            new = change(table)
+            return None if new is None else dump(new)
+
+        data, wrote = swap(
+            self.store,
+            self.dest.bucket,
+            self.key,
+            apply,
+            f"the claims at {self.dest.url}",
+            CLAIM_ROUNDS,
+        )
+        return (ClaimTable() if data is None else load(ClaimTable, data, where)), wrote
 
     def _live(self, table: ClaimTable, job_id: str) -> tuple[Claim, ...]:
         """Other jobs' claims, without those whose job is decided or gone."""
@@ -203,7 +218,7 @@ class Claims:
             if claim.job_id == job_id:
                 continue
             state = _state_of(records, claim.job_id)
-            if state in ("committed", "aborted", None):
+            if state is None or state in states.FINAL:
                 log.info(
                     "breaking the claim of job %s at %s: the job is %s",
                     claim.job_id,
@@ -242,12 +257,11 @@ class Claims:
     ) -> PartitionClaimConflict:
         holder, shared = blocking
         state = _state_of(JobRecords(self.store, self.dest), holder.job_id) or "gone"
-        advice = {
-            "committing": "retry that job's commit to finish it",
-            "rolling_back": "retry that job's commit or its rollback to finish the rollback",
-            "sealed": "its commit is running, or crashed: retry its commit or abort it",
-            "setup": "let it finish, or abort it",
-        }.get(state, "let it finish")
+        advice = (
+            _ADVICE.get(state, "let it finish")
+            if isinstance(state, JobState)
+            else ("let it finish")
+        )
         waited = (
             f" after waiting {record.options.wait_timeout} s"
             if record.options.on_conflict == "wait"
@@ -266,11 +280,12 @@ class Claims:
         )
 
 
-def _state_of(records: JobRecords, job_id: str) -> str | None:
-    """The job's state; None when it has no record; "unreadable" for a corrupt one."""
+def _state_of(records: JobRecords, job_id: str) -> JobState | str | None:
+    """The job's state; None when it has no record; :data:`UNREADABLE` for a corrupt
+    one, whose claim stands until the job is aborted (which replaces the record)."""
     try:
         return records.get(job_id).state
     except JobNotFoundError:
         return None
     except ManifestError:
-        return "unreadable"
+        return UNREADABLE

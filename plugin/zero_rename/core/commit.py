@@ -31,8 +31,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from zero_rename.core import manifests as manifest_sources
+from zero_rename.core import states
 from zero_rename.core.abort import (
     abort_uploads,
     decided_plan_keys,
@@ -85,12 +87,12 @@ def commit_job(
     records = JobRecords(store, dest)
     record = records.get(job_id)
     store = store.with_profile(record.store_profile)
-    if record.state == "rolling_back":
+    if record.state == states.ROLLING_BACK:
         finish_rollback(store, dest, record)
         raise CommitRolledBackError(f"job {job_id} was rolled back: {record.error}")
-    if record.state == "aborted":
+    if record.state == states.ABORTED:
         raise JobDecidedError(f"job {job_id} was aborted; it cannot commit: {record.error}")
-    if record.state == "committed":
+    if record.state == states.COMMITTED:
         return _already_committed(store, dest, record)
     if record.options.threads > store.pool_size:
         # urllib3 would open and discard connections past the pool's size,
@@ -102,11 +104,11 @@ def commit_job(
             record.options.threads,
             store.pool_size,
         )
-    resumed = record.state == "committing"
+    resumed = record.state == states.COMMITTING
     if not resumed:
         record = _seal(JobRecords(store, dest), record)
         record, ours = _plan_and_decide(store, dest, record, manifests, expected)
-        if record.state != "committing":  # another commit finished, or is rolling back
+        if record.state != states.COMMITTING:  # another commit finished, or rolls back
             return _decided_elsewhere(store, dest, record)
         # Another commit's plan: it may be completing it now, or have crashed.
         resumed = not ours
@@ -116,14 +118,14 @@ def commit_job(
     except UploadRefusedError as refused:
         return _refused(store, dest, record, refused)
     decided = records.get(job_id)
-    if decided.state != "committing":
+    if decided.state != states.COMMITTING:
         # A commit of this job that was held up here (a paused zombie) while
         # another finished it: report that, and write no _SUCCESS over a later job's.
         return _decided_elsewhere(store, dest, decided)
     success = build_success(dest, record, plan, first_files, store.stats)
     put_checked(store, dest.bucket, dest.success_key, dump(success))
     summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
-    committed = records.update(job_id, lambda r: _finished(r, summary))
+    committed, _ = records.advance(job_id, states.PUBLISHED, lambda r: _finished(r, summary))
     delete_replaced(store, dest, committed)
     _cleanup_after_commit(store, dest, record)
     log.info(
@@ -144,7 +146,7 @@ def _refused(
     meanwhile (a zombie resumed after the job was committed, and perhaps replaced
     by a later job since), report that decision; else roll the job back."""
     current = JobRecords(store, dest).get(record.job_id)
-    if current.state in ("committed", "aborted"):
+    if current.state in states.FINAL:
         return _decided_elsewhere(store, dest, current)
     reason = f"{refused} ({refused.refusal})"
     log.error("job %s: %s; rolling the job back", record.job_id, reason)
@@ -158,9 +160,9 @@ def _refused(
 def _decided_elsewhere(store: S3Store, dest: Destination, current: JobRecord) -> JobSummary:
     """The outcome another commit (or rollback) of the job decided while this one ran."""
     log.info("job %s was %s by another process meanwhile", current.job_id, current.state)
-    if current.state == "committed":
+    if current.state == states.COMMITTED:
         return _already_committed(store, dest, current)
-    if current.state == "rolling_back":
+    if current.state == states.ROLLING_BACK:
         finish_rollback(store, dest, current)
     raise CommitRolledBackError(f"job {current.job_id} was rolled back: {current.error}")
 
@@ -180,17 +182,10 @@ def _already_committed(store: S3Store, dest: Destination, record: JobRecord) -> 
 
 def _seal(records: JobRecords, record: JobRecord) -> JobRecord:
     """Close the job to new task commits: ``setup -> sealed``. Idempotent."""
-
-    def seal(current: JobRecord) -> JobRecord | None:
-        if current.state == "aborted":
-            raise JobDecidedError(f"job {current.job_id} was aborted; it cannot commit")
-        if current.state != "setup":
-            return None
-        steps = {**current.steps, "commit": step_started(current, "commit")["commit"]}
-        return current.model_copy(update={"state": "sealed", "steps": steps})
-
-    sealed = records.update(record.job_id, seal)
-    if sealed.state == "sealed":
+    sealed, moved = records.advance(
+        record.job_id, states.SEAL, lambda r: {"steps": step_started(r, "commit")}
+    )
+    if moved:
         log.info("job %s is sealed: no task commit may join it from now on", record.job_id)
     return sealed
 
@@ -238,20 +233,16 @@ def _plan_and_decide(
         # plan's shards in its cleanup). Follow the decision, rather than report
         # the problem it caused.
         current = records.get(record.job_id)
-        if current.state == "aborted":
+        if current.state == states.ABORTED:
             raise JobDecidedError(
                 f"job {record.job_id} was aborted while it was being validated; it cannot commit"
             ) from exc
-        if current.state in ("committing", "rolling_back", "committed"):
+        if current.state in states.DECIDED:
             log.info("job %s: another commit decided while this one planned", record.job_id)
             return current, False
         raise
 
-    def decide(current: JobRecord) -> JobRecord | None:
-        if current.state == "aborted":
-            raise JobDecidedError(f"job {current.job_id} was aborted while it was being planned")
-        if current.state != "sealed":
-            return None  # another commit decided first: finish its plan, not ours
+    def decision(current: JobRecord) -> dict[str, Any]:
         # The commit's own validation counts as the validate step, unless that
         # step ran on its own before (Airflow's).
         steps = current.steps if "validate" in current.steps else step_finished(current, "validate")
@@ -259,17 +250,15 @@ def _plan_and_decide(
             **steps,
             "commit": current.steps.get("commit") or step_started(current, "commit")["commit"],
         }
-        return current.model_copy(
-            update={
-                "state": "committing",
-                "plan_key": key,
-                "plan_digest": plan_digest(plan),
-                "claimed": plan.claimed,
-                "steps": steps,
-            }
-        )
+        return {
+            "plan_key": key,
+            "plan_digest": plan_digest(plan),
+            "claimed": plan.claimed,
+            "steps": steps,
+        }
 
-    decided = records.update(record.job_id, decide)
+    # Another commit may have decided first: then finish its plan, not ours.
+    decided, _ = records.advance(record.job_id, states.DECIDE, decision)
     if decided.plan_key != key:
         log.info("job %s: another commit decided first; finishing its plan", record.job_id)
         return decided, False
@@ -282,16 +271,11 @@ def _plan_and_decide(
     return decided, True
 
 
-def _finished(record: JobRecord, summary: JobSummary) -> JobRecord | None:
-    if record.state == "committed":
-        return None
-    return record.model_copy(
-        update={
-            "state": "committed",
-            "summary": summary,
-            "steps": step_finished(record, "commit", detail=f"{summary.files} file(s)"),
-        }
-    )
+def _finished(record: JobRecord, summary: JobSummary) -> dict[str, Any]:
+    return {
+        "summary": summary,
+        "steps": step_finished(record, "commit", detail=f"{summary.files} file(s)"),
+    }
 
 
 def _cleanup_after_commit(store: S3Store, dest: Destination, record: JobRecord) -> None:

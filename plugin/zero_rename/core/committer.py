@@ -18,7 +18,7 @@ from typing import Any
 
 from zero_rename.core import abort as abort_mod
 from zero_rename.core import commit as commit_mod
-from zero_rename.core import manifests, planning, rollback
+from zero_rename.core import manifests, planning, rollback, states
 from zero_rename.core.jobs import (
     JobRecords,
     setup_job,
@@ -41,6 +41,7 @@ from zero_rename.core.model import (
 from zero_rename.core.options import JobOptions, parse_options
 from zero_rename.core.output_check import Problem, check_failed, check_job, check_output
 from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
+from zero_rename.core.states import JobState
 from zero_rename.core.store import ObjectInfo, S3Store, StoreConfig, UploadInfo
 from zero_rename.core.success import PARTITIONS_LISTED, committed_files
 from zero_rename.core.task import TaskAttempt
@@ -159,7 +160,7 @@ class Committer:
         plan = planning.decided_plan(self.store, self.dest, record)
         return tuple(planning.plan_attempts(self.store, self.dest, plan))
 
-    def stage_summary(self, job_id: str, state: str = "setup") -> JobSummary | None:
+    def stage_summary(self, job_id: str, state: JobState = states.SETUP) -> JobSummary | None:
         """What the job's stage manifest holds (tasks, files, bytes, rows), from its
         header alone; None before an engine saved one."""
         counts = manifests.stage_counts(self.store, self.dest, job_id)
@@ -168,7 +169,7 @@ class Committer:
         return JobSummary(
             job_id=job_id,
             destination=self.dest.url,
-            state=state,  # type: ignore[arg-type]
+            state=state,
             tasks=counts.tasks,
             files=counts.files,
             bytes=counts.bytes,
@@ -234,7 +235,7 @@ class Committer:
         started = time.monotonic()
         record = self.records.get(job_id)
         store = self._job_store().with_profile(record.store_profile)
-        if record.state not in ("setup", "sealed"):
+        if record.state not in states.UNDECIDED:
             raise JobDecidedError(f"job {job_id} is {record.state}; {step} runs before commit")
         self.records.update(job_id, lambda r: r.model_copy(update={"steps": step_started(r, step)}))
         try:
@@ -367,7 +368,7 @@ class Committer:
         """
         started = utcnow()
         record = self.records.get(job_id)
-        if record.state != "committed":
+        if record.state != states.COMMITTED:
             raise ConfigError(
                 f"job {job_id} is {record.state}: the output check runs once it is committed"
             )

@@ -11,35 +11,28 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+from zero_rename.core import states
 from zero_rename.core.layout import Destination, is_visible, new_job_id
 from zero_rename.core.model import JobRecord, StepTiming, dump, load, utcnow
 from zero_rename.core.options import JobOptions
 from zero_rename.core.probes import resolve_profile
 from zero_rename.core.profiles import AUTO
 from zero_rename.core.store import ObjectInfo, S3Store
-from zero_rename.core.writes import backoff, create_once
+from zero_rename.core.writes import create_once, swap
 from zero_rename.errors import (
-    ConditionalConflict,
     ConfigError,
     ConflictError,
     DestinationError,
     JobNotFoundError,
     ManifestError,
-    PreconditionFailed,
-    StoreError,
     ZeroRenameError,
 )
 
 log = logging.getLogger(__name__)
 
-# Compare-and-swap rounds before giving up; each lost round means another
-# process changed the record, which in this protocol happens a handful of
-# times at most (a commit racing an abort, step timings).
-CAS_ROUNDS = 20
 RECORD_VERSION: int = JobRecord.model_fields["version"].default
-# States a job record never leaves.
-FINAL_STATES = ("committed", "aborted")
 # Records read at once when reading them all (a table may have thousands of jobs).
 RECORD_THREADS = 16
 
@@ -81,41 +74,60 @@ class JobRecords:
         return record if existing is None else self.parse(record.job_id, existing)
 
     def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord:
-        """Apply ``change`` by compare-and-swap; it may raise, or return None for no change.
+        """Apply ``change`` by compare-and-swap (:func:`~zero_rename.core.writes.swap`):
+        it may raise, or return None for no change, and must be safe to call again
+        on a newer record. It may not change the state: only :meth:`advance` does."""
 
-        ``change`` must be safe to call again on a newer record: after a lost
-        round it sees what the other process wrote and decides anew. A write
-        whose outcome is unknown is read back: if the record holds what was
-        written, the change took effect.
+        def keep_state(current: JobRecord) -> JobRecord | None:
+            new = change(current)
+            if new is not None and new.state != current.state:
+                raise ZeroRenameError(f"job {job_id}: its state changes only by an event")
+            return new
+
+        return self._swap(job_id, keep_state)
+
+    def advance(
+        self,
+        job_id: str,
+        event: states.Event,
+        changes: Callable[[JobRecord], dict[str, Any]] = lambda r: {},
+    ) -> tuple[JobRecord, bool]:
+        """Move the job by ``event`` (:mod:`zero_rename.core.states`), with
+        ``changes(current)`` (step timings, the plan...) in the same write. Returns
+        the record and whether this call moved it; a record in a state the event
+        stays in is returned as it is.
+
+        Raises:
+            the event's refusal of the state found (JobDecidedError, AbortRefusedError...).
         """
+        moved = False
+
+        def move(current: JobRecord) -> JobRecord | None:
+            nonlocal moved
+            moved = event.applies(job_id, current.state)
+            if not moved:
+                return None
+            return current.model_copy(update={**changes(current), "state": event.target})
+
+        return self._swap(job_id, move), moved
+
+    def _swap(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord:
+        result: list[JobRecord] = []
+
+        def apply(data: bytes | None) -> bytes | None:
+            if data is None:
+                raise JobNotFoundError(f"no job {job_id} at {self.dest.url}")
+            current = self.parse(job_id, data)
+            new = change(current)
+            if new is not None:
+                # Written back in the current format, whatever version was read.
+                new = new.model_copy(update={"updated": utcnow(), "version": RECORD_VERSION})
+            result[:] = [new or current]
+            return None if new is None else dump(new)
+
         key = self.dest.job(job_id).record_key
-        for round_number in range(CAS_ROUNDS):
-            data, etag = self.read_raw(job_id)
-            new = change(self.parse(job_id, data))
-            if new is None:
-                return self.parse(job_id, data)
-            # Written back in the current format, whatever version was read.
-            new = new.model_copy(update={"updated": utcnow(), "version": RECORD_VERSION})
-            body = dump(new)
-            try:
-                self.store.put_object(self.dest.bucket, key, body, if_match=etag)
-                return new
-            except (PreconditionFailed, ConditionalConflict):
-                log.info("job record %s changed underneath; reading it again", job_id)
-            except StoreError as exc:
-                if not exc.outcome_unknown:
-                    raise
-                if self.read_raw(job_id)[0] == body:
-                    return new
-                log.info(
-                    "update of job record %s: outcome unknown (%s), not applied; reading it again",
-                    job_id,
-                    exc,
-                )
-            backoff(round_number)
-        raise ZeroRenameError(
-            f"job record {job_id} kept changing; gave up after {CAS_ROUNDS} rounds"
-        )
+        swap(self.store, self.dest.bucket, key, apply, f"job record {job_id}")
+        return result[0]
 
     def list(self) -> list[JobRecord]:
         """Every job record under the destination, oldest first."""
@@ -135,7 +147,7 @@ class JobRecords:
         for key in keys:
             job_id = key[len(self.dest.jobs_dir) :].split("/", 1)[0]
             old = (known or {}).get(job_id)
-            if old is not None and old.state in FINAL_STATES:
+            if old is not None and old.state in states.FINAL:
                 found[job_id] = old
             else:
                 wanted.append(key)
@@ -243,7 +255,7 @@ def setup_job(
     )
     found = JobRecords(store, dest).create(record)
     if found is not record:
-        if found.options != options or found.state != "setup":
+        if found.options != options or found.state != states.SETUP:
             raise ConfigError(
                 f"job {job_id} already exists at {dest.url} (state {found.state}) "
                 "with other options; use a new job id"

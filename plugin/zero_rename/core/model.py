@@ -22,21 +22,15 @@ from pydantic import (
     model_validator,
 )
 
+from zero_rename.core import states
 from zero_rename.core.options import MAX_PARTS, JobOptions
 from zero_rename.core.profiles import StoreProfile
+from zero_rename.core.states import JobState
 from zero_rename.errors import ManifestError
 
 M = TypeVar("M", bound=BaseModel)
 
-# setup -> sealed -> committing -> committed, and setup or sealed -> aborted.
-# "sealed": a job commit closed the job to new task commits and is planning;
-# abort still wins from there. "committing" is the point of no return.
-# committing -> rolling_back -> aborted: the store refused part of the commit
-# for good, so what it made visible is being removed (core/rollback.py).
-JobState = Literal["setup", "sealed", "committing", "rolling_back", "committed", "aborted"]
-DECIDED_STATES = ("committing", "rolling_back", "committed", "aborted")
-# No task commit may join the job once it is in one of these states.
-CLOSED_STATES = ("sealed", *DECIDED_STATES)
+# The job's states and every transition between them: zero_rename.core.states.
 # A job record's origin: a few names (DAG, run, task), each short.
 MAX_ORIGIN_ENTRIES = 16
 MAX_ORIGIN_CHARS = 250
@@ -266,7 +260,7 @@ class JobRecord(_Frozen):
     job_id: str
     destination: str
     options: JobOptions
-    state: JobState = "setup"
+    state: JobState = JobState.SETUP
     created: Timestamp = Field(default_factory=utcnow)
     updated: Timestamp = Field(default_factory=utcnow)
     hostname: str = Field(default_factory=hostname)
@@ -302,7 +296,7 @@ class JobRecord(_Frozen):
 
     @property
     def decided(self) -> bool:
-        return self.state in DECIDED_STATES
+        return self.state in states.DECIDED
 
     @property
     def file_columns(self) -> tuple[str, ...] | None:
@@ -314,7 +308,7 @@ class JobRecord(_Frozen):
     @property
     def closed(self) -> bool:
         """No new task commit may join: a job commit sealed it, or it is decided."""
-        return self.state in CLOSED_STATES
+        return self.state in states.CLOSED
 
 
 class ReplacedObject(_Frozen):

@@ -29,9 +29,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from zero_rename.core import states
 from zero_rename.core.abort import abort_job, sweep_uploads
 from zero_rename.core.jobs import JobRecords
 from zero_rename.core.layout import HIDDEN_DIR, Destination, file_job_id
+from zero_rename.core.states import JobState
 from zero_rename.core.store import S3Store, UploadInfo
 from zero_rename.errors import AbortRefusedError, JobNotFoundError
 
@@ -48,7 +50,7 @@ class Owner:
     """The job an upload belongs to, as its record says."""
 
     job_id: str | None
-    state: str | None = None  # None: no record found
+    state: JobState | None = None  # None: no record found
     destination: Destination | None = None  # where the record was found
 
 
@@ -146,20 +148,20 @@ def _older(upload: UploadInfo, older_than: timedelta, now: datetime) -> bool:
 def decide_for_job(owner: Owner) -> Decision:
     """What ``uploads abort DEST --job ID`` may do with that job's uploads."""
     state = owner.state
-    if state == "committing":
+    if state == states.COMMITTING:
         return Decision(
             REFUSE,
             f"job {owner.job_id} is committing: its pending uploads are "
             "the commit's and a commit retry completes them. Retry the commit",
         )
-    if state == "rolling_back":
+    if state == states.ROLLING_BACK:
         return Decision(
             REFUSE,
             f"job {owner.job_id} is rolling back. Finish the rollback instead "
             "(zero-rename jobs rollback DEST JOB): it aborts these uploads and removes "
             "what the job made visible",
         )
-    if state in ("setup", "sealed"):
+    if state in states.UNDECIDED:
         return Decision(
             REFUSE,
             f"job {owner.job_id} is still in {state} and may be running. "
@@ -173,22 +175,22 @@ def decide_for_sweep(owner: Owner) -> Decision:
     """What ``uploads abort DEST --all-older-than AGE`` does with an old upload."""
     if owner.job_id is None:
         return Decision(KEEP, "not written by a zero-rename job (no job id in the file name)")
-    if owner.state == "committing":
+    if owner.state == states.COMMITTING:
         return Decision(REFUSE, "job is committing: its commit needs these uploads; retry it")
-    if owner.state in ("setup", "sealed"):
+    if owner.state in states.UNDECIDED:
         return Decision(
             ABORT_JOB,
             f"job left in {owner.state}: aborted as a job, so no attempt can commit afterwards",
         )
-    if owner.state == "rolling_back":
+    if owner.state == states.ROLLING_BACK:
         return Decision(ABORT_JOB, "job left rolling back: its rollback is finished")
     return Decision(ABORT, _abort_reason(owner.state))
 
 
-def _abort_reason(state: str | None) -> str:
-    if state == "committed":
+def _abort_reason(state: JobState | None) -> str:
+    if state == states.COMMITTED:
         return "job is committed: stray upload of an attempt that did not commit"
-    if state == "aborted":
+    if state == states.ABORTED:
         return "job was aborted: leftover upload"
     return "no job record: orphaned upload"
 

@@ -27,7 +27,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from zero_rename.core import shards
+from zero_rename.core import shards, states
 from zero_rename.core.claims import Claims
 from zero_rename.core.conflicts import resolve_conflicts, target_dirs
 from zero_rename.core.layout import Destination
@@ -312,7 +312,7 @@ def attempt_committed(
     """Whether the job's decided plan commits this task attempt (for the fence)."""
     if attempt_id in record.committed_attempts:  # records of version 2
         return True
-    if record.state not in ("committing", "committed") or not record.plan_key:
+    if record.state not in states.PUBLISHING or not record.plan_key:
         return False
     return attempt_in_plan(store, dest, decided_plan(store, dest, record), attempt_id)
 

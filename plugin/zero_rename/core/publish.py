@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+from zero_rename.core import states
 from zero_rename.core.fanout import choose_path, complete_uploads, default_processes
 from zero_rename.core.journal import Journal, read_progress
 from zero_rename.core.layout import Destination
@@ -329,7 +330,7 @@ def delete_replaced(store: S3Store, dest: Destination, record: JobRecord) -> int
     plan's shards of replaced files are removed by cleanup only after this
     succeeded, so a missing shard means its files are gone already.
     """
-    if record.state != "committed" or not record.plan_key:
+    if record.state != states.COMMITTED or not record.plan_key:
         return 0
     plan = decided_plan(store, dest, record)
     deleted = 0

@@ -30,6 +30,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from zero_rename.core import states
 from zero_rename.core.abort import abort_job, abort_reason, finish_rollback
 from zero_rename.core.jobs import JobRecords, step_started
 from zero_rename.core.journal import read_progress
@@ -40,7 +41,7 @@ from zero_rename.core.publish import is_complete
 from zero_rename.core.shards import KeySet
 from zero_rename.core.store import S3Store
 from zero_rename.core.validate import pending_digests, upload_digest
-from zero_rename.errors import JobDecidedError, RollbackRefusedError
+from zero_rename.errors import RollbackRefusedError
 
 log = logging.getLogger(__name__)
 
@@ -55,32 +56,19 @@ def roll_back(store: S3Store, dest: Destination, job_id: str, reason: str) -> Jo
         JobDecidedError: the job is committed (nothing to roll back), or not past
             its point of no return (abort it instead).
     """
-    record = JobRecords(store, dest).update(job_id, lambda r: _to_rolling_back(r, reason))
-    if record.state == "aborted" and "rollback" not in record.steps:
-        return JobSummary(job_id=job_id, destination=dest.url, state="aborted")  # aborted before
-    log.warning("job %s at %s is rolling back: %s", job_id, dest.url, record.error)
-    return finish_rollback(store, dest, record)
-
-
-def _to_rolling_back(current: JobRecord, reason: str) -> JobRecord | None:
-    if current.state in ("rolling_back", "aborted"):
-        return None
-    if current.state == "committed":
-        raise JobDecidedError(
-            f"job {current.job_id} is committed: every file of it is visible and recorded; "
-            "there is nothing to roll back"
-        )
-    if current.state != "committing":
-        raise JobDecidedError(
-            f"job {current.job_id} is {current.state}: nothing of it is visible; abort it instead"
-        )
-    return current.model_copy(
-        update={
-            "state": "rolling_back",
+    record, moved = JobRecords(store, dest).advance(
+        job_id,
+        states.ROLL_BACK,
+        lambda r: {
             "error": abort_reason(f"rolled back: {reason}"),
-            "steps": step_started(current, "rollback"),
-        }
+            "steps": step_started(r, "rollback"),
+        },
     )
+    if record.state == states.ABORTED and "rollback" not in record.steps:
+        return JobSummary(job_id=job_id, destination=dest.url, state=states.ABORTED)
+    if moved:
+        log.warning("job %s at %s is rolling back: %s", job_id, dest.url, record.error)
+    return finish_rollback(store, dest, record)
 
 
 @dataclass
@@ -167,9 +155,9 @@ def rollback_job(
     record = JobRecords(store, dest).get(job_id)
     store = store.with_profile(record.store_profile)
     why = reason or "rolled back by hand"
-    if record.state in ("rolling_back", "aborted", "committed"):
-        return roll_back(store, dest, job_id, why)
-    if record.state in ("setup", "sealed"):
+    if record.state in states.DECIDED - {states.COMMITTING}:
+        return roll_back(store, dest, job_id, why)  # finishes, reports, or refuses
+    if record.state in states.UNDECIDED:
         if not force:
             raise RollbackRefusedError(
                 f"job {job_id} is {record.state}: nothing of it is visible and its commit can "

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from zero_rename.core import states
 from zero_rename.core.jobs import JobRecords, visible_objects
 from zero_rename.core.layout import Destination, file_job_id, partition_values
 from zero_rename.core.model import JobRecord
@@ -107,7 +108,7 @@ def _same_states(before: Mapping[str, JobRecord], after: Mapping[str, JobRecord]
     reader sees)."""
     for job_id, record in after.items():
         old = before.get(job_id)
-        if record.state == "committed" and (old is None or old.state != "committed"):
+        if record.state == states.COMMITTED and (old is None or old.state != states.COMMITTED):
             return False
     return True
 
@@ -124,13 +125,15 @@ def _snapshot(
     listing: Iterable[ObjectInfo],
     as_of_job: str | None,
 ) -> TableSnapshot:
-    committed = sorted((r for r in records.values() if r.state == "committed"), key=committed_at)
+    committed = sorted(
+        (r for r in records.values() if r.state == states.COMMITTED), key=committed_at
+    )
     horizon = None
     if as_of_job is not None:
         target = records.get(as_of_job)
         if target is None:
             raise JobNotFoundError(f"no job {as_of_job} at {dest.url}")
-        if target.state != "committed":
+        if target.state != states.COMMITTED:
             raise ZeroRenameError(
                 f"job {as_of_job} is {target.state}, not committed: there "
                 "is no state right after it to read"
@@ -149,7 +152,7 @@ def _snapshot(
         job_id = file_job_id(relative)
         if job_id is not None and job_id in records and job_id not in order:
             state = records[job_id].state
-            skipped["later" if state == "committed" else "uncommitted"] += 1
+            skipped["later" if state == states.COMMITTED else "uncommitted"] += 1
             continue
         written = order.get(job_id) if job_id is not None else None
         if written is None:  # a foreign file, or a job with no record left
@@ -202,7 +205,7 @@ def _check_not_deleted(
         (
             r
             for r in records.values()
-            if r.state == "committed"
+            if r.state == states.COMMITTED
             and r.job_id not in included
             and r.options.conflict_mode == "replace"
         ),

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
+from zero_rename.core import states
 from zero_rename.core.layout import Destination
 from zero_rename.core.model import (
     CommitPlan,
@@ -86,7 +87,7 @@ def success_summary(
     return JobSummary(
         job_id=plan.job_id,
         destination=dest.url,
-        state="committed",
+        state=states.COMMITTED,
         files=plan.files,
         bytes=plan.bytes,
         rows=plan.rows,

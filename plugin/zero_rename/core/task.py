@@ -29,6 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from zero_rename.core import states
 from zero_rename.core.fence import shared_read
 from zero_rename.core.jobs import JobRecords
 from zero_rename.core.layout import (
@@ -308,11 +309,11 @@ class TaskAttempt:
         )
         record = fence.after(committed_at)
         while True:
-            if record.state == "setup" or attempt_committed(
+            if record.state == states.SETUP or attempt_committed(
                 self.store, self.dest, record, self.attempt_id
             ):
                 return
-            if record.state != "sealed" or not published:
+            if record.state != states.SEALED or not published:
                 raise JobDecidedError(
                     f"job {record.job_id} is already {record.state}; task attempt "
                     f"{self.attempt_id} may not add output, its uploads were aborted"

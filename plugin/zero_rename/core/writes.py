@@ -18,9 +18,10 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 
 from zero_rename.core.store import S3Store
-from zero_rename.errors import ConditionalConflict, PreconditionFailed, StoreError
+from zero_rename.errors import ConditionalConflict, ContentionError, PreconditionFailed, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -89,3 +90,58 @@ def put_checked(
             if found is not None and found[0] == body:
                 return
             backoff(round_number)
+
+
+# Compare-and-swap rounds before giving up; each lost round means another
+# process changed the object, which in this protocol happens a handful of
+# times at most (a commit racing an abort, step timings, claims of a few jobs).
+SWAP_ROUNDS = 20
+
+
+def swap(
+    store: S3Store,
+    bucket: str,
+    key: str,
+    change: Callable[[bytes | None], bytes | None],
+    what: str,
+    rounds: int = SWAP_ROUNDS,
+) -> tuple[bytes | None, bool]:
+    """Apply ``change`` to the object by compare-and-swap: ``If-Match`` on the ETag
+    just read, or ``If-None-Match`` where there is no object yet. ``change`` gets
+    the current bytes (None: no object) and returns the new ones, or None for no
+    change; it may raise, and must be safe to call again on newer bytes, since a
+    lost round calls it afresh on what the other process wrote. An outcome left
+    unknown is read back: if the object holds what was written, it took effect.
+
+    Returns the object's bytes after the call and whether this call wrote them.
+
+    Raises:
+        ContentionError: the object changed under every one of ``rounds`` rounds.
+    """
+    for round_number in range(rounds):
+        found = store.get_object(bucket, key)
+        current, etag = found if found is not None else (None, None)
+        new = change(current)
+        if new is None:
+            return current, False
+        if _swapped(store, bucket, key, new, etag):
+            return new, True
+        log.info("%s changed underneath; reading it again", what)
+        backoff(round_number)
+    raise ContentionError(f"{what} kept changing; gave up after {rounds} rounds")
+
+
+def _swapped(store: S3Store, bucket: str, key: str, body: bytes, etag: str | None) -> bool:
+    """One conditional write; False for a lost round."""
+    if etag is None:
+        return create_once(store, bucket, key, body) is None
+    try:
+        store.put_object(bucket, key, body, if_match=etag)
+        return True
+    except (PreconditionFailed, ConditionalConflict):
+        return False
+    except StoreError as exc:
+        if not exc.outcome_unknown:
+            raise
+        found = store.get_object(bucket, key)
+        return found is not None and found[0] == body
