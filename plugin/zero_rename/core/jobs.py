@@ -91,14 +91,17 @@ class JobRecords:
         key = self.dest.job(job_id).record_key
         for round_number in range(CAS_ROUNDS):
             data, etag = self.read_raw(job_id)
-            new = change(self.parse(job_id, data))
+            current = self.parse(job_id, data)
+            new = change(current)
             if new is None:
-                return self.parse(job_id, data)
+                return current
             # Written back in the current format, whatever version was read.
             new = new.model_copy(update={"updated": utcnow(), "version": RECORD_VERSION})
             body = dump(new)
+            # The swap goes as the record's store profile says (the ETag's form).
+            store = self.store.with_profile(current.store_profile)
             try:
-                self.store.put_object(self.dest.bucket, key, body, if_match=etag)
+                store.put_object(self.dest.bucket, key, body, if_match=etag)
                 return new
             except (PreconditionFailed, ConditionalConflict):
                 log.info("job record %s changed underneath; reading it again", job_id)
