@@ -22,7 +22,7 @@ from zero_rename.core.probes import Check, Examination, examine
 from zero_rename.core.profiles import AUTO, PROFILES, StoreProfile, named_profile
 from zero_rename.core.races import RACE_ROUNDS, RACERS
 
-# Each round of a race is 36 requests at most; enough rounds to see a rare
+# A round of the three races is 45 requests; enough rounds to see a rare
 # double winner, few enough that a typing error cannot flood a store.
 MAX_RACE_ROUNDS = 50
 

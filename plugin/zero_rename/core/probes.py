@@ -1,10 +1,14 @@
 """Probing an S3 store for the behaviours the protocol depends on.
 
-:func:`detect` is the cheap probe job setup runs (eight requests, once per
-process and bucket): conditional create, compare-and-swap, and whether
-pending uploads can be listed by prefix. :func:`examine` runs every probe,
-for ``zero-rename doctor``. Both work under a scratch prefix inside the
-destination's hidden directory and remove what they created.
+:func:`detect` is the cheap probe job setup runs (eleven requests, twelve where
+If-Match needs an unquoted ETag; once per process and bucket): conditional
+create, compare-and-swap with the object's own ETag (which must succeed) and
+with another (which must fail), and whether pending uploads can be listed by
+prefix. It sends one request at a time, so whether conditional writes hold
+under a race is left to :func:`examine`, which runs every probe and the races
+of :mod:`zero_rename.core.races`, for ``zero-rename doctor``. Both work under a
+scratch prefix inside the destination's hidden directory and remove what they
+created.
 """
 
 from __future__ import annotations
