@@ -3,7 +3,7 @@ handed to a later one.
 
 SeaweedFS gives every bucket a collection of its own, and the first write of
 data to a new bucket waits about 215 ms (nearly all of it idle) while that
-collection's first volume grows; the process's store probe (8 requests) runs
+collection's first volume grows; the process's store probe (11 requests) runs
 once per bucket too. Several hundred tests pay both for a fresh bucket. An
 emptied bucket keeps its volume and its probed profile, so a test given one
 pays neither. (Growing volumes for many new buckets at once instead wedged

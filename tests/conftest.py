@@ -3,15 +3,21 @@ per session when a test first needs it, and a fresh bucket per test.
 
 ``s3_backend`` is the server a test runs on. tests/core parametrises it over
 every implementation in ``tests.servers.BACKENDS`` (see tests/core/conftest.py),
-so the behaviour suite runs on SeaweedFS and on moto; everywhere else it is
-SeaweedFS, once, and ``s3_server`` is SeaweedFS by name for the tests (Spark,
-Airflow) that need more of it than the S3 API.
+so the behaviour suite runs on SeaweedFS, on moto and on LocalStack; everywhere
+else it is SeaweedFS, once, and ``s3_server`` is SeaweedFS by name for the tests
+(Spark, Airflow) that need more of it than the S3 API.
+
+LocalStack runs from its own Python 3.13 venv (``.venv-localstack``, built by
+``make venv`` where Python 3.13 is found). Where there is no Python 3.13 its
+tests are skipped, saying so; where there is one but no venv, or when CI demands
+every test (ZERO_RENAME_TESTS_REQUIRE_ALL), they fail instead.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -22,19 +28,29 @@ import pytest
 from tests import buckets
 from tests.jvm import JAVA_OPTIONS
 from tests.s3proxy import S3Proxy, proxy_for
-from tests.servers import BACKENDS, MotoS3, S3Server
+from tests.servers import (
+    BACKENDS,
+    CEPH_PACKAGES,
+    LOCALSTACK_VENV,
+    CephRGW,
+    LocalStackS3,
+    MotoS3,
+    S3Server,
+    ceph_missing,
+    python313,
+)
 from zero_rename.core.committer import Committer
 from zero_rename.core.store import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
-_MARKERS = {"unit", "s3", "spark", "airflow", "dagster", "browser"}
+_MARKERS = {"unit", "s3", "spark", "airflow", "dagster", "browser", "ceph"}
 
 # Two task threads and three attempts per task, so that a failed task attempt
 # is retried as on a cluster.
 SPARK_MASTER = "local[2,3]"
 
 # backend id (a test id in tests/core) -> the session fixture that starts it
-_SERVER_FIXTURES = {"seaweedfs": "s3_server", "moto": "moto_s3"}
+_SERVER_FIXTURES = {"seaweedfs": "s3_server", "moto": "moto_s3", "localstack": "localstack_s3"}
 assert set(_SERVER_FIXTURES) == set(BACKENDS)
 DEFAULT_BACKEND = "seaweedfs"
 
@@ -74,14 +90,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # Tests that name no marker are unit tests, so `-m unit` selects them.
         if not _MARKERS & {m.name for m in item.iter_markers()}:
             item.add_marker(pytest.mark.unit)
-        if backend_of(item) == "moto":
-            _apply_moto_marks(item)
+        backend = backend_of(item)
+        if backend in ("moto", "localstack"):
+            _apply_backend_marks(item, backend)
         for marker, why in missing.items():
             if item.get_closest_marker(marker) is not None:
                 item.add_marker(pytest.mark.skip(reason=why))
+        for marker, (variable, why) in _OPT_IN.items():
+            if item.get_closest_marker(marker) is not None and not os.environ.get(variable):
+                item.add_marker(pytest.mark.skip(reason=f"opt-in ({variable}=1): {why}"))
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: the longest groups first
-        items.sort(key=lambda item: _group_rank(worker_group(item.nodeid)))
+        full = bool(config.option.s3_full_matrix)
+        items.sort(key=lambda item: _group_rank(worker_group(item.nodeid, full)))
 
+
+# Tests run only when asked for, by an environment variable: marker -> (variable, why).
+# Ceph RGW 16: its packages (about 15 s to install) and its start (about 12 s)
+# cost more than the default suite can spend; the fault proxy plays its If-Match.
+_OPT_IN = {
+    "ceph": (
+        "ZERO_RENAME_TEST_CEPH",
+        "Ceph RGW 16 takes about 12 s to start, and its packages "
+        f"({' '.join(CEPH_PACKAGES)}) must be installed",
+    )
+}
 
 # What a marker's tests need beyond the venv: deploy/system-deps.sh installs it.
 _PROGRAMS = {"spark": ("java", "Java"), "browser": ("chromium", "Chromium")}
@@ -104,23 +136,28 @@ def _missing_programs() -> dict[str, str]:
 # on one worker, one after another, in file order: those sharing a costly session
 # resource (the Spark JVM, Airflow's database and api-server), and the tests of
 # any other file, which may share module fixtures or follow each other. Those of
-# tests/core and tests/cli spread over the workers one by one. The groups are
-# told by path, as the controller knows tests by node id alone.
+# tests/core and tests/cli spread over the workers one by one, but for the cases
+# on LocalStack. The groups are told by node id alone, as the controller knows
+# tests by nothing else.
 _GROUPS = {
     "tests/spark/": "spark-session",
     "tests/dagster/": "spark-session",
     "tests/airflow/": "airflow",
 }
 _SPREAD = ("tests/core/", "tests/cli/")
+# A test's LocalStack case (its backend id among the ids in brackets): these run
+# on one worker, so LocalStack starts once (about 3 s of CPU and 480 MB) rather
+# than on every worker; a handful of tests, unless the whole matrix is asked for.
+_LOCALSTACK_CASE = re.compile(r"\[(?:[^\]]*-)?localstack(?:-[^\]]*)?\]$")
 # The longest groups first, so that the short tests fill the other worker meanwhile.
 _LONGEST = ("spark-session", "airflow", "tests/deploy/test_plain_stack.py")
 
 
-def worker_group(nodeid: str) -> str | None:
+def worker_group(nodeid: str, full_matrix: bool = False) -> str | None:
     """The group a test runs in under pytest-xdist, or None to run it on any worker."""
     path = nodeid.split("::", 1)[0]
     if path.startswith(_SPREAD):
-        return None
+        return "localstack" if not full_matrix and _LOCALSTACK_CASE.search(nodeid) else None
     return next((g for prefix, g in _GROUPS.items() if path.startswith(prefix)), path)
 
 
@@ -139,9 +176,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    full = bool(config.option.s3_full_matrix)
+
     class GroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return worker_group(nodeid) or nodeid
+            return worker_group(nodeid, full) or nodeid
 
     # The workers' collection order is already the longest group first.
     config.option.loadscopereorder = False
@@ -154,19 +193,22 @@ def backend_of(item: pytest.Item) -> str | None:
     return callspec.params.get("s3_backend") if callspec is not None else None
 
 
-def _apply_moto_marks(item: pytest.Item) -> None:
-    """A ``moto_xfail`` mark applies to a test's moto case only; its SeaweedFS
-    case runs and is checked in full. Strict by default, so a moto release that
-    fixes the behaviour shows up as a failure to remove the mark. A race test
-    marked ``atomic_writes`` is skipped on moto, whose conditional writes are a
-    check-then-act without a lock: two racing writers can both win there, so a
-    race it passes proves nothing and one it fails is moto's."""
-    for _mark in item.iter_markers("atomic_writes"):
-        item.add_marker(pytest.mark.skip(reason="moto's conditional writes are not atomic"))
-    for mark in item.iter_markers("moto_xfail"):
+def _apply_backend_marks(item: pytest.Item, backend: str) -> None:
+    """A ``moto_xfail`` (``localstack_xfail``) mark applies to a test's moto
+    (LocalStack) case only; its SeaweedFS case runs and is checked in full. Strict
+    by default, so a release that fixes the behaviour shows up as a failure to
+    remove the mark. A race test marked ``atomic_writes`` is skipped on moto,
+    whose conditional writes are a check-then-act without a lock: two racing
+    writers can both win there, so a race it passes proves nothing and one it
+    fails is moto's."""
+    if backend == "moto":
+        for _mark in item.iter_markers("atomic_writes"):
+            item.add_marker(pytest.mark.skip(reason="moto's conditional writes are not atomic"))
+    name = {"moto": "moto", "localstack": "LocalStack"}[backend]
+    for mark in item.iter_markers(f"{backend}_xfail"):
         item.add_marker(
             pytest.mark.xfail(
-                reason=f"moto: {mark.kwargs['reason']}",
+                reason=f"{name}: {mark.kwargs['reason']}",
                 raises=mark.kwargs.get("raises"),
                 strict=mark.kwargs.get("strict", True),
             )
@@ -196,6 +238,43 @@ def moto_s3() -> Iterator[MotoS3]:
     environment for the session: they would reach SeaweedFS tests (and a Spark
     JVM started later), which SeaweedFS refuses."""
     with MotoS3() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def localstack_s3() -> Iterator[LocalStackS3]:
+    """LocalStack's S3 in a process of its own (Python 3.13, ``.venv-localstack``);
+    like moto's, its credentials stay out of the session's environment."""
+    python = LOCALSTACK_VENV / "bin" / "python"
+    if not python.exists():
+        _localstack_missing()
+    with LocalStackS3(python=str(python)) as server:
+        yield server
+
+
+def _localstack_missing() -> None:
+    """Skip (no Python 3.13 here) or fail (there is one, or CI demands every test)."""
+    if python313() is None and not os.environ.get("ZERO_RENAME_TESTS_REQUIRE_ALL"):
+        pytest.skip(
+            "LocalStack needs Python 3.13 and none was found (python3.13 on PATH or "
+            "under ~/.pyenv/versions); make venv builds .venv-localstack where it is"
+        )
+    pytest.fail(
+        f"LocalStack's venv {LOCALSTACK_VENV.name} is missing; make venv builds it "
+        "(it needs Python 3.13: python3.13 on PATH or under ~/.pyenv/versions)"
+    )
+
+
+@pytest.fixture(scope="session")
+def ceph_rgw() -> Iterator[CephRGW]:
+    """Ceph RGW 16 (opt-in: tests marked ``ceph``), started once per worker."""
+    missing = ceph_missing()
+    if missing:
+        pytest.fail(
+            f"Ceph programs not found ({', '.join(missing)}): as root, apt-get install -y "
+            f"--no-install-recommends {' '.join(CEPH_PACKAGES)}"
+        )
+    with CephRGW() as server:
         yield server
 
 

@@ -8,8 +8,9 @@ to real requests: botocore's retries, its connection pool and its error
 parsing run exactly as they would against a flaky store.
 
 It also makes the server answer the way other stores do (MinIO, GCS's XML
-API, AWS under contention), since a committer must survive all of them and
-only one server runs here.
+API, AWS under contention, Ceph RGW 16's If-Match, a store whose conditional
+PUT checks and writes in two steps without a lock), since a committer must
+survive all of them, or refuse them, and only one server runs here.
 
 Requests are forwarded verbatim, Host header included: SigV4 signs the Host
 the client used (the proxy's), and the upstream checks the signature against
@@ -68,8 +69,14 @@ QUIRKS = frozenset(
         "truncated_without_marker",
         "unsorted_uploads",
         "aws_conflict_409",
+        "ceph_quoted_if_match",
+        "racy_if_none_match",
+        "racy_if_match",
     }
 )
+# How long a racy conditional PUT waits between its check and its write: racers
+# that arrive together all pass the check before any of them writes.
+RACE_WINDOW = 0.05
 # Chaos names -> (action, status, code).
 CHAOS = {
     "error500": ("error", 500, "InternalError"),
@@ -1035,6 +1042,14 @@ class S3Proxy(StartStop):
             if completed:
                 return error_response(404, "NoSuchUpload", request)
         if (
+            "ceph_quoted_if_match" in quirks
+            and request.op == "PutObject"
+            and (request.header("If-Match") or "").startswith('"')
+        ):
+            # Ceph RGW 16 compares If-Match with the ETag it stores, unquoted, so
+            # an ETag quoted as S3 returns it never matches.
+            return error_response(412, "PreconditionFailed", request)
+        if (
             "aws_conflict_409" in quirks
             and request.op == "PutObject"
             and any(request.header(h) is not None for h in _PRECONDITIONS)
@@ -1048,6 +1063,9 @@ class S3Proxy(StartStop):
 
     def _forward(self, request: S3Request, upstream: _Upstream) -> Response:
         try:
+            refused = self._racy_check(request, upstream)
+            if refused is not None:
+                return refused
             outbound = self._rewrite(request)
         except ProxyError as exc:
             log.error("cannot apply a quirk to %s: %s", request.op, exc)
@@ -1062,9 +1080,57 @@ class S3Proxy(StartStop):
         self._observe(request, response)
         return self._quirk_response(request, response)
 
+    def _racy_condition(self, request: S3Request) -> str | None:
+        """The precondition header a racy quirk checks apart from the write, if any."""
+        if request.op != "PutObject":
+            return None
+        for header in _PRECONDITIONS:
+            if f"racy_{header.replace('-', '_')}" in self._quirks and request.header(header):
+                return header
+        return None
+
+    def _racy_check(self, request: S3Request, upstream: _Upstream) -> Response | None:
+        """A store without a lock: check the condition by a HEAD, wait, and let the
+        write through unconditionally (see :meth:`_rewrite`). A 412 if the check fails."""
+        header = self._racy_condition(request)
+        if header is None:
+            return None
+        head = upstream.exchange(self._signed_head(request))
+        if head.status not in (200, 404):
+            return error_response(502, "BadGateway", request)
+        if header == "if-none-match":
+            holds = head.status == 404
+        else:
+            etag = (head.header("ETag") or "").strip('"')
+            holds = head.status == 200 and etag == (request.header(header) or "").strip('"')
+        if not holds:
+            return error_response(412, "PreconditionFailed", request)
+        time.sleep(RACE_WINDOW)
+        return None
+
+    def _signed_head(self, request: S3Request) -> S3Request:
+        """A HEAD of ``request``'s object, signed as the client signed it."""
+        credentials = self._signing_credentials()
+        if credentials is None:
+            raise ProxyError("a racy quirk's HEAD needs credentials; give them to S3Proxy")
+        scope = _authorization_fields(request.header("Authorization") or "")
+        parts = scope.get("Credential", "").split("/")
+        host = request.header("Host") or "localhost"
+        aws = AWSRequest(method="HEAD", url=f"http://{host}{request.path}")
+        aws.headers["Host"] = host
+        _Resigner(credentials, parts[2] if len(parts) == 5 else self.region, None, None).add_auth(
+            aws
+        )
+        return S3Request.build("HEAD", request.path, list(aws.headers.items()))
+
     def _rewrite(self, request: S3Request) -> S3Request:
         """The request as the upstream should get it under the current quirks."""
         quirks = self._quirks
+        racy = self._racy_condition(request)
+        if racy is not None:  # checked apart by _racy_check; written without a condition
+            return rewrite_request(
+                request, self._signing_credentials(), self.region, drop_headers=(racy,)
+            )
         if (
             "no_preconditions" in quirks
             and request.op in ("PutObject", "CompleteMultipartUpload")

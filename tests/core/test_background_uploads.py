@@ -149,7 +149,7 @@ def test_magic_creates_a_small_files_upload_only_when_it_closes(committer: Commi
 @pytest.mark.s3
 @pytest.mark.parametrize("mode", ["magic", "staging"])
 @pytest.mark.parametrize("op,nth", [("CreateMultipartUpload", 2), ("UploadPart", 3)])
-@pytest.mark.every_backend
+@pytest.mark.also_on("moto")
 def test_a_failed_background_request_fails_the_commit_and_leaves_nothing(
     committer: Committer, mode: str, op: str, nth: int
 ) -> None:
@@ -190,7 +190,7 @@ def test_abort_waits_for_uploads_still_being_created(committer: Committer, mode:
 
 
 @pytest.mark.s3
-@pytest.mark.every_backend
+@pytest.mark.also_on("moto")
 def test_a_zombie_with_background_uploads_adds_nothing_to_an_aborted_job(
     committer: Committer,
 ) -> None:

@@ -98,7 +98,7 @@ COMMIT_CRASHES = [
 
 
 @pytest.mark.parametrize("op,when,nth,key,state", COMMIT_CRASHES)
-@pytest.mark.every_backend
+@pytest.mark.also_on("moto")
 def test_job_commit_crash_then_retry_commits_once(
     committer: Committer,
     dest: str,

@@ -94,7 +94,6 @@ def test_completes_every_upload(
     reason="answers 500, not NoSuchUpload, for an upload that is not pending", raises=AssertionError
 )
 @pytest.mark.parametrize("processes", [1, 2])
-@pytest.mark.every_backend
 def test_no_such_upload_fails_that_item_only(
     s3_backend: S3Server, store_config: StoreConfig, bucket: str, processes: int
 ) -> None:
@@ -116,7 +115,7 @@ def test_no_such_upload_fails_that_item_only(
 @pytest.mark.parametrize(
     "processes,exc", [(1, ValueError), (2, ValueError), (2, KeyboardInterrupt)]
 )
-@pytest.mark.every_backend
+@pytest.mark.also_on("moto")
 def test_an_error_in_the_callers_items_stops_the_workers(
     s3_backend: S3Server,
     store_config: StoreConfig,

@@ -133,7 +133,7 @@ def test_commit_job_without_task_commit(committer: Committer, mode: str) -> None
     assert pending_in_bucket(committer) == []
 
 
-@pytest.mark.every_backend
+@pytest.mark.also_on("moto")
 def test_abort_task_then_job(committer: Committer, mode: str) -> None:
     job = committer.setup_job(opts(mode))
     attempt = committer.task_attempt(job, "00000")
@@ -175,7 +175,7 @@ def test_abort_refused_after_commit(committer: Committer, mode: str) -> None:
     assert list(visible(committer).values()) == [b"kept"]
 
 
-@pytest.mark.every_backend
+@pytest.mark.also_on("moto")
 def test_late_attempt_after_commit_adds_nothing(committer: Committer, mode: str) -> None:
     """Continuity of correctness: a zombie attempt finishing after job commit is fenced."""
     job = committer.setup_job(opts(mode))
@@ -191,7 +191,7 @@ def test_late_attempt_after_commit_adds_nothing(committer: Committer, mode: str)
     assert committer.commit_job(job.job_id).files == 1
 
 
-@pytest.mark.every_backend
+@pytest.mark.also_on("moto")
 def test_late_attempt_after_abort_adds_nothing(committer: Committer, mode: str) -> None:
     job = committer.setup_job(opts(mode))
     zombie = committer.task_attempt(job, "00000")

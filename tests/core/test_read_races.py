@@ -70,7 +70,7 @@ def read_state(dest: str, config: StoreConfig) -> State:
 
 
 @pytest.mark.parametrize("mode", ["append", "replace"])
-@pytest.mark.every_backend
+@pytest.mark.also_on("moto")
 def test_every_read_is_a_committed_state(
     committer: Committer, store_config: StoreConfig, mode: str
 ) -> None:

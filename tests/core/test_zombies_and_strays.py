@@ -35,7 +35,7 @@ def test_commit_after_own_abort_is_refused(committer: Committer) -> None:
 
 
 @pytest.mark.parametrize("decide", ["aborted", "committed"])
-@pytest.mark.every_backend
+@pytest.mark.also_on("moto")
 def test_zombie_whose_uploads_were_swept_learns_the_job_is_decided(
     committer: Committer, store_config: StoreConfig, decide: str
 ) -> None:

@@ -125,8 +125,12 @@ class JobRecords:
             result[:] = [new or current]
             return None if new is None else dump(new)
 
+        def writer() -> S3Store:
+            # The swap goes as the record's store profile says (the ETag's form).
+            return self.store.with_profile(result[0].store_profile)
+
         key = self.dest.job(job_id).record_key
-        swap(self.store, self.dest.bucket, key, apply, f"job record {job_id}")
+        swap(self.store, self.dest.bucket, key, apply, f"job record {job_id}", writer=writer)
         return result[0]
 
     def list(self) -> list[JobRecord]:

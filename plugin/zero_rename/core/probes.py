@@ -1,25 +1,38 @@
 """Probing an S3 store for the behaviours the protocol depends on.
 
-:func:`detect` is the cheap probe job setup runs (eight requests, once per
-process and bucket): conditional create, compare-and-swap, and whether
-pending uploads can be listed by prefix. :func:`examine` runs every probe,
-for ``zero-rename doctor``. Both work under a scratch prefix inside the
-destination's hidden directory and remove what they created.
+:func:`detect` is the cheap probe job setup runs (eleven requests, twelve where
+If-Match needs an unquoted ETag; once per process and bucket): conditional
+create, compare-and-swap with the object's own ETag (which must succeed) and
+with another (which must fail), and whether pending uploads can be listed by
+prefix. It sends one request at a time, so whether conditional writes hold
+under a race is left to :func:`examine`, which runs every probe and the races
+of :mod:`zero_rename.core.races`, for ``zero-rename doctor``. Both work under a
+scratch prefix inside the destination's hidden directory and remove what they
+created.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from zero_rename.core.layout import Destination
-from zero_rename.core.profiles import AUTO, IfMatchMissing, Recomplete, StoreProfile, named_profile
+from zero_rename.core.profiles import (
+    AUTO,
+    IfMatchForm,
+    IfMatchMissing,
+    Recomplete,
+    StoreProfile,
+    named_profile,
+)
+from zero_rename.core.races import RACE_ROUNDS, Race, run_races
 from zero_rename.core.store import S3Store, translate
 from zero_rename.core.writes import CREATE_ROUNDS, backoff
 from zero_rename.errors import ConditionalConflict, NoSuchUpload, PreconditionFailed, StoreError
@@ -83,16 +96,56 @@ def detect(store: S3Store, dest: Destination) -> StoreProfile:
     return profile
 
 
-def _conditional_checks(store: S3Store, bucket: str, scratch: str) -> dict[str, Any]:
+def _conditional_checks(
+    store: S3Store, bucket: str, scratch: str, forms: list[IfMatchForm] | None = None
+) -> dict[str, Any]:
+    """Conditional create, then compare-and-swap: with the object's own ETag it must
+    succeed (as S3 returned it, else unquoted), with another it must fail. ``forms``
+    (given: every form is tried) collects the forms the store accepted."""
     key = scratch + "conditional"
-    _settled(lambda: store.put_object(bucket, key, b"1", if_none_match=True))
-    create = _refused(lambda: store.put_object(bucket, key, b"2", if_none_match=True))
-    replace = _refused(lambda: store.put_object(bucket, key, b"3", if_match=_WRONG_ETAG))
+    plain = _as_given(store)
+    etag = str(_settled(lambda: plain.put_object(bucket, key, b"1", if_none_match=True)))
+    create = _refused(lambda: plain.put_object(bucket, key, b"2", if_none_match=True))
+    accepted = _accepted_forms(plain, bucket, key, etag, every=forms is not None)
+    if forms is not None:
+        forms.extend(accepted)
+    form: IfMatchForm = accepted[0] if accepted else "refused"
+    # The wrong ETag goes in the form that works: a store refusing every quoted
+    # ETag would refuse a wrong quoted one too, which proves nothing.
+    swapping = store.with_profile(StoreProfile(name=AUTO, if_match_form=form))
+    replace = _refused(lambda: swapping.put_object(bucket, key, b"4", if_match=_WRONG_ETAG))
     return {
         "conditional_create": create,
         "conditional_replace": replace,
-        "if_match_missing": _if_match_missing(store, bucket, scratch + "missing"),
+        "if_match_form": form,
+        "if_match_missing": _if_match_missing(swapping, bucket, scratch + "missing"),
     }
+
+
+def _accepted_forms(
+    store: S3Store, bucket: str, key: str, etag: str, *, every: bool
+) -> list[IfMatchForm]:
+    """The forms of its own ETag the store's If-Match accepted, tried in order
+    (as returned, then unquoted) up to the first accepted one, or ``every`` one."""
+    accepted: list[IfMatchForm] = []
+    candidates: tuple[tuple[IfMatchForm, bytes], ...] = (("as-returned", b"3"), ("unquoted", b"5"))
+    for form, body in candidates:
+        value = StoreProfile(name=AUTO, if_match_form=form).if_match_value(etag)
+        try:
+            etag = str(
+                _settled(functools.partial(store.put_object, bucket, key, body, if_match=value))
+            )
+        except PreconditionFailed:
+            continue
+        accepted.append(form)
+        if not every:
+            break
+    return accepted
+
+
+def _as_given(store: S3Store) -> S3Store:
+    """The store sending every If-Match exactly as given, whatever its profile says."""
+    return S3Store(store.client, store.stats, None, store.config)
 
 
 def _settled(write: Callable[[], object]) -> object:
@@ -167,25 +220,45 @@ def _remove_scratch(store: S3Store, bucket: str, scratch: str) -> None:
 
 
 # -- the doctor's full examination -------------------------------------------------
-def examine(store: S3Store, dest: Destination) -> tuple[StoreProfile, list[Check]]:
-    """Every probe, against the store at ``dest``; the profile the committer would
-    use there and one :class:`Check` per behaviour."""
+@dataclass(frozen=True)
+class Examination:
+    """What :func:`examine` found: the profile the committer would use on the store,
+    one :class:`Check` per behaviour, the races run, the forms of its own ETag the
+    store's If-Match accepted, and why the protocol cannot run there (empty: it can)."""
+
+    profile: StoreProfile
+    checks: list[Check]
+    races: list[Race]
+    if_match_forms: tuple[IfMatchForm, ...]
+    problems: list[str]
+
+    @property
+    def safe(self) -> bool:
+        return not self.problems
+
+
+def examine(store: S3Store, dest: Destination, race_rounds: int = RACE_ROUNDS) -> Examination:
+    """Every probe, against the store at ``dest``, the races ``race_rounds`` times each
+    (0: none)."""
     scratch = scratch_prefix(dest)
     cleaner = store
+    forms: list[IfMatchForm] = []
     try:
-        values = _conditional_checks(store, dest.bucket, scratch)
+        values = _conditional_checks(store, dest.bucket, scratch, forms)
         values.update(_prefix_listing_check(store, dest.bucket, scratch))
-        # From here on, list uploads the way the committer would on this store.
+        # From here on, list uploads and swap the way the committer would on this store.
         cleaner = store = store.with_profile(StoreProfile(name=AUTO, **values))
         values["conditional_complete"] = _conditional_complete(store, dest.bucket, scratch)
         values["recomplete"] = _recomplete(store, dest.bucket, scratch)
         profile = StoreProfile(name=AUTO, **values)
-        checks = _profile_checks(profile)
+        checks = _profile_checks(profile, forms)
         checks.append(_complete_after_abort(store, dest.bucket, scratch))
         checks.append(_prefix_exactness(store, dest.bucket, scratch))
         checks.append(_upload_paging(store, dest.bucket, scratch))
+        races = run_races(store, profile, dest.bucket, scratch + "race/", race_rounds)
     finally:
         _remove_scratch(cleaner, dest.bucket, scratch)
+    checks += [_race_check(race) for race in races]
     checks.append(
         Check(
             "409 ConditionalRequestConflict",
@@ -194,10 +267,11 @@ def examine(store: S3Store, dest: Destination) -> tuple[StoreProfile, list[Check
             "read as a lost round and retried, never as a failure",
         )
     )
-    return profile, checks
+    problems = profile.problems() + [p for p in (_race_problem(r) for r in races) if p]
+    return Examination(profile, checks, races, tuple(forms), problems)
 
 
-def _profile_checks(p: StoreProfile) -> list[Check]:
+def _profile_checks(p: StoreProfile, forms: Sequence[IfMatchForm]) -> list[Check]:
     yes = "honoured"
     return [
         Check(
@@ -216,6 +290,7 @@ def _profile_checks(p: StoreProfile) -> list[Check]:
             if p.conditional_replace
             else "refuses to run: a commit and an abort could both decide a job",
         ),
+        _swap_form_check(p, forms),
         Check(
             "If-Match on a missing key",
             {
@@ -250,6 +325,81 @@ def _profile_checks(p: StoreProfile) -> list[Check]:
             "a resumed commit lists pending uploads and checks the others by ETag",
         ),
     ]
+
+
+def _swap_form_check(p: StoreProfile, forms: Sequence[IfMatchForm]) -> Check:
+    """Whether a compare-and-swap with the object's own ETag succeeds, and in which form."""
+    behaviour = "If-Match with the object's own ETag"
+    if p.if_match_form == "refused":
+        return Check(
+            behaviour,
+            "refused, quoted and unquoted",
+            "unsafe",
+            "refuses to run: no compare-and-swap could succeed, a job record never advance",
+        )
+    if p.if_match_form == "unquoted":
+        return Check(
+            behaviour,
+            "accepted unquoted only; refused quoted as S3 returns it (as Ceph RGW 16)",
+            "fallback",
+            "sends every If-Match ETag unquoted (store profile ceph does too)",
+        )
+    both = "unquoted" in forms
+    return Check(
+        behaviour,
+        "accepted as returned" + (" and unquoted" if both else ""),
+        "ok",
+        "sends the ETag as the store returned it",
+    )
+
+
+_RACED: dict[str, tuple[str, str, str]] = {
+    # name: (what raced, the committer when atomic, what could happen when not)
+    "create": (
+        "PutObject If-None-Match: * on one key",
+        "creates job records, manifests, plans and claims once",
+        "two processes could both create one job record or claim",
+    ),
+    "swap": (
+        "compare-and-swaps from one ETag",
+        "decides each job exactly once",
+        "a commit and an abort could both decide a job",
+    ),
+    "complete": (
+        "CompleteMultipartUpload If-None-Match: * to one key",
+        "not relied on: every file name carries its job id",
+        "",
+    ),
+}
+
+
+def _race_check(race: Race) -> Check:
+    what, atomic, risk = _RACED[race.name]
+    if race.atomic:
+        observed = f"atomic: at most one winner in each of {race.rounds} round(s)"
+    else:
+        observed = (
+            f"not atomic: more than one winner in {race.broken} of {race.rounds} round(s) "
+            f"(winners per round: {', '.join(map(str, race.winners))})"
+        )
+    status: Status
+    if race.name == "complete":  # reported only: the protocol never relies on it
+        status, committer = "info", atomic
+    else:
+        status = "ok" if race.atomic else "unsafe"
+        committer = atomic if race.atomic else f"refuses to run: {risk}"
+    return Check(f"{race.racers} racing {what}", observed, status, committer)
+
+
+def _race_problem(race: Race) -> str | None:
+    """Why a race's outcome makes the store unsafe, if it does."""
+    what, _, risk = _RACED[race.name]
+    if race.atomic or not risk:
+        return None
+    return (
+        f"{race.racers} racing {what} had more than one winner in {race.broken} of "
+        f"{race.rounds} round(s), so {risk}"
+    )
 
 
 _RECOMPLETE: dict[Recomplete, str] = {

@@ -11,14 +11,15 @@ the profile, so every later step of the job behaves the same way.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializationInfo, model_serializer
 
 from zero_rename.errors import ConfigError, StoreCapabilityError
 
 IfMatchMissing = Literal["404", "412", "ignored", "unknown"]
 Recomplete = Literal["same-etag", "no-such-upload", "error", "unknown"]
+IfMatchForm = Literal["as-returned", "unquoted", "refused"]
 
 AUTO = "auto"
 
@@ -31,6 +32,12 @@ class StoreProfile(BaseModel):
       are created with it.
     - ``conditional_replace``: PutObject with ``If-Match`` fails when the ETag
       differs. Required: the job record and the claims advance by compare-and-swap.
+    - ``if_match_form``: how If-Match must carry the ETag for the swap to succeed:
+      ``as-returned`` (quotes included, as S3 returns it; AWS ignores quoting),
+      ``unquoted`` (Ceph RGW 16 refuses every quoted ETag, so its swaps would
+      never succeed), or ``refused``: the store refused its own ETag in both
+      forms, so no compare-and-swap could ever succeed there. Every If-Match the
+      store sends goes in this form (:meth:`if_match_value`).
     - ``uploads_by_prefix``: ListMultipartUploads takes ``Prefix`` as a key
       prefix. MinIO takes it as one exact key (minio/minio#20989); the fallback
       lists the bucket's uploads without a prefix and filters them here.
@@ -53,6 +60,7 @@ class StoreProfile(BaseModel):
     name: str
     conditional_create: bool = True
     conditional_replace: bool = True
+    if_match_form: IfMatchForm = "as-returned"
     uploads_by_prefix: bool = True
     conditional_complete: bool | None = None
     if_match_missing: IfMatchMissing = "unknown"
@@ -70,7 +78,27 @@ class StoreProfile(BaseModel):
             found.append(
                 "PutObject ignores If-Match, so a commit and an abort could both decide a job"
             )
+        if self.if_match_form == "refused":
+            found.append(
+                "PutObject refuses If-Match with the object's own ETag, quoted or not, so "
+                "no compare-and-swap could succeed: a job record could never advance"
+            )
         return found
+
+    def if_match_value(self, etag: str) -> str:
+        """``etag`` (as the store returned it) in the form this store's If-Match takes."""
+        return etag.strip('"') if self.if_match_form == "unquoted" else etag
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
+        # Job records keep the profile. Leaving the default form out of them
+        # keeps records of every store but Ceph RGW 16's (where earlier
+        # versions could never commit anyway) readable by earlier versions,
+        # whose profile has no such field and forbids unknown ones.
+        data: dict[str, Any] = handler(self)
+        if info.mode_is_json() and data.get("if_match_form") == "as-returned":
+            del data["if_match_form"]
+        return data
 
     def require_safe(self, where: str) -> StoreProfile:
         """Return self, or raise StoreCapabilityError naming what is missing."""
@@ -96,9 +124,16 @@ PROFILES: dict[str, StoreProfile] = {
         recomplete="no-such-upload",
     ),
     # Conditional CompleteMultipartUpload from v20 (Tentacle); an unknown upload
-    # gave 500 on complete (ceph/s3-tests PR #728).
+    # gave 500 on complete (ceph/s3-tests PR #728). RGW 16 (Pacific) refuses
+    # every If-Match whose ETag is quoted as S3 returns it, and accepts it
+    # unquoted; AWS ignores the quotes, and RGW compares the header with the
+    # unquoted ETag it stores, so the unquoted form is sent to every Ceph.
     "ceph": StoreProfile(
-        name="ceph", conditional_complete=None, if_match_missing="404", recomplete="error"
+        name="ceph",
+        if_match_form="unquoted",
+        conditional_complete=None,
+        if_match_missing="404",
+        recomplete="error",
     ),
     "r2": StoreProfile(name="r2", conditional_complete=True, recomplete="unknown"),
     # The XML API takes no S3 preconditions on writes ("Preconditions are not

@@ -581,7 +581,10 @@ class S3Store:
         if_match: str | None = None,
         content_type: str = "application/json",
     ) -> str:
-        """PUT, optionally conditional; raises PreconditionFailed when the condition fails."""
+        """PUT, optionally conditional; raises PreconditionFailed when the condition fails.
+
+        ``if_match`` is an ETag as the store returned it; it is sent in the form the
+        store's profile names (:meth:`StoreProfile.if_match_value`)."""
         kwargs: dict[str, Any] = {
             "Bucket": bucket,
             "Key": key,
@@ -591,7 +594,8 @@ class S3Store:
         if if_none_match:
             kwargs["IfNoneMatch"] = "*"
         if if_match is not None:
-            kwargs["IfMatch"] = if_match
+            # In the form the store's If-Match takes (Ceph RGW 16: unquoted).
+            kwargs["IfMatch"] = self.profile.if_match_value(if_match) if self.profile else if_match
         try:
             return str(self._call("PutObject", _url(bucket, key), len(body), **kwargs)["ETag"])
         except StoreError as exc:

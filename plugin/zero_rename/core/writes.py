@@ -105,6 +105,7 @@ def swap(
     change: Callable[[bytes | None], bytes | None],
     what: str,
     rounds: int = SWAP_ROUNDS,
+    writer: Callable[[], S3Store] | None = None,
 ) -> tuple[bytes | None, bool]:
     """Apply ``change`` to the object by compare-and-swap: ``If-Match`` on the ETag
     just read, or ``If-None-Match`` where there is no object yet. ``change`` gets
@@ -112,6 +113,8 @@ def swap(
     change; it may raise, and must be safe to call again on newer bytes, since a
     lost round calls it afresh on what the other process wrote. An outcome left
     unknown is read back: if the object holds what was written, it took effect.
+    ``writer``, called after ``change``, gives the store the write goes through
+    (one whose profile sends the ETag in the form the store accepts).
 
     Returns the object's bytes after the call and whether this call wrote them.
 
@@ -124,7 +127,7 @@ def swap(
         new = change(current)
         if new is None:
             return current, False
-        if _swapped(store, bucket, key, new, etag):
+        if _swapped(writer() if writer else store, bucket, key, new, etag):
             return new, True
         log.info("%s changed underneath; reading it again", what)
         backoff(round_number)
