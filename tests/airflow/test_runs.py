@@ -5,14 +5,20 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import write_task
-from zero_rename.airflow.runs import run_job_id, setup_run_job, xcom_summary
+from zero_rename.airflow.xcom import xcom_summary
 from zero_rename.core.committer import Committer
+from zero_rename.core.model import JobRecord
+from zero_rename.core.steps import StepRunner, run_job_id
 from zero_rename.errors import ConfigError
 
 pytestmark = pytest.mark.s3
 
 
 OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace"}
+
+
+def setup_run_job(c: Committer, pipeline: str, run_id: str, options: dict) -> JobRecord:
+    return StepRunner(c, pipeline, run_id).setup(options)
 
 
 def test_the_job_id_depends_on_dag_run_and_destination_only() -> None:

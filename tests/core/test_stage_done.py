@@ -7,7 +7,7 @@ import pytest
 from tests.faults import inject
 from tests.helpers import write_task
 from zero_rename.core.committer import Committer
-from zero_rename.core.runs import decided_summary, stage_done
+from zero_rename.core.steps import StepRunner
 from zero_rename.errors import ZeroRenameError
 
 pytestmark = pytest.mark.s3
@@ -15,14 +15,14 @@ pytestmark = pytest.mark.s3
 
 def test_the_stage_runs_until_its_manifest_is_saved_then_never_again(committer: Committer) -> None:
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
-    assert stage_done(committer, job.job_id) is None
+    assert StepRunner(committer).stage_done(job.job_id) is None
     manifest = write_task(
         committer, job, "00000", {"2024-01-01": b"a", "2024-01-02": b"b"}, publish=False, rows=5
     )
     assert manifest is not None
-    assert stage_done(committer, job.job_id) is None  # a task commit is not a stage
+    assert StepRunner(committer).stage_done(job.job_id) is None  # a task commit is not a stage
     committer.save_stage_manifest(job.job_id, [manifest], engine="test")
-    done = stage_done(committer, job.job_id)
+    done = StepRunner(committer).stage_done(job.job_id)
     assert done is not None
     assert (done.state, done.tasks, done.files, done.rows) == ("setup", 1, 2, 10)
 
@@ -36,7 +36,7 @@ def test_a_job_past_setup_is_not_staged_again(committer: Committer, decide: str)
         committer.commit_job(job.job_id)
     else:
         committer.abort_job(job.job_id)
-    done = stage_done(committer, job.job_id)
+    done = StepRunner(committer).stage_done(job.job_id)
     assert done is not None and done.job_id == job.job_id
     assert done.state == ("committed" if decide == "commit" else "aborted")
     assert done.destination == committer.dest.url
@@ -53,12 +53,12 @@ def test_a_step_before_commit_reports_the_stage_of_a_commit_under_way(
     )
     assert manifest is not None
     committer.save_stage_manifest(job.job_id, [manifest], engine="test")
-    assert decided_summary(committer, committer.job(job.job_id)) is None  # not decided: run it
+    assert StepRunner(committer).decided_summary(committer.job(job.job_id)) is None  # not decided: run it
     inject(committer.store.client, "CompleteMultipartUpload", times=1000)
     with pytest.raises(ZeroRenameError):
         committer.commit_job(job.job_id)
     record = committer.job(job.job_id)
     assert record.state == "committing"
-    summary = decided_summary(committer, record)
+    summary = StepRunner(committer).decided_summary(record)
     assert summary is not None
     assert (summary.state, summary.tasks, summary.files, summary.rows) == ("committing", 1, 2, 10)

@@ -1,10 +1,10 @@
-"""Which protocol errors a retry can fix, in Airflow's terms.
+"""What a failed step means to Airflow.
 
-The errors no retry can fix (:data:`zero_rename.core.runs.FINAL_ERRORS`: a
-refusal, bad options, invalid manifests, a conflict) fail the task at once
-with ``AirflowFailException``. S3 errors, an unknown commit outcome and
-another job's claim on a partition propagate unchanged: Airflow's retries are
-the cure for those.
+An error no retry can fix (its class says so: :func:`zero_rename.errors.is_final`,
+a refusal, bad options, invalid manifests, a conflict) fails the task at once
+with ``AirflowFailException``. Everything else (S3 errors, an unknown commit
+outcome, another job's claim on a partition) propagates unchanged: Airflow's
+retries are the cure for those.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from contextlib import AbstractContextManager
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from zero_rename.core.runs import final_errors_as
+from zero_rename.core.steps import failures_as
 
 
 def protocol_errors() -> AbstractContextManager[None]:
     """Turn errors that no retry can fix into ``AirflowFailException``."""
-    return final_errors_as(AirflowFailException)
+    return failures_as(AirflowFailException)

@@ -20,14 +20,13 @@ from airflow.sdk.exceptions import AirflowFailException
 from zero_rename.airflow.failures import protocol_errors
 from zero_rename.airflow.hooks import DEFAULT_POOL_SIZE, ZeroRenameHook
 from zero_rename.airflow.links import CommitsLink
-from zero_rename.airflow.runs import xcom_summary
+from zero_rename.airflow.xcom import SUMMARY_KEY, xcom_summary
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import partition_key
 from zero_rename.core.model import JobSummary, OutputCheck
-from zero_rename.core.runs import decided_summary, setup_run_job
+from zero_rename.core.steps import StepRunner
 from zero_rename.errors import JobNotFoundError
 
-SUMMARY_KEY = "summary"
 # Rendered templates show a missing XCom as the text "None".
 _NO_JOB = (None, "", "None")
 
@@ -75,21 +74,14 @@ class JobStepOperator(BaseOperator):
             raise AirflowFailException(f"{self.task_id}: no job id; did the setup task run?")
         return str(self.job_id)
 
-    def unless_decided(self, step: Callable[[str], JobSummary]) -> JobSummary:
-        """Run a pre-commit step, or report the job as it is once it was decided:
-        a retry after the commit went ahead has nothing left to check."""
+    def steps(self, context: Context) -> StepRunner:
+        """The core's step runner for this DAG run's jobs."""
+        return StepRunner(self.committer, self.dag_id, context["run_id"])
+
+    def unless_decided(self, context: Context, step: Callable[[str], JobSummary]) -> JobSummary:
+        """Run a pre-commit step, or report the job as it is once it was decided."""
         with protocol_errors():
-            record = self.committer.job(self.job)
-            summary = decided_summary(self.committer, record)
-            if summary is None:
-                return step(self.job)
-        self.log.info(
-            "job %s is already %s; its %s step ran before that",
-            record.job_id,
-            record.state,
-            self.step,
-        )
-        return summary
+            return self.steps(context).before_commit(self.job, step)
 
     def report(self, context: Context, summary: JobSummary) -> dict[str, Any]:
         """Log and push the step's summary; returns it as pushed."""
@@ -142,9 +134,7 @@ class CommitJobSetupOperator(JobStepOperator):
                 "airflow_task_id": self.task_id,
             }
             if self.job_id in _NO_JOB:
-                record = setup_run_job(
-                    self.committer, self.dag_id, context["run_id"], self.options, origin
-                )
+                record = self.steps(context).setup(self.options, origin)
             else:
                 record = self.committer.setup_job(
                     self.options, job_id=str(self.job_id), origin=origin
@@ -166,7 +156,7 @@ class ValidateTaskManifestsOperator(JobStepOperator):
     step = "validate"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return self.report(context, self.unless_decided(self.committer.validate))
+        return self.report(context, self.unless_decided(context, self.committer.validate))
 
 
 class ResolvePartitionConflictsOperator(JobStepOperator):
@@ -176,7 +166,7 @@ class ResolvePartitionConflictsOperator(JobStepOperator):
     step = "resolve_conflicts"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return self.report(context, self.unless_decided(self.committer.resolve_conflicts))
+        return self.report(context, self.unless_decided(context, self.committer.resolve_conflicts))
 
 
 class CommitJobOperator(JobStepOperator):

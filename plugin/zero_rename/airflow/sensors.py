@@ -11,8 +11,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.triggers import StageManifestTrigger, check_stage
-
-SUMMARY_KEY = "summary"
+from zero_rename.airflow.xcom import SUMMARY_KEY
 
 
 class StageManifestSensor(BaseSensorOperator):

@@ -11,7 +11,6 @@ and a local ``spark-submit`` inherits the worker's environment.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -23,12 +22,10 @@ from airflow.sdk.exceptions import AirflowFailException
 from zero_rename.airflow.failures import protocol_errors
 from zero_rename.airflow.hooks import ZeroRenameHook
 from zero_rename.airflow.links import CommitsLink
-from zero_rename.airflow.runs import xcom_summary
+from zero_rename.airflow.xcom import SUMMARY_KEY, xcom_summary
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobSummary
-from zero_rename.core.runs import stage_done
-
-SUMMARY_KEY = "summary"
+from zero_rename.core.steps import StepRunner
 
 
 def stage_arguments(destination: str, job_id: str, options: Mapping[str, Any]) -> list[str]:
@@ -95,10 +92,13 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
 
     # The parent returns nothing; this returns the stage summary, for XCom.
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
+        """The submit, unless the job's stage is done; then its manifest is required
+        (:meth:`zero_rename.core.steps.StepRunner.stage`)."""
         with protocol_errors():
-            done = stage_done(self.committer, self.job_id)
-        if done is not None:
-            return self._report(context, done)
+            summary = StepRunner(self.committer).stage(self.job_id, lambda: self._submit(context))
+        return self._report(context, summary)
+
+    def _submit(self, context: Context) -> None:
         options = writer_options(self.options)
         if endpoint := ZeroRenameHook(aws_conn_id=self.aws_conn_id).endpoint_url:
             options.setdefault("endpoint", endpoint)
@@ -108,18 +108,7 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
             *own,
             *stage_arguments(self.committer.dest.url, self.job_id, options),
         ]
-        started = time.monotonic()
         super().execute(context)
-        with protocol_errors():
-            staged = self.committer.stage_summary(self.job_id)
-        if staged is None:
-            raise AirflowFailException(
-                f"the application finished but saved no stage manifest for job {self.job_id}; "
-                "does it write through the zero-rename format in orchestrated mode (--job-id)?"
-            )
-        return self._report(
-            context, staged.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
-        )
 
     def _report(self, context: Context, summary: JobSummary) -> dict[str, Any]:
         self.log.info(

@@ -9,6 +9,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from zero_rename.airflow.hooks import ZeroRenameHook
+from zero_rename.core import states
 from zero_rename.errors import JobNotFoundError
 
 
@@ -23,7 +24,7 @@ def check_stage(aws_conn_id: str | None, destination: str, job_id: str) -> dict[
             "job_id": job_id,
             "message": f"no job {job_id} at {destination}; was it set up?",
         }
-    if record.state in ("aborted", "rolling_back"):
+    if record.state in (states.ABORTED, states.ROLLING_BACK):
         return {
             "status": "error",
             "job_id": job_id,

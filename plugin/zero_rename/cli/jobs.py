@@ -10,6 +10,7 @@ from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound, Refused
 from zero_rename.cli.output import Output, Result, human_bytes, iso, shown
+from zero_rename.core import states
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord
 from zero_rename.errors import JobNotFoundError
@@ -117,7 +118,7 @@ def _job_row(record: JobRecord) -> dict[str, Any]:
 def duration(record: JobRecord) -> float | None:
     """From job setup to the end of its last step, once committed or aborted."""
     finished = [s.finished for s in record.steps.values() if s.finished is not None]
-    if record.state not in ("committed", "aborted") or not finished:
+    if record.state not in states.FINAL or not finished:
         return None
     return round((max(finished) - record.created).total_seconds(), 3)
 
@@ -299,14 +300,14 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
 def run_commit(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     record = committer.job(args.job)
-    if record.state in ("setup", "sealed", "aborted"):
+    if record.state in (*states.UNDECIDED, states.ABORTED):
         raise Refused(
             f"job {args.job} is {record.state}; only a job whose commit passed its "
             "point of no return ('committing') is finished from here"
             + (
                 "; a sealed job's commit stopped before deciding: rerun its "
                 "orchestrator's commit step, or abort it"
-                if record.state == "sealed"
+                if record.state == states.SEALED
                 else ""
             )
         )

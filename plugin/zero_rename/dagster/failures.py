@@ -1,10 +1,10 @@
-"""Which protocol errors a retry can fix, in Dagster's terms.
+"""What a failed step means to Dagster.
 
-The errors no retry can fix (:data:`zero_rename.core.runs.FINAL_ERRORS`: a
-refusal, bad options, invalid manifests, a conflict) become
+An error no retry can fix (its class says so: :func:`zero_rename.errors.is_final`,
+a refusal, bad options, invalid manifests, a conflict) becomes
 ``dagster.Failure(allow_retries=False)``: the op fails at once, whatever its
-``RetryPolicy``. S3 errors, an unknown commit outcome and another job's claim
-on a partition propagate unchanged, for the ``RetryPolicy`` to retry.
+``RetryPolicy``. Everything else (S3 errors, an unknown commit outcome, another
+job's claim on a partition) propagates unchanged, for the ``RetryPolicy``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from contextlib import AbstractContextManager
 
 from dagster import Failure
 
-from zero_rename.core.runs import final_errors_as
+from zero_rename.core.steps import failures_as
 
 
 def protocol_errors() -> AbstractContextManager[None]:
     """Turn errors that no retry can fix into a ``Failure`` that is not retried."""
-    return final_errors_as(lambda text: Failure(description=text, allow_retries=False))
+    return failures_as(lambda text: Failure(description=text, allow_retries=False))

@@ -1,6 +1,6 @@
 """The commit protocol's steps for a Dagster run, shared by the ops and the asset.
 
-One job per run and destination (:mod:`zero_rename.core.runs`), keyed by the
+One job per run and destination (:mod:`zero_rename.core.steps`), keyed by the
 Dagster job's name and the run's root run id: a retry of an op, or a
 re-execution of the run, finds the job it set up before. Each step is a few
 lines over :class:`~zero_rename.core.committer.Committer`; each returns the
@@ -14,13 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dagster import AssetExecutionContext, Failure, MetadataValue, OpExecutionContext
+from dagster import AssetExecutionContext, MetadataValue, OpExecutionContext
 
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord, JobSummary, OutputCheck
-from zero_rename.core.runs import current_run_job, decided_summary, setup_run_job, stage_done
+from zero_rename.core.steps import StepRunner
 from zero_rename.dagster.failures import protocol_errors
-from zero_rename.errors import AbortRefusedError
 
 log = logging.getLogger(__name__)
 
@@ -51,27 +50,14 @@ def setup(
 ) -> JobRecord:
     pipeline, run_id = run_key(context)
     with protocol_errors():
-        return setup_run_job(committer, pipeline, run_id, options, origin(context))
+        return StepRunner(committer, pipeline, run_id).setup(options, origin(context))
 
 
 def stage(committer: Committer, job_id: str, write: Callable[[], None]) -> JobSummary:
     """Run the engine's write, unless the job's stage is already saved or the job is
     past it (an op retry after the write, a re-execution of a committed run)."""
     with protocol_errors():
-        done = stage_done(committer, job_id)
-    if done is not None:
-        return done
-    write()
-    with protocol_errors():
-        staged = committer.stage_summary(job_id)
-    if staged is None:
-        raise Failure(
-            description=f"the write finished but saved no stage manifest for job "
-            f"{job_id}; does it write through the zero-rename format "
-            "with option job_id?",
-            allow_retries=False,
-        )
-    return staged
+        return StepRunner(committer).stage(job_id, write)
 
 
 def before_commit(
@@ -79,8 +65,7 @@ def before_commit(
 ) -> JobSummary:
     """Validate or resolve conflicts, or report the job if its commit went ahead."""
     with protocol_errors():
-        summary = decided_summary(committer, committer.job(job_id))
-        return summary if summary is not None else step(job_id)
+        return StepRunner(committer).before_commit(job_id, step)
 
 
 def commit(committer: Committer, job_id: str) -> JobSummary:
@@ -100,32 +85,7 @@ def abort_after_failure(
 ) -> JobSummary | None:
     """Abort the run's job after a step failed for good; a job past its point of no
     return is left for a retry of the commit, with an error in the log."""
-    record = current_run_job(committer, pipeline, run_id)
-    if record is None:
-        log.warning(
-            "no job of this run is left to abort at %s (none was set up, or it is aborted already)",
-            committer.dest.url,
-        )
-        return None
-    if record.state == "committed":  # a later step failed (cleanup, the output check)
-        log.info("job %s is committed; a step after its commit cannot undo it", record.job_id)
-        return None
-    try:
-        summary = committer.abort_job(record.job_id, reason=reason)
-    except AbortRefusedError as exc:
-        log.error(
-            "job %s was not aborted: %s; re-execute the run to finish its commit",
-            record.job_id,
-            exc,
-        )
-        return None
-    committer.cleanup_job(record.job_id)
-    log.info(
-        "job %s is aborted: nothing of it was published, %d pending upload(s) were aborted",
-        record.job_id,
-        summary.aborted_uploads,
-    )
-    return summary
+    return StepRunner(committer, pipeline, run_id).abort_after_failure(reason)
 
 
 def check_metadata(check: OutputCheck) -> dict[str, Any]:

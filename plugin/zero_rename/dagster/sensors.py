@@ -18,6 +18,7 @@ from dagster import (
     sensor,
 )
 
+from zero_rename.core import states
 from zero_rename.core.model import utcnow
 from zero_rename.dagster.ops import manual_abort_job
 from zero_rename.dagster.resources import ZeroRenameResource
@@ -52,7 +53,7 @@ def stale_jobs_sensor(
             (dest, record)
             for dest in destinations
             for record in zero_rename.committer(dest).jobs()
-            if record.state == "setup" and record.created < deadline
+            if record.state == states.SETUP and record.created < deadline
         ]
         for dest, record in stale:
             context.log.warning(

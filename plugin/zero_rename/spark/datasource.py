@@ -35,14 +35,15 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from zero_rename.core import states
 from zero_rename.core.committer import Committer
 from zero_rename.core.model import JobRecord, JobSummary, TaskManifest, load, utcnow
 from zero_rename.core.options import JobOptions
+from zero_rename.core.steps import StepRunner
 from zero_rename.core.store import StoreConfig
 from zero_rename.core.task import TaskAttempt
 from zero_rename.errors import (
     AbortRefusedError,
-    CommitStateUnknownError,
     ConfigError,
     ConflictError,
     JobDecidedError,
@@ -337,40 +338,16 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             log.info("job %s: output check: %s", self.job_id, check.describe())
 
     def _commit_job(self, manifests: list[TaskManifest], expected: set[str]) -> JobSummary:
-        committer = self._committer()
-        for attempt in range(1, COMMIT_RETRIES + 1):
-            try:
-                return committer.commit_job(self.job_id, manifests, expected)
-            except (ValidationError, ConflictError, JobDecidedError, ConfigError):
-                raise  # decided before the point of no return: Spark aborts the job
-            except ZeroRenameError as exc:
-                if not self._past_point_of_no_return():
-                    raise
-                if attempt == COMMIT_RETRIES:
-                    raise CommitStateUnknownError(
-                        f"job {self.job_id} at {self.config.destination.url} passed its point "
-                        f"of no return but did not finish ({exc}). Its output is safe: run the "
-                        f"job commit again for job id {self.job_id} to finish it"
-                    ) from exc
-                log.warning(
-                    "job %s: commit attempt %d failed after the point of no return (%s); retrying",
-                    self.job_id,
-                    attempt,
-                    exc,
-                )
-                time.sleep(COMMIT_RETRY_SECONDS * attempt)
-        raise AssertionError("unreachable")
-
-    def _past_point_of_no_return(self) -> bool:
-        try:
-            return self._committer().job(self.job_id).state in ("committing", "committed")
-        except ZeroRenameError:
-            log.warning("job %s: cannot read the job record", self.job_id, exc_info=True)
-            return True  # unknown: keep the output rather than guess it is safe to abort
+        """Job commit, retried past its point of no return (Spark has no retries of
+        its own for the driver's commit); before it, an error stands and Spark
+        aborts the job."""
+        return StepRunner(self._committer()).commit(
+            self.job_id, manifests, expected, COMMIT_RETRIES, COMMIT_RETRY_SECONDS
+        )
 
     def _committed(self) -> bool:
         try:
-            return self._committer().job(self.job_id).state == "committed"
+            return self._committer().job(self.job_id).state == states.COMMITTED
         except ZeroRenameError:
             return False
 

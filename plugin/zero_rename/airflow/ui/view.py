@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import quote, urlsplit
 
+from zero_rename.core import states
 from zero_rename.core.committer import Committer
 from zero_rename.core.layout import file_job_id
 from zero_rename.core.model import JobRecord, JobSummary, OutputCheck
@@ -30,6 +31,7 @@ STEP_ORDER = (
     "resolve_conflicts",
     "commit",
     "validate_output",
+    "rollback",
     "abort",
 )
 
@@ -100,7 +102,7 @@ def _counts(committer: Committer, record: JobRecord) -> JobSummary | None:
     """Committed jobs report their summary; staged ones what their stage manifest holds."""
     if record.summary is not None:
         return record.summary
-    if record.state in ("aborted", "rolling_back"):
+    if record.state in (states.ABORTED, states.ROLLING_BACK):
         return None
     return committer.stage_summary(record.job_id, record.state)
 
