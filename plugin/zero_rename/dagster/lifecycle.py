@@ -104,7 +104,7 @@ def metadata(
     values: dict[str, Any] = {
         "job_id": MetadataValue.text(summary.job_id),
         "destination": MetadataValue.url(summary.destination),
-        "state": MetadataValue.text(summary.state),
+        "state": MetadataValue.text(str(summary.state)),
         "files": MetadataValue.int(summary.files),
         "rows": MetadataValue.int(summary.rows),
         "bytes": MetadataValue.int(summary.bytes),
