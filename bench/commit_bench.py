@@ -46,8 +46,8 @@ from bench.objects import object_count, rename_prefix, visible_files
 from bench.page import write_section
 from bench.process import peak_rss
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, PendingUpload, TaskManifest
-from zero_rename.core.store import DELETE_BATCH, make_client
+from zero_rename.core.data.model import JobRecord, PendingUpload, TaskManifest
+from zero_rename.core.s3.client import DELETE_BATCH, make_client
 from zero_rename.embedded_s3 import EmbeddedS3
 
 # The file counts, repeats and methods of ``make bench``: the median of three

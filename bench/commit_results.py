@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.counter import RequestTotals, Step
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
 
 LABELS: dict[str, str] = {
     "committer": "zero-rename job commit, uploads confirmed by listing (default)",

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from zero_rename.core.completers import OPERATION as LIGHT_OP
-from zero_rename.core.completers import add_request_hook, remove_request_hook
+from zero_rename.core.s3.completers import OPERATION as LIGHT_OP
+from zero_rename.core.s3.completers import add_request_hook, remove_request_hook
 
 # A run of at most this many requests between two runs of one operation is
 # folded into them: a journal checkpoint amid thousands of completes is not a step.
@@ -53,7 +53,7 @@ class RequestCounter:
     Use as a context manager around the timed phase; times are seconds since entry.
     Requests sent through botocore are seen by its ``before-send`` event; job
     commit's CompleteMultipartUpload requests on the light path by a request
-    hook for the same client (:func:`zero_rename.core.completers.add_request_hook`).
+    hook for the same client (:func:`zero_rename.core.s3.completers.add_request_hook`).
     """
 
     def __init__(self, client: Any) -> None:

@@ -12,7 +12,7 @@ Methods:
 
 - ``floor``: one process, 64 threads, one boto3 client with a pool of 64
   (as ``bench.commit_bench.complete_floor``);
-- ``botocore-1``: the same through :func:`zero_rename.core.fanout.complete_uploads`
+- ``botocore-1``: the same through :func:`zero_rename.core.s3.fanout.complete_uploads`
   in-process, to show what the module itself adds;
 - ``procs-K``: K worker processes, boto3 in each, 64 threads shared among them;
 - ``light-1``: one process, the light request path (botocore's signer over urllib3);
@@ -55,10 +55,10 @@ import boto3
 from botocore.config import Config
 
 from bench.process import cpu_seconds
-from zero_rename.core.completers import BotocoreCompleter, LightCompleter, LightTarget
-from zero_rename.core.fanout import Item, complete_uploads
-from zero_rename.core.stats import RequestStats
-from zero_rename.core.store import StoreConfig, make_client
+from zero_rename.core.s3.client import StoreConfig, make_client
+from zero_rename.core.s3.completers import BotocoreCompleter, LightCompleter, LightTarget
+from zero_rename.core.s3.fanout import Item, complete_uploads
+from zero_rename.core.s3.stats import RequestStats
 
 THREADS = 64
 PREPARE_CHUNK = 250

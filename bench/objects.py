@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from zero_rename.core.layout import is_visible
+from zero_rename.core.data.layout import is_visible
 
 
 def objects_under(client: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:

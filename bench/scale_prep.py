@@ -8,7 +8,7 @@ multipart upload with its one part, per task one published task manifest (the
 core's ``TaskManifest``, named and keyed as task commit names it). Requests are
 signed by botocore's SigV4 signer and sent over urllib3 from worker processes,
 through the pool the committer's light path sends its completes with
-(:class:`zero_rename.core.signing.SignedPool`). The job is set up by the
+(:class:`zero_rename.core.s3.signing.SignedPool`). The job is set up by the
 committer itself, and the task attempts' request count is what this sends.
 """
 
@@ -28,11 +28,11 @@ import urllib3
 
 from bench.counter import RequestCounter
 from zero_rename.core.committer import Committer
-from zero_rename.core.completers import LightTarget
-from zero_rename.core.layout import Destination, data_file_name
-from zero_rename.core.model import JobRecord, Part, PendingUpload, TaskManifest, dump
-from zero_rename.core.signing import SignedPool
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.data.layout import Destination, data_file_name
+from zero_rename.core.data.model import JobRecord, Part, PendingUpload, TaskManifest, dump
+from zero_rename.core.s3.client import StoreConfig
+from zero_rename.core.s3.completers import LightTarget
+from zero_rename.core.s3.signing import SignedPool
 
 _UPLOAD_ID = re.compile(rb"<UploadId>([^<]+)</UploadId>")
 _ATTEMPTS = 6  # a busy loopback server sometimes answers 503 SlowDown

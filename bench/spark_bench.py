@@ -56,8 +56,8 @@ from bench.spark_source import (
     requests_since,
     snapshot,
 )
-from zero_rename.core.layout import is_visible, partition_dir
-from zero_rename.core.store import StoreConfig, make_client
+from zero_rename.core.data.layout import is_visible, partition_dir
+from zero_rename.core.s3.client import StoreConfig, make_client
 from zero_rename.spark.options import FileOptions
 from zero_rename.spark.parquet import PartitionedParquetWriter
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench.process import cpu_seconds, peak_rss, process_started
-from zero_rename.core.completers import OPERATION as LIGHT_OP
-from zero_rename.core.completers import add_request_hook
+from zero_rename.core.s3.completers import OPERATION as LIGHT_OP
+from zero_rename.core.s3.completers import add_request_hook
 from zero_rename.spark.datasource import (
     ZeroRenameCommitMessage,
     ZeroRenameDataSource,

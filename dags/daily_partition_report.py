@@ -24,8 +24,8 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, PartitionedAssetTimetable, conf, task
 
 from zero_rename.airflow.hooks import ZeroRenameHook
-from zero_rename.core.layout import Destination
-from zero_rename.core.snapshot import table_snapshot
+from zero_rename.core import Destination
+from zero_rename.core.protocol.snapshot import table_snapshot
 
 DESTINATION = conf.get("zero_rename", "daily_destination", fallback="s3://warehouse/daily_events")
 AWS_CONN_ID = conf.get("zero_rename", "aws_conn_id", fallback="aws_default")

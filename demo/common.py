@@ -11,8 +11,7 @@ from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 
-from zero_rename.core.committer import Committer
-from zero_rename.core.store import StoreConfig
+from zero_rename.core import Committer, StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
 # The repository the demos run from: its dags/ and dagster_defs/.

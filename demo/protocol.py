@@ -25,11 +25,9 @@ from typing import Any
 
 from demo.common import embedded_s3
 from zero_rename.cli.main import main as zero_rename
-from zero_rename.core.committer import Committer
-from zero_rename.core.layout import Destination, is_visible
-from zero_rename.core.model import JobRecord
-from zero_rename.core.store import StoreConfig, make_client
-from zero_rename.core.task import TaskAttempt
+from zero_rename.core import Committer, Destination, JobRecord, StoreConfig, TaskAttempt
+from zero_rename.core.data.layout import is_visible
+from zero_rename.core.s3.client import make_client
 from zero_rename.embedded_s3 import EmbeddedS3
 
 BUCKET = "demo"

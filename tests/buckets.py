@@ -26,7 +26,7 @@ from collections import deque
 from typing import Any
 
 from tests.servers import S3Server
-from zero_rename.core import probes
+from zero_rename.core.s3 import probes
 from zero_rename.embedded_s3 import EmbeddedS3
 
 log = logging.getLogger(__name__)

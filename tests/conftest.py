@@ -40,7 +40,7 @@ from tests.servers import (
     python313,
 )
 from zero_rename.core.committer import Committer
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
 _MARKERS = {"unit", "s3", "spark", "airflow", "dagster", "browser", "ceph"}

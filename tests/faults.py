@@ -20,8 +20,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from zero_rename.core.completers import OPERATION as LIGHT_OP
-from zero_rename.core.completers import add_request_hook, remove_request_hook
+from zero_rename.core.s3.completers import OPERATION as LIGHT_OP
+from zero_rename.core.s3.completers import add_request_hook, remove_request_hook
 
 CRASH_EXIT_CODE = 86
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from zero_rename.core.committer import Committer
-from zero_rename.core.layout import is_visible
-from zero_rename.core.model import JobRecord, TaskManifest
-from zero_rename.core.planning import load_plan
+from zero_rename.core.data.layout import is_visible
+from zero_rename.core.data.model import JobRecord, TaskManifest
+from zero_rename.core.protocol.planning import load_plan
 
 MIB = 1024 * 1024
 

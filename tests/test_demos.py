@@ -17,7 +17,7 @@ import pytest
 from demo import airflow_dag, dagster_asset, protocol
 from zero_rename.cli.main import build_parser
 from zero_rename.core.committer import Committer
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 

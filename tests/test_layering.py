@@ -2,7 +2,10 @@
 
 Every module of the package belongs to a layer (a subpackage, or a top-level
 module), each layer imports only the package's layers below it, and none
-imports an engine or orchestrator it does not drive.
+imports an engine or orchestrator it does not drive. Inside the core, the
+rooms do the same: s3 <- data <- protocol <- the public face (``core/*.py``);
+the store imports neither the data nor the protocol, and the data knows of
+the protocol only the job's states.
 """
 
 from __future__ import annotations
@@ -39,6 +42,19 @@ DRIVEN: dict[str, tuple[str, ...]] = {
     "airflow": ("airflow",),
     "dagster": ("dagster",),
 }
+
+
+# core room -> the rooms it may import ("face": core/__init__.py, committer.py, steps.py...)
+ROOMS: dict[str, tuple[str, ...]] = {
+    "s3": (),
+    "data": ("s3",),
+    "protocol": ("data", "s3"),
+    "face": ("protocol", "data", "s3"),
+}
+# Modules of a higher room a lower one may import, and why: a record carries the
+# job's state, which the state machine's module defines (it imports nothing of the core).
+ROOM_EXCEPTIONS = {("data", "zero_rename.core.protocol.states")}
+CORE = PACKAGE / "core"
 
 
 def imports_of(path: Path) -> list[str]:
@@ -129,9 +145,71 @@ def test_check_catches_wrong_imports(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert sorted(set(found) - set(LOWER)) == ["stray"]
 
 
+def room_of(name: str) -> str | None:
+    """The core's room a module name is in; None outside the core."""
+    parts = name.split(".")
+    if parts[:2] != ["zero_rename", "core"]:
+        return None
+    return parts[2] if len(parts) > 2 and parts[2] in ROOMS else "face"
+
+
+def core_imports_of(path: Path) -> list[str]:
+    """The core modules ``path`` imports: ``from zero_rename.core.data import shards``
+    counts as ``zero_rename.core.data.shards``."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if room_of(node.module) not in (None, "face") and node.module.count(".") == 2:
+                names += [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                names.append(node.module)
+    return [n for n in names if room_of(n) is not None]
+
+
+def room_violations(core: Path) -> list[str]:
+    found = []
+    for path in sorted(core.rglob("*.py")):
+        parts = path.relative_to(core).parts
+        room = parts[0] if len(parts) > 1 else "face"
+        for name in core_imports_of(path):
+            inner = room_of(name)
+            if inner == room or inner in ROOMS.get(room, ()):
+                continue
+            if (room, name) not in ROOM_EXCEPTIONS:
+                found.append(f"core/{path.relative_to(core)} imports {name}")
+    return found
+
+
+def test_every_module_of_the_core_is_in_a_room() -> None:
+    rooms = {p.relative_to(CORE).parts[0] for p in CORE.rglob("*.py") if p.parent != CORE}
+    assert rooms == set(ROOMS) - {"face"}
+
+
+def test_the_core_rooms_import_one_way() -> None:
+    assert room_violations(CORE) == []
+
+
+def test_the_room_check_catches_wrong_imports(tmp_path: Path) -> None:
+    for room in ("s3", "data"):
+        (tmp_path / room).mkdir()
+    (tmp_path / "s3" / "bad.py").write_text(
+        "from zero_rename.core.data.layout import Destination\n"
+    )
+    (tmp_path / "data" / "ok.py").write_text(
+        "from zero_rename.core.protocol import states\nfrom zero_rename.core.s3 import client\n"
+    )
+    (tmp_path / "data" / "bad.py").write_text("import zero_rename.core.protocol.commit\n")
+    assert room_violations(tmp_path) == [
+        "core/data/bad.py imports zero_rename.core.protocol.commit",
+        "core/s3/bad.py imports zero_rename.core.data.layout",
+    ]
+
+
 def test_core_imports_without_spark_or_airflow() -> None:
     code = (
-        "import sys, zero_rename.core.committer, zero_rename.core.commit;"
+        "import sys, zero_rename.core.committer, zero_rename.core.protocol.commit;"
         "bad=[m for m in sys.modules if m.split('.')[0] in ('pyspark','airflow','dagster')];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from tests.helpers import pending_in_bucket, visible, write_task
-from zero_rename.core.claims import Claims
 from zero_rename.core.committer import Committer
+from zero_rename.core.protocol.claims import Claims
 
 FILES = {"2024-01-01": b"day 1", "2024-01-02": b"day 2"}
 

@@ -153,7 +153,7 @@ def read_parquet(spark: Any, url: str, endpoint: str | None = None) -> Any:
     if url.startswith(("s3://", "s3a://")) and not has_s3a(spark):
         import pyarrow.dataset as pads
 
-        from zero_rename.core.store import StoreConfig
+        from zero_rename.core.s3.client import StoreConfig
         from zero_rename.read import filesystem
         from zero_rename.spark.options import resolve_endpoint
 

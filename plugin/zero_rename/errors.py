@@ -202,7 +202,7 @@ class UploadRefusedError(ZeroRenameError):
 
     ``key`` and ``upload_id`` name the upload, ``refusal`` says how it was refused
     (an S3 error code such as ``InvalidPart``, or ``upload-gone``). Job commit
-    answers it by rolling the job back (:mod:`zero_rename.core.rollback`).
+    answers it by rolling the job back (:mod:`zero_rename.core.protocol.rollback`).
     """
 
     retry = Retry.FINAL

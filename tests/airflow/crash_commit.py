@@ -22,7 +22,7 @@ from typing import Any
 from tests.airflow.dagruns import run_dag
 from tests.faults import inject
 from zero_rename.airflow.hooks import ZeroRenameHook
-from zero_rename.core.store import S3Store
+from zero_rename.core.s3.client import S3Store
 
 
 def main(day: str, rows: int, nth: int) -> None:

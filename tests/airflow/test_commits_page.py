@@ -31,8 +31,8 @@ from tests.airflow.browser import Browser
 from tests.airflow.environment import AIRFLOW_HOME, VENV_BIN
 from tests.helpers import write_task
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.data.model import JobRecord
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3, free_ports, stop_process_group
 from zero_rename.errors import OutputCheckError
 

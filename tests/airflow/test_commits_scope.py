@@ -6,7 +6,7 @@ import pytest
 
 from zero_rename.airflow.ui.scope import Scope
 from zero_rename.airflow.ui.view import shown_error
-from zero_rename.core.layout import Destination
+from zero_rename.core.data.layout import Destination
 from zero_rename.errors import DestinationError, StoreError
 
 

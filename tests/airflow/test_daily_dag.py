@@ -35,9 +35,9 @@ from tests.airflow.dagruns import (
 )
 from tests.faults import CRASH_EXIT_CODE
 from tests.helpers import pending, visible
-from zero_rename.core.steps import run_job_id
 from zero_rename.core.committer import Committer
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
+from zero_rename.core.steps import run_job_id
 from zero_rename.embedded_s3 import EmbeddedS3
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]  # spark-submit needs Java

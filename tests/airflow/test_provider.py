@@ -9,7 +9,7 @@ from importlib.metadata import entry_points
 import pytest
 
 from tests.helpers import CREDENTIAL_URLS, leaks
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 from zero_rename.errors import ConfigError
 

@@ -7,7 +7,7 @@ import pytest
 from tests.helpers import write_task
 from zero_rename.airflow.xcom import xcom_summary
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord
+from zero_rename.core.data.model import JobRecord
 from zero_rename.core.steps import StepRunner, run_job_id
 from zero_rename.errors import ConfigError
 

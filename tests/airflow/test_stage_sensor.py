@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import write_task
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord
+from zero_rename.core.data.model import JobRecord
 from zero_rename.embedded_s3 import EmbeddedS3
 
 if TYPE_CHECKING:

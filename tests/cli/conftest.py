@@ -14,8 +14,8 @@ from tests.helpers import write_task
 from zero_rename.cli import context
 from zero_rename.cli.main import main
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord
-from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.core.data.model import JobRecord
+from zero_rename.core.s3.client import S3Store, StoreConfig
 from zero_rename.errors import StoreError
 
 

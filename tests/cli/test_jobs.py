@@ -14,7 +14,7 @@ from tests.helpers import pending, strip_time_zones, visible
 from zero_rename.cli import context
 from zero_rename.cli.exits import ExitCode
 from zero_rename.core.committer import Committer
-from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.core.s3.client import S3Store, StoreConfig
 from zero_rename.errors import OutputCheckError
 
 pytestmark = pytest.mark.s3

@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from tests.cli.conftest import Cli
 from zero_rename.cli import context, lifecycle
 from zero_rename.cli.exits import ExitCode
-from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.core.s3.client import S3Store, StoreConfig
 
 pytestmark = pytest.mark.s3
 

@@ -17,7 +17,7 @@ import pytest
 from tests.faults import clear, inject
 from tests.helpers import MIB, pending_in_bucket, visible
 from zero_rename.core.committer import Committer
-from zero_rename.core.writers import BackgroundUploads
+from zero_rename.core.protocol.writers import BackgroundUploads
 from zero_rename.errors import JobDecidedError, StoreError, ZeroRenameError
 
 THREADS = 3

@@ -14,11 +14,11 @@ import pytest
 
 from tests.faults import inject
 from tests.helpers import visible
-from zero_rename.core import publish
 from zero_rename.core.committer import Committer
-from zero_rename.core.completers import OPERATION, add_request_hook, remove_request_hook
-from zero_rename.core.layout import Destination
-from zero_rename.core.store import S3Store, StoreConfig, make_client
+from zero_rename.core.data.layout import Destination
+from zero_rename.core.protocol import publish
+from zero_rename.core.s3.client import S3Store, StoreConfig, make_client
+from zero_rename.core.s3.completers import OPERATION, add_request_hook, remove_request_hook
 from zero_rename.errors import ConfigError
 
 pytestmark = pytest.mark.s3
@@ -124,7 +124,7 @@ def test_hooks_go_with_their_client(store_config: StoreConfig) -> None:
     add_request_hook(client, hook)
     remove_request_hook(client, hook)
     remove_request_hook(client, hook)  # twice: no error
-    from zero_rename.core.completers import _hooks
+    from zero_rename.core.s3.completers import _hooks
 
     assert _hooks(client) == ()
     with pytest.raises(ConfigError):

@@ -19,11 +19,11 @@ import pytest
 
 from tests.faults import pause
 from tests.helpers import pending_in_bucket, visible, write_task
-from zero_rename.core import states
-from zero_rename.core.claims import Claims, compatible
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, TaskManifest
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.data.model import JobRecord, TaskManifest
+from zero_rename.core.protocol import states
+from zero_rename.core.protocol.claims import Claims, compatible
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import (
     ConflictError,
     JobDecidedError,

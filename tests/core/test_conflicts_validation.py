@@ -7,8 +7,8 @@ import pytest
 from tests.faults import clear, inject
 from tests.helpers import pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import TaskManifest, dump
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.data.model import TaskManifest, dump
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import (
     CommitRolledBackError,
     ConfigError,

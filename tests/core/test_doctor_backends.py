@@ -13,8 +13,8 @@ from tests.servers import CephRGW, S3Server
 from tests.whole_job import assert_committed_once, run_job
 from zero_rename.cli.main import main
 from zero_rename.core.committer import Committer
-from zero_rename.core.races import RACE_ROUNDS
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
+from zero_rename.core.s3.races import RACE_ROUNDS
 
 pytestmark = pytest.mark.s3
 

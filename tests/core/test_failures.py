@@ -16,10 +16,10 @@ from botocore.exceptions import ClientError
 
 from tests.faults import CRASH_EXIT_CODE, clear, inject, run_until_crash
 from tests.helpers import history_only, pending_in_bucket, visible, write_task
-from zero_rename.core.claims import Claims
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.data.model import JobRecord
+from zero_rename.core.protocol.claims import Claims
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import (
     AbortRefusedError,
     CommitRolledBackError,

@@ -1,5 +1,5 @@
 """Completing uploads in parallel: in this process and in worker processes,
-by botocore and by the light request path (zero_rename.core.fanout, .completers)."""
+by botocore and by the light request path (zero_rename.core.s3.fanout, .completers)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 
 from tests.s3proxy import S3Proxy
 from tests.servers import S3Server
-from zero_rename.core.completers import _judge
-from zero_rename.core.fanout import Completion, Item, complete_uploads, default_processes
-from zero_rename.core.stats import RequestStats, total_requests
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
+from zero_rename.core.s3.completers import _judge
+from zero_rename.core.s3.fanout import Completion, Item, complete_uploads, default_processes
+from zero_rename.core.s3.stats import RequestStats, total_requests
 from zero_rename.errors import ConfigError, FanoutWorkerError, NoSuchUpload
 
 pytestmark = pytest.mark.s3

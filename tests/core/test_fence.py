@@ -6,9 +6,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from zero_rename.core.fence import SharedRead
-from zero_rename.core.model import JobRecord
-from zero_rename.core.options import JobOptions
+from zero_rename.core.data.model import JobRecord
+from zero_rename.core.data.options import JobOptions
+from zero_rename.core.protocol.fence import SharedRead
 
 
 def _record(n: int) -> JobRecord:

@@ -10,9 +10,8 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from tests.helpers import CREDENTIAL_URLS, leaks, pending_in_bucket, visible
-from zero_rename.core import states
 from zero_rename.core.committer import Committer
-from zero_rename.core.layout import (
+from zero_rename.core.data.layout import (
     Destination,
     check_job_id,
     check_task_id,
@@ -20,9 +19,10 @@ from zero_rename.core.layout import (
     is_job_data_key,
     is_visible,
 )
-from zero_rename.core.model import dump
-from zero_rename.core.redact import shown_url
-from zero_rename.core.store import S3Store, StoreConfig, translate
+from zero_rename.core.data.model import dump
+from zero_rename.core.protocol import states
+from zero_rename.core.s3.client import S3Store, StoreConfig, translate
+from zero_rename.core.s3.redact import shown_url
 from zero_rename.errors import AbortRefusedError, ConfigError, ManifestError
 
 JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"

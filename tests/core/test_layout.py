@@ -1,5 +1,5 @@
 def test_partition_key() -> None:
-    from zero_rename.core.layout import partition_key
+    from zero_rename.core.data.layout import partition_key
 
     assert partition_key("dt=2024-01-01") == "2024-01-01"
     assert partition_key("dt=2024-01-01/region=eu/") == "2024-01-01/eu"

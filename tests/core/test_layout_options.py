@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zero_rename.core.layout import (
+from zero_rename.core.data.layout import (
     Destination,
     check_data_key,
     data_file_name,
@@ -13,7 +13,7 @@ from zero_rename.core.layout import (
     partition_dir,
     unescape_partition_value,
 )
-from zero_rename.core.options import MIB, parse_options
+from zero_rename.core.data.options import MIB, parse_options
 from zero_rename.errors import ConfigError
 
 JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"

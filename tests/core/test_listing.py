@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from zero_rename.core.listing import _Answer, _parse
+from zero_rename.core.s3.listing import _Answer, _parse
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from zero_rename.core.model import JobRecord, Part, PendingUpload, TaskManifest, dump, load
-from zero_rename.core.options import JobOptions
+from zero_rename.core.data.model import JobRecord, Part, PendingUpload, TaskManifest, dump, load
+from zero_rename.core.data.options import JobOptions
 from zero_rename.errors import ManifestError
 
 JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"

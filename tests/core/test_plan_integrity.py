@@ -10,10 +10,10 @@ import pytest
 
 from tests.helpers import pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, PendingUpload, TaskManifest
-from zero_rename.core.planning import load_plan
-from zero_rename.core.shards import encode, shard_key
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.data.model import JobRecord, PendingUpload, TaskManifest
+from zero_rename.core.data.shards import encode, shard_key
+from zero_rename.core.protocol.planning import load_plan
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import ManifestError, ValidationError
 
 pytestmark = pytest.mark.s3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from zero_rename.core.profiles import PROFILES, StoreProfile, named_profile
+from zero_rename.core.s3.profiles import PROFILES, StoreProfile, named_profile
 
 ETAG = '"9b2cf535f27731c974343645a3985328"'
 

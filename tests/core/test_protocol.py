@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers import MIB, history_only, pending, pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import (
     AbortRefusedError,
     JobDecidedError,

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from zero_rename.core.committer import Committer
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.read import read_table
 
 pytestmark = pytest.mark.s3

@@ -13,8 +13,8 @@ import pytest
 import zero_rename
 from tests.helpers import strip_time_zones
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.data.model import JobRecord
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.read import read_dataset, read_table
 
 pytestmark = pytest.mark.s3

@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers import visible
 from zero_rename.core.committer import Committer
-from zero_rename.core.completers import OPERATION, add_request_hook
+from zero_rename.core.s3.completers import OPERATION, add_request_hook
 
 pytestmark = pytest.mark.s3
 

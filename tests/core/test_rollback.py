@@ -20,11 +20,11 @@ import pytest
 
 from tests.faults import act_at, inject, pause, run_until_crash
 from tests.helpers import pending_in_bucket, visible, write_task
-from zero_rename.core.claims import Claims
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, TaskManifest
-from zero_rename.core.rollback import rollback_job
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.data.model import JobRecord, TaskManifest
+from zero_rename.core.protocol.claims import Claims
+from zero_rename.core.protocol.rollback import rollback_job
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import CommitRolledBackError, JobDecidedError, RollbackRefusedError
 
 pytestmark = pytest.mark.s3

@@ -9,12 +9,12 @@ import pytest
 
 from tests.faults import CRASH_EXIT_CODE, inject, run_until_crash
 from tests.helpers import history_only, pending_in_bucket, visible, write_task
-from zero_rename.core import shards
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import CommittedFile, TaskManifest
-from zero_rename.core.shards import KeySet, decode, digest, encode
-from zero_rename.core.store import StoreConfig
-from zero_rename.core.success import committed_files
+from zero_rename.core.data import shards
+from zero_rename.core.data.model import CommittedFile, TaskManifest
+from zero_rename.core.data.shards import KeySet, decode, digest, encode
+from zero_rename.core.data.success import committed_files
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import ManifestError
 
 DAYS = [f"2024-01-0{d}" for d in range(1, 5)]

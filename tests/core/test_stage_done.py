@@ -53,7 +53,9 @@ def test_a_step_before_commit_reports_the_stage_of_a_commit_under_way(
     )
     assert manifest is not None
     committer.save_stage_manifest(job.job_id, [manifest], engine="test")
-    assert StepRunner(committer).decided_summary(committer.job(job.job_id)) is None  # not decided: run it
+    assert (
+        StepRunner(committer).decided_summary(committer.job(job.job_id)) is None
+    )  # not decided: run it
     inject(committer.store.client, "CompleteMultipartUpload", times=1000)
     with pytest.raises(ZeroRenameError):
         committer.commit_job(job.job_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.core.s3.client import S3Store, StoreConfig
 from zero_rename.errors import DestinationError, NoSuchUpload, PreconditionFailed
 
 pytestmark = pytest.mark.s3

@@ -16,10 +16,10 @@ import pytest
 from tests.helpers import pending_in_bucket, visible, write_task
 from tests.s3proxy import S3Proxy
 from tests.whole_job import JOB_WRITES, assert_committed_once, run_job
-from zero_rename.core import store as store_module
 from zero_rename.core.committer import Committer
-from zero_rename.core.probes import examine
-from zero_rename.core.store import S3Store, StoreConfig
+from zero_rename.core.s3 import client as store_module
+from zero_rename.core.s3.client import S3Store, StoreConfig
+from zero_rename.core.s3.probes import examine
 from zero_rename.errors import StoreCapabilityError, StoreError
 
 pytestmark = pytest.mark.s3

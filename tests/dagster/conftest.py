@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from zero_rename.core.committer import Committer
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
 DEFS = Path(__file__).resolve().parents[2] / "dagster_defs" / "definitions.py"

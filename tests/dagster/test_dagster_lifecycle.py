@@ -14,7 +14,7 @@ from tests.dagster.conftest import load_defs
 from tests.faults import Fault, inject
 from tests.helpers import pending_in_bucket, visible
 from zero_rename.core.committer import Committer
-from zero_rename.core.store import S3Store
+from zero_rename.core.s3.client import S3Store
 from zero_rename.dagster import ZeroRenameResource, commit_lifecycle_job, stage_op
 from zero_rename.read import read_table
 

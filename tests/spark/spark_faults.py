@@ -30,8 +30,8 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from zero_rename.core.completers import add_request_hook
-from zero_rename.core.model import JobSummary, TaskManifest
+from zero_rename.core.data.model import JobSummary, TaskManifest
+from zero_rename.core.s3.completers import add_request_hook
 from zero_rename.spark import datasource
 from zero_rename.spark.datasource import ZeroRenameDataSource, ZeroRenameWriter
 from zero_rename.spark.options import WriteConfig, parse_writer_options

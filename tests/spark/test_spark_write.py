@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import pending_in_bucket
 from zero_rename.core.committer import Committer
-from zero_rename.core.store import StoreConfig
+from zero_rename.core.s3.client import StoreConfig
 
 from spark_support import arrow_table, assert_nothing, data_files, spark_rows
 

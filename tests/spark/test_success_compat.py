@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import write_task
-from zero_rename.core import shards
 from zero_rename.core.committer import Committer
+from zero_rename.core.data import shards
 
 pytestmark = pytest.mark.spark
 

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from zero_rename.core.steps import failures_as
+from zero_rename.core import failures_as
 
 
 def protocol_errors() -> AbstractContextManager[None]:

@@ -16,10 +16,9 @@ from typing import Any
 from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 from botocore.config import Config
 
-from zero_rename.core.committer import Committer
-from zero_rename.core.options import JobOptions
-from zero_rename.core.profiles import AUTO
-from zero_rename.core.store import S3Store, StoreConfig, check_endpoint, client_config
+from zero_rename.core import Committer, JobOptions, S3Store, StoreConfig
+from zero_rename.core.s3.client import check_endpoint, client_config
+from zero_rename.core.s3.profiles import AUTO
 
 DEFAULT_POOL_SIZE: int = JobOptions.model_fields["threads"].default
 
@@ -68,7 +67,7 @@ class ZeroRenameHook(S3Hook):
     def config(self) -> Config:
         """The connection's botocore settings (``config_kwargs``), with the pool,
         retries and timeouts the commit needs laid over them: the core's own
-        (:func:`~zero_rename.core.store.client_config`) of ``store_config``."""
+        (:func:`~zero_rename.core.s3.client.client_config`) of ``store_config``."""
         base = super().config
         s3 = dict(base.s3 or {})
         if self.endpoint_url:

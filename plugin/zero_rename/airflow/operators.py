@@ -21,10 +21,8 @@ from zero_rename.airflow.failures import protocol_errors
 from zero_rename.airflow.hooks import DEFAULT_POOL_SIZE, ZeroRenameHook
 from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.xcom import SUMMARY_KEY, xcom_summary
-from zero_rename.core.committer import Committer
-from zero_rename.core.layout import partition_key
-from zero_rename.core.model import JobSummary, OutputCheck
-from zero_rename.core.steps import StepRunner
+from zero_rename.core import Committer, JobSummary, OutputCheck, StepRunner
+from zero_rename.core.data.layout import partition_key
 from zero_rename.errors import JobNotFoundError
 
 # Rendered templates show a missing XCom as the text "None".

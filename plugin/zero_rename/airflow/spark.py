@@ -23,9 +23,7 @@ from zero_rename.airflow.failures import protocol_errors
 from zero_rename.airflow.hooks import ZeroRenameHook
 from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.xcom import SUMMARY_KEY, xcom_summary
-from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobSummary
-from zero_rename.core.steps import StepRunner
+from zero_rename.core import Committer, JobSummary, StepRunner
 
 
 def stage_arguments(destination: str, job_id: str, options: Mapping[str, Any]) -> list[str]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zero_rename.core.model import JobSummary
-from zero_rename.core.steps import SUMMARY_KEY
+from zero_rename.core import SUMMARY_KEY, JobSummary
 
 __all__ = ["SUMMARY_KEY", "xcom_summary"]
 

@@ -10,8 +10,8 @@ from typing import TypeAlias
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import duration_arg
 from zero_rename.cli.output import Result
-from zero_rename.core.layout import check_job_id
-from zero_rename.core.profiles import check_profile_name
+from zero_rename.core.data.layout import check_job_id
+from zero_rename.core.s3.profiles import check_profile_name
 from zero_rename.errors import ConfigError
 
 __all__ = [

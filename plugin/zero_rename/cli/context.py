@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 
 from zero_rename.cli.exits import NotFound, missing_bucket
 from zero_rename.cli.output import Output
-from zero_rename.core.committer import Committer
-from zero_rename.core.layout import Destination
-from zero_rename.core.profiles import AUTO, named_profile
-from zero_rename.core.redact import shown_url
-from zero_rename.core.store import S3Store, StoreConfig, check_endpoint, check_environment_endpoint
+from zero_rename.core import Committer, Destination, S3Store, StoreConfig
+from zero_rename.core.s3.client import check_endpoint, check_environment_endpoint
+from zero_rename.core.s3.profiles import AUTO, named_profile
+from zero_rename.core.s3.redact import shown_url
 from zero_rename.errors import DestinationError
 
 # Worker threads for many small requests (aborts, listings). S3 takes far

@@ -1,8 +1,8 @@
 """``zero-rename doctor DEST``: can the committer run safely on this S3 store?
 
-Runs every store probe (:func:`zero_rename.core.probes.examine`) under a scratch
+Runs every store probe (:func:`zero_rename.core.s3.probes.examine`) under a scratch
 prefix in DEST's hidden directory, races conditional writes against each other
-(:mod:`zero_rename.core.races`), removes what it wrote, and prints what the
+(:mod:`zero_rename.core.s3.races`), removes what it wrote, and prints what the
 store did and what the committer does about it. Exit code 1 when the store
 cannot run the protocol safely, or when a declared ``--store-profile``
 promises a behaviour the store does not have.
@@ -17,10 +17,10 @@ from zero_rename.cli.arguments import Subcommands, command
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import ExitCode
 from zero_rename.cli.output import Output, Result
-from zero_rename.core.layout import Destination
-from zero_rename.core.probes import Check, Examination, examine
-from zero_rename.core.profiles import AUTO, PROFILES, StoreProfile, named_profile
-from zero_rename.core.races import RACE_ROUNDS, RACERS
+from zero_rename.core import Destination
+from zero_rename.core.s3.probes import Check, Examination, examine
+from zero_rename.core.s3.profiles import AUTO, PROFILES, StoreProfile, named_profile
+from zero_rename.core.s3.races import RACE_ROUNDS, RACERS
 
 # A round of the three races is 45 requests; enough rounds to see a rare
 # double winner, few enough that a typing error cannot flood a store.

@@ -10,9 +10,7 @@ from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound, Refused
 from zero_rename.cli.output import Output, Result, human_bytes, iso, shown
-from zero_rename.core import states
-from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord
+from zero_rename.core import Committer, JobRecord, states
 from zero_rename.errors import JobNotFoundError
 
 

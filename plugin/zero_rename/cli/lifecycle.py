@@ -25,9 +25,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from zero_rename.cli.arguments import Subcommands, command, command_group, whole_number
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result
-from zero_rename.core.layout import MAX_KEY_BYTES, check_bucket_name, check_key_text
-from zero_rename.core.redact import shown_url
-from zero_rename.core.store import translate
+from zero_rename.core.data.layout import MAX_KEY_BYTES, check_bucket_name, check_key_text
+from zero_rename.core.s3.client import translate
+from zero_rename.core.s3.redact import shown_url
 from zero_rename.errors import ConfigError, StoreError
 
 log = logging.getLogger(__name__)

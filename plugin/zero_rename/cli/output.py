@@ -38,7 +38,7 @@ from rich.table import Table
 from rich.text import Text
 
 from zero_rename.cli.exits import ExitCode
-from zero_rename.core.redact import redact
+from zero_rename.core.s3.redact import redact
 from zero_rename.formatting import human_bytes as human_bytes  # re-exported for the commands
 
 # What a terminal acts on rather than shows: C0 and C1 controls, ESC and DEL

@@ -21,10 +21,10 @@ from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.durations import format_duration, format_span
 from zero_rename.cli.exits import ExitCode, NotFound, Refused
 from zero_rename.cli.output import Output, Result, iso, shown
-from zero_rename.core import pending as pend
-from zero_rename.core.abort import abort_each
-from zero_rename.core.layout import Destination
-from zero_rename.core.pending import Decision, JobSweep, Owners, Pending
+from zero_rename.core import Destination
+from zero_rename.core.protocol import pending as pend
+from zero_rename.core.protocol.abort import abort_each
+from zero_rename.core.protocol.pending import Decision, JobSweep, Owners, Pending
 
 # Recorded in the job record of a job the sweep aborts.
 ABANDONED = "abandoned in setup; aborted from the command line (zero-rename uploads abort)"

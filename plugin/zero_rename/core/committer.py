@@ -16,18 +16,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from zero_rename.core import abort as abort_mod
-from zero_rename.core import commit as commit_mod
-from zero_rename.core import manifests, planning, rollback, states
-from zero_rename.core.jobs import (
-    JobRecords,
-    setup_job,
-    step_finished,
-    step_started,
-    visible_objects,
-)
-from zero_rename.core.layout import Destination
-from zero_rename.core.model import (
+from zero_rename.core.data import manifests
+from zero_rename.core.data.layout import Destination
+from zero_rename.core.data.model import (
     CommittedFile,
     JobRecord,
     JobSummary,
@@ -38,14 +29,24 @@ from zero_rename.core.model import (
     load,
     utcnow,
 )
-from zero_rename.core.options import JobOptions, parse_options
-from zero_rename.core.output_check import Problem, check_failed, check_job, check_output
-from zero_rename.core.profiles import AUTO, check_profile_name, named_profile
-from zero_rename.core.states import JobState
-from zero_rename.core.store import ObjectInfo, S3Store, StoreConfig, UploadInfo
-from zero_rename.core.success import PARTITIONS_LISTED, committed_files
-from zero_rename.core.task import TaskAttempt
-from zero_rename.core.validate import Expected
+from zero_rename.core.data.options import JobOptions, parse_options
+from zero_rename.core.data.success import PARTITIONS_LISTED, committed_files
+from zero_rename.core.protocol import abort as abort_mod
+from zero_rename.core.protocol import commit as commit_mod
+from zero_rename.core.protocol import planning, rollback, states
+from zero_rename.core.protocol.jobs import (
+    JobRecords,
+    setup_job,
+    step_finished,
+    step_started,
+    visible_objects,
+)
+from zero_rename.core.protocol.output_check import Problem, check_failed, check_job, check_output
+from zero_rename.core.protocol.states import JobState
+from zero_rename.core.protocol.task import TaskAttempt
+from zero_rename.core.protocol.validate import Expected
+from zero_rename.core.s3.client import ObjectInfo, S3Store, StoreConfig, UploadInfo
+from zero_rename.core.s3.profiles import AUTO, check_profile_name, named_profile
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
@@ -288,7 +289,7 @@ class Committer:
         """Return the destination to where it was before the job: for a job stuck in
         ``committing`` whose commit cannot finish, or one rolling back. Refuses
         (RollbackRefusedError) a job that can still finish, unless ``force``, and
-        always one whose every file is complete. See :mod:`zero_rename.core.rollback`."""
+        always one whose every file is complete. See :mod:`zero_rename.core.protocol.rollback`."""
         return rollback.rollback_job(self._job_store(), self.dest, job_id, force, reason)
 
     def commit_outlook(self, job_id: str) -> rollback.CommitOutlook:
@@ -351,13 +352,14 @@ class Committer:
     ) -> list[Problem]:
         """The destination's files against ``success``: every file it lists there with
         its size and ETag, none carrying its job id missing from it; ``advance``
-        counts the directories listed (:func:`~zero_rename.core.output_check.scan_dirs`)."""
+        counts the directories listed
+        (:func:`~zero_rename.core.protocol.output_check.scan_dirs`)."""
         return check_output(self.store, self.dest, success, threads, advance)
 
     def validate_output(self, job_id: str, threads: int | None = None) -> OutputCheck:
         """The output check as a step after the job's commit (``validate_output``):
         the job's files against ``_SUCCESS`` and its file list
-        (:func:`~zero_rename.core.output_check.check_job`), with ``threads``
+        (:func:`~zero_rename.core.protocol.output_check.check_job`), with ``threads``
         partitions listed at once (default: the job's ``threads`` option). The
         result goes into the job record (``output_check``, and the step's timing)
         by compare-and-swap. Changes nothing else: the job stays committed.

@@ -33,10 +33,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from zero_rename.core import states
 from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, JobSummary, TaskManifest
-from zero_rename.core.validate import Expected
+from zero_rename.core.data.model import JobRecord, JobSummary, TaskManifest
+from zero_rename.core.protocol import states
+from zero_rename.core.protocol.validate import Expected
 from zero_rename.errors import (
     AbortRefusedError,
     CommitStateUnknownError,

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from dagster import AssetExecutionContext, Failure, MaterializeResult
 
-from zero_rename.core.steps import describe
+from zero_rename.core import describe
 from zero_rename.dagster import lifecycle
 from zero_rename.dagster.resources import ZeroRenameResource
 

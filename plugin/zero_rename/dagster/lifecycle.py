@@ -16,9 +16,7 @@ from typing import Any
 
 from dagster import AssetExecutionContext, MetadataValue, OpExecutionContext
 
-from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, JobSummary, OutputCheck
-from zero_rename.core.steps import StepRunner
+from zero_rename.core import Committer, JobRecord, JobSummary, OutputCheck, StepRunner
 from zero_rename.dagster.failures import protocol_errors
 
 log = logging.getLogger(__name__)

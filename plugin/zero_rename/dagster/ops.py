@@ -39,8 +39,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from zero_rename.core.model import JobSummary
-from zero_rename.core.steps import describe
+from zero_rename.core import JobSummary, describe
 from zero_rename.dagster import lifecycle
 from zero_rename.dagster.failures import protocol_errors
 from zero_rename.dagster.lifecycle import JobRef

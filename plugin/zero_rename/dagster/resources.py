@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from zero_rename.core.committer import Committer
-from zero_rename.core.profiles import AUTO
-from zero_rename.core.store import S3Store, StoreConfig, botocore_session, make_client
+from zero_rename.core import Committer, S3Store, StoreConfig
+from zero_rename.core.s3.client import botocore_session, make_client
+from zero_rename.core.s3.profiles import AUTO
 
 if TYPE_CHECKING:
     from dagster_aws.s3 import S3Resource

@@ -35,13 +35,18 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from zero_rename.core import states
-from zero_rename.core.committer import Committer
-from zero_rename.core.model import JobRecord, JobSummary, TaskManifest, load, utcnow
-from zero_rename.core.options import JobOptions
-from zero_rename.core.steps import StepRunner
-from zero_rename.core.store import StoreConfig
-from zero_rename.core.task import TaskAttempt
+from zero_rename.core import (
+    Committer,
+    JobOptions,
+    JobRecord,
+    JobSummary,
+    StepRunner,
+    StoreConfig,
+    TaskAttempt,
+    TaskManifest,
+    states,
+)
+from zero_rename.core.data.model import load, utcnow
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,

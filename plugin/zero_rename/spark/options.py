@@ -29,9 +29,10 @@ from typing import Annotated, Any, ClassVar, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from zero_rename.core.layout import Destination, check_job_id
-from zero_rename.core.options import JobOptions, parse_options
-from zero_rename.core.store import StoreConfig, check_endpoint, check_environment_endpoint
+from zero_rename.core import Destination, JobOptions, StoreConfig
+from zero_rename.core.data.layout import check_job_id
+from zero_rename.core.data.options import parse_options
+from zero_rename.core.s3.client import check_endpoint, check_environment_endpoint
 from zero_rename.errors import ConfigError
 
 FORMAT = "zero-rename"

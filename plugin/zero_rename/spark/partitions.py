@@ -7,7 +7,7 @@ types below; for others (floating point, decimals, timestamps) Spark's text
 depends on its own formatting rules or the session time zone, so they are
 refused rather than written under names Spark would read back differently.
 The escaping itself (and null/empty -> ``__HIVE_DEFAULT_PARTITION__``) is the
-core's :func:`zero_rename.core.layout.partition_dir`.
+core's :func:`zero_rename.core.data.layout.partition_dir`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from zero_rename.core.layout import Destination
+from zero_rename.core import Destination
 from zero_rename.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import quote, urlsplit
 
-from zero_rename.core import states
-from zero_rename.core.committer import Committer
-from zero_rename.core.layout import file_job_id
-from zero_rename.core.model import JobRecord, JobSummary, OutputCheck
-from zero_rename.core.success import files_committed
+from zero_rename.core import Committer, JobRecord, JobSummary, OutputCheck, states
+from zero_rename.core.data.layout import file_job_id
+from zero_rename.core.data.success import files_committed
 from zero_rename.errors import ZeroRenameError
 
 log = logging.getLogger(__name__)

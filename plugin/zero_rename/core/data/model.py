@@ -1,0 +1,436 @@
+"""Commit data as typed, versioned, validated JSON.
+
+Each persistent object carries ``kind`` and ``version``; loading one of the
+wrong kind or version, or a malformed one, raises :class:`ManifestError`
+naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from zero_rename.core.data.options import MAX_PARTS, JobOptions
+from zero_rename.core.protocol import states
+from zero_rename.core.protocol.states import JobState
+from zero_rename.core.s3.profiles import StoreProfile
+from zero_rename.errors import ManifestError
+
+M = TypeVar("M", bound=BaseModel)
+
+# The job's states and every transition between them: zero_rename.core.protocol.states.
+# A job record's origin: a few names (DAG, run, task), each short.
+MAX_ORIGIN_ENTRIES = 16
+MAX_ORIGIN_CHARS = 250
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _as_utc(value: datetime) -> datetime:
+    # A time written without a zone (by hand, or by another tool) is read as
+    # UTC, the zone every time here is written in: compared with S3's own
+    # times or subtracted, a naive one would fail with a TypeError.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+# Every time a persisted object carries: aware, a missing zone read as UTC.
+Timestamp = Annotated[datetime, AfterValidator(_as_utc)]
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Part(_Frozen):
+    number: int = Field(ge=1, le=MAX_PARTS)
+    etag: str = Field(min_length=1)
+    size: int = Field(ge=0)
+
+
+class PendingUpload(_Frozen):
+    """One file of a task attempt: a multipart upload waiting to be completed."""
+
+    key: str = Field(min_length=1)
+    upload_id: str = Field(min_length=1)
+    parts: tuple[Part, ...] = Field(min_length=1)
+    bytes: int = Field(ge=0)
+    rows: int | None = Field(default=None, ge=0)
+    partition: dict[str, str | None] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _parts_in_order(self) -> PendingUpload:
+        numbers = [p.number for p in self.parts]
+        if numbers != list(range(1, len(numbers) + 1)):
+            raise ValueError(f"parts of {self.key} must be numbered 1..n in order, got {numbers}")
+        if sum(p.size for p in self.parts) != self.bytes:
+            raise ValueError(
+                f"parts of {self.key} add up to {sum(p.size for p in self.parts)} "
+                f"bytes, not the {self.bytes} recorded"
+            )
+        return self
+
+    def part_list(self) -> list[tuple[int, str]]:
+        return [(p.number, p.etag) for p in self.parts]
+
+    def expected_etag(self) -> str | None:
+        """The ETag S3 gives the completed object: md5 of the parts' binary md5s, '-', count.
+
+        None when a part ETag is not an MD5 (some servers use opaque ETags).
+        """
+        digests = b""
+        for part in self.parts:
+            text = part.etag.strip('"')
+            if len(text) != 32:
+                return None
+            try:
+                digests += bytes.fromhex(text)
+            except ValueError:
+                return None
+        return f'"{hashlib.md5(digests).hexdigest()}-{len(self.parts)}"'  # noqa: S324
+
+
+class TaskManifest(_Frozen):
+    """What one task attempt committed: its pending uploads and request statistics."""
+
+    kind: Literal["zero-rename/task-manifest"] = "zero-rename/task-manifest"
+    version: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int = Field(ge=0)
+    task_attempt_id: str
+    committer: str
+    hostname: str = Field(default_factory=hostname)
+    created: Timestamp = Field(default_factory=utcnow)
+    uploads: tuple[PendingUpload, ...] = ()
+    stats: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def bytes(self) -> int:
+        return sum(u.bytes for u in self.uploads)
+
+    @property
+    def rows(self) -> int:
+        return sum(u.rows or 0 for u in self.uploads)
+
+
+class StageManifest(_Frozen):
+    """The task manifests an engine (Spark's driver) chose for a job, saved for a later commit.
+
+    Version 2 keeps the manifests in ``shards`` shards of JSON lines beside it
+    (``stage/manifests-NNNNN.jsonl.gz``) and ``attempts_digest``, a digest of the
+    sorted task attempt ids, so a retry can tell its own choice without reading
+    them. Version 1 held them inline, in ``manifests``. Version 3 adds
+    ``shard_digests``, the SHA-256 of each shard as written.
+    """
+
+    kind: Literal["zero-rename/stage-manifest"] = "zero-rename/stage-manifest"
+    version: Literal[1, 2, 3] = 3
+    job_id: str
+    engine: str = ""
+    created: Timestamp = Field(default_factory=utcnow)
+    manifests: tuple[TaskManifest, ...] = ()
+    tasks: int = 0
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    shards: int = 0
+    attempts_digest: str = ""
+    shard_digests: tuple[str, ...] = ()
+
+
+class StepTiming(_Frozen):
+    started: Timestamp
+    finished: Timestamp | None = None
+    status: Literal["running", "succeeded", "failed"] = "running"
+    detail: str = ""
+
+
+class OutputProblem(_Frozen):
+    """A committed file that does not match ``_SUCCESS`` (``kind``: missing, size,
+    etag, unlisted; or ``success``: ``_SUCCESS`` itself), by path relative to the
+    destination."""
+
+    kind: str
+    path: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return self.model_dump()
+
+
+class OutputCheck(_Frozen):
+    """What the output check found after the job's commit (the ``validate_output``
+    step): the job's files against ``_SUCCESS`` and the job's file list.
+
+    ``outcome`` is ``valid``, ``invalid`` (``problems`` holds the first few of
+    ``problem_count``), or ``superseded``: ``_SUCCESS`` is another job's
+    (``superseded_by``), committed since, so this job's files were not checked.
+    """
+
+    checked: datetime = Field(default_factory=utcnow)
+    outcome: Literal["valid", "invalid", "superseded"]
+    files: int = Field(default=0, ge=0)  # the files checked: those _SUCCESS lists
+    problem_count: int = Field(default=0, ge=0)
+    problems: tuple[OutputProblem, ...] = ()
+    superseded_by: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "invalid"
+
+    def describe(self) -> str:
+        """One line, for a step's detail, logs and metadata."""
+        if self.outcome == "superseded":
+            return (
+                f"not checked: _SUCCESS is job {self.superseded_by}'s, committed since; "
+                "check that job instead"
+            )
+        if self.outcome == "valid":
+            return f"{self.files} file(s) as _SUCCESS lists them (sizes and ETags)"
+        first = "; ".join(f"{p.kind} {p.path}: {p.detail}" for p in self.problems[:3])
+        more = self.problem_count - min(3, len(self.problems))
+        return f"{self.problem_count} problem(s) in {self.files} file(s): {first}" + (
+            f"; and {more} more" if more > 0 else ""
+        )
+
+
+class JobSummary(_Frozen):
+    """What a step reports: counts, requests and seconds. Safe for XCom and logs.
+
+    A job commit's ``requests`` counts its S3 requests up to ``_SUCCESS``: the
+    summary is stored in the job record, so it cannot count what comes after.
+    """
+
+    job_id: str
+    destination: str
+    state: JobState
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    # At most PARTITIONS_LISTED of them; partition_count says how many in all.
+    partitions: tuple[str, ...] = ()
+    partition_count: int = 0
+    tasks: int = 0
+    replaced_files: int = 0
+    aborted_uploads: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+
+
+class JobRecord(_Frozen):
+    """The job's one mutable object, advanced only by compare-and-swap (If-Match).
+
+    Version 2 added the ``sealed`` state, ``claimed`` (the partitions the job's
+    commit claimed: relative directories, ``""`` for the whole destination)
+    and ``store_profile`` (the store behaviour the job runs with). Version 3
+    keeps the committed task attempts in the plan's shards, no longer in
+    ``committed_attempts`` (read still, for version 2 records). Version 4 adds
+    ``origin``: who set the job up (an orchestrator's DAG, run and task), so
+    that tools can link a job to the run that wrote it. Version 5 adds the
+    ``rolling_back`` state; ``plan_digest``, ``prepared_plan_digest`` and
+    ``stage_digest`` (SHA-256 of the plan headers and the stage manifest's
+    header as written, so that one changed afterwards is refused before the
+    point of no return); ``recovered`` (the record replaced an unreadable
+    one: its options are unknown, so sweeps look for the job's files in any
+    partition layout); and ``output_check``: the result of the output check
+    after the commit (the ``validate_output`` step), written by
+    compare-and-swap like every change. Older records still load.
+    """
+
+    kind: Literal["zero-rename/job"] = "zero-rename/job"
+    version: Literal[1, 2, 3, 4, 5] = 5
+    job_id: str
+    destination: str
+    options: JobOptions
+    state: JobState = JobState.SETUP
+    created: Timestamp = Field(default_factory=utcnow)
+    updated: Timestamp = Field(default_factory=utcnow)
+    hostname: str = Field(default_factory=hostname)
+    expected_tasks: int | None = Field(default=None, ge=0)
+    steps: dict[str, StepTiming] = Field(default_factory=dict)
+    plan_key: str | None = None
+    plan_digest: str = ""
+    # The plan the validate or resolve-conflicts step prepared, for the commit to reuse.
+    prepared_plan: str | None = None
+    prepared_plan_digest: str = ""
+    stage_digest: str = ""
+    recovered: bool = False
+    committed_attempts: tuple[str, ...] = ()
+    claimed: tuple[str, ...] = ()
+    store_profile: StoreProfile | None = None
+    summary: JobSummary | None = None
+    error: str = ""
+    origin: dict[str, str] = Field(default_factory=dict)
+    output_check: OutputCheck | None = None
+
+    @field_validator("origin")
+    @classmethod
+    def _bounded_origin(cls, origin: dict[str, str]) -> dict[str, str]:
+        # The record is read by every fence read: names, not payloads.
+        if len(origin) > MAX_ORIGIN_ENTRIES or any(
+            len(k) > MAX_ORIGIN_CHARS or len(v) > MAX_ORIGIN_CHARS for k, v in origin.items()
+        ):
+            raise ValueError(
+                f"origin holds at most {MAX_ORIGIN_ENTRIES} entries of at most "
+                f"{MAX_ORIGIN_CHARS} characters"
+            )
+        return origin
+
+    @property
+    def decided(self) -> bool:
+        return self.state in states.DECIDED
+
+    @property
+    def file_columns(self) -> tuple[str, ...] | None:
+        """The partition columns the job's files lie under, for sweeps that find them
+        by listing; None (any ``column=value`` layout) when the record replaced an
+        unreadable one, whose options are unknown."""
+        return None if self.recovered else self.options.partition_columns
+
+    @property
+    def closed(self) -> bool:
+        """No new task commit may join: a job commit sealed it, or it is decided."""
+        return self.state in states.CLOSED
+
+
+class ReplacedObject(_Frozen):
+    key: str
+    etag: str
+    size: int
+
+
+class CommitPlan(_Frozen):
+    """Everything job commit will do, fixed before its point of no return.
+
+    Version 2 is a header: the pending uploads, the files being replaced and
+    the committed task attempts live in shards of JSON lines under
+    ``shards_prefix`` (``uploads-NNNNN``, ``replaced-NNNNN``, ``attempts-NNNNN``),
+    at most SHARD_SIZE each. ``attempt_starts`` holds the first (sorted) attempt
+    id of each attempts shard, so one GET tells whether an attempt is in the
+    plan. ``manifests_id`` identifies the task manifests the plan was made
+    from; ``resolved``: conflicts were resolved under the job's claim. Version 3
+    adds ``shard_digests``: the SHA-256 of each shard as written, by shard name
+    (``uploads``, ``replaced``, ``attempts``), so that a shard changed after it
+    was written is refused rather than committed.
+    """
+
+    kind: Literal["zero-rename/commit-plan"] = "zero-rename/commit-plan"
+    version: Literal[2, 3] = 3
+    job_id: str
+    plan_id: str
+    created: Timestamp = Field(default_factory=utcnow)
+    manifests_id: str = ""
+    shards_prefix: str
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    tasks: int = 0
+    upload_shards: int = 0
+    replaced_files: int = 0
+    replaced_shards: int = 0
+    attempt_starts: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+    claimed: tuple[str, ...] = ()
+    resolved: bool = False
+    task_stats: dict[str, Any] = Field(default_factory=dict)
+    shard_digests: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+
+class AttemptId(_Frozen):
+    """A line of a plan's attempts shard."""
+
+    id: str
+
+
+class JournalEntry(_Frozen):
+    """Progress of a job commit in one shard of the plan's uploads: indexes within
+    the shard now visible, or ``done`` when every upload of the shard is."""
+
+    kind: Literal["zero-rename/journal"] = "zero-rename/journal"
+    version: Literal[2] = 2
+    job_id: str
+    plan_id: str
+    seq: int = Field(ge=0)
+    shard: int = Field(ge=0)
+    completed: tuple[int, ...] = ()
+    done: bool = False
+    created: Timestamp = Field(default_factory=utcnow)
+
+
+class CommittedFile(_Frozen):
+    path: str
+    bytes: int
+    rows: int | None = None
+    etag: str = ""
+
+
+class SuccessData(_Frozen):
+    """``_SUCCESS``: Hadoop's SuccessData fields, and a bounded summary of what was written.
+
+    ``files`` lists the first FILES_LISTED files and ``partitions`` the first
+    PARTITIONS_LISTED partitions; ``file_count`` and ``partition_count`` say
+    how many in all, and ``file_list`` names the shards (relative to the
+    destination) that list every file with its size, rows and ETag.
+    """
+
+    name: Literal["org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"] = (
+        "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
+    )
+    committer: str
+    job_id: str = Field(alias="jobId")
+    job_id_source: str = Field(default="zero-rename", alias="jobIdSource")
+    success: bool = True
+    timestamp: int
+    date: str
+    hostname: str = Field(default_factory=hostname)
+    description: str = ""
+    filenames: tuple[str, ...] = ()
+    metrics: dict[str, int] = Field(default_factory=dict)
+    iostatistics: dict[str, Any] = Field(default_factory=dict)
+    diagnostics: dict[str, str] = Field(default_factory=dict)
+    destination: str = ""
+    files: tuple[CommittedFile, ...] = ()
+    partitions: tuple[str, ...] = ()
+    file_count: int | None = None
+    partition_count: int | None = None
+    file_list: tuple[str, ...] = ()
+
+    @property
+    def complete_listing(self) -> bool:
+        """Whether ``files`` lists every file (older _SUCCESS files did, and small jobs do)."""
+        return not self.file_list or self.file_count == len(self.files)
+
+
+def dump(model: BaseModel) -> bytes:
+    return model.model_dump_json(by_alias=True, indent=1).encode("utf-8")
+
+
+def load(cls: type[M], data: bytes, where: str) -> M:
+    """Parse ``data`` as ``cls``; raises ManifestError saying what is wrong and where."""
+    try:
+        return cls.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(document)"
+        raise ManifestError(
+            f"{where} is not a valid {cls.__name__}: {loc}: {first['msg']}"
+            + (f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else "")
+        ) from None

@@ -1,0 +1,385 @@
+"""Job abort and job cleanup, both scoped to one job.
+
+Pending uploads are found by listing the destination's uploads (not only from
+manifests: an attempt killed mid-write never wrote one) and kept only where
+this job could have written a data file: the job id in a ``part-`` file name,
+inside the job's partition directories. The listing prefix ends in '/', so a
+job writing ``dest`` never touches ``dest10``; the layout check spares a job
+nested inside the destination that reused the job id (``dest/inner``); the
+job-id filter spares other jobs writing other partitions of the same table.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any
+
+from zero_rename.core.data.layout import Destination, is_job_data_key
+from zero_rename.core.data.model import JobRecord, JobSummary, dump, utcnow
+from zero_rename.core.data.options import JobOptions
+from zero_rename.core.protocol import states
+from zero_rename.core.protocol.claims import Claims
+from zero_rename.core.protocol.jobs import JobRecords, step_finished, step_started
+from zero_rename.core.protocol.planning import decided_plan, upload_shards
+from zero_rename.core.protocol.publish import delete_replaced
+from zero_rename.core.s3.client import S3Store, UploadInfo
+from zero_rename.errors import (
+    AbortRefusedError,
+    JobNotFoundError,
+    ManifestError,
+    PreconditionFailed,
+    ZeroRenameError,
+)
+
+log = logging.getLogger(__name__)
+
+# S3: "it might be necessary to abort a given multipart upload multiple
+# times" while part uploads are in flight, and a zombie task attempt may still
+# create uploads: list and abort again, a bounded number of times.
+SWEEP_ROUNDS = 3
+
+
+def _ignore(count: int) -> None:
+    """Progress nobody watches."""
+
+
+def job_uploads(
+    store: S3Store, dest: Destination, job_id: str, columns: tuple[str, ...] | None = None
+) -> list[UploadInfo]:
+    """Pending uploads of this job under the destination (``columns``: the job's
+    partition columns, if known)."""
+    return [
+        u
+        for u in store.list_uploads(dest.bucket, dest.dir)
+        if is_job_data_key(dest, job_id, u.key, columns)
+    ]
+
+
+def abort_each(
+    store: S3Store,
+    bucket: str,
+    uploads: Sequence[UploadInfo],
+    threads: int,
+    advance: Callable[[int], None] = _ignore,
+) -> tuple[int, int]:
+    """Abort each upload, in parallel; returns (aborted, already gone)."""
+    if not uploads:
+        return 0, 0
+    aborted = gone = 0
+    with ThreadPoolExecutor(max(1, min(threads, len(uploads)))) as pool:
+        futures = [pool.submit(store.abort_upload, bucket, u.key, u.upload_id) for u in uploads]
+        for future in as_completed(futures):
+            if future.result():
+                aborted += 1
+            else:
+                gone += 1
+            advance(1)
+    return aborted, gone
+
+
+def sweep_uploads(
+    store: S3Store,
+    bucket: str,
+    listing: Callable[[], Iterable[UploadInfo]],
+    threads: int,
+    first: Sequence[UploadInfo] | None = None,
+    advance: Callable[[int], None] = _ignore,
+) -> tuple[int, int]:
+    """Abort what ``listing`` finds, listing again after each pass until it finds
+    nothing, for at most SWEEP_ROUNDS passes; ``first``: the first pass's
+    uploads, if already listed. Returns (aborted, already gone)."""
+    aborted = gone = 0
+    batch = list(listing() if first is None else first)
+    for round_number in range(SWEEP_ROUNDS):
+        if not batch:
+            break
+        done, missing = abort_each(store, bucket, batch, threads, advance)
+        aborted, gone = aborted + done, gone + missing
+        if round_number + 1 < SWEEP_ROUNDS:
+            time.sleep(0.1)
+            batch = list(listing())
+    return aborted, gone
+
+
+def abort_uploads(
+    store: S3Store,
+    dest: Destination,
+    job_id: str,
+    threads: int = 16,
+    columns: tuple[str, ...] | None = None,
+) -> int:
+    """Abort every pending upload of the job; returns how many were aborted."""
+    aborted, _ = sweep_uploads(
+        store, dest.bucket, lambda: job_uploads(store, dest, job_id, columns), threads
+    )
+    if aborted:
+        log.info("aborted %d pending upload(s) of job %s", aborted, job_id)
+    return aborted
+
+
+def remove_temporary(
+    store: S3Store, dest: Destination, job_id: str, keep: Sequence[str] = (), files: bool = True
+) -> int:
+    """Delete the job's manifests, plans and journal. The job record stays as history
+    and as the fence that late task attempts read, the committed file list
+    (``files/``, unless ``files`` is False: a rolled-back job's is no list of
+    anything) as the full list ``_SUCCESS`` names, and whatever starts with one
+    of ``keep`` (the decided plan's header and committed attempts, which a late
+    attempt reads to learn whether it counts)."""
+    layout = dest.job(job_id)
+    kept = (layout.record_key, *([layout.files_dir] if files else []), *keep)
+    keys = [
+        o.key for o in store.list_objects(dest.bucket, layout.dir) if not o.key.startswith(kept)
+    ]
+    return store.delete_objects(dest.bucket, keys) if keys else 0
+
+
+def decided_plan_keys(store: S3Store, dest: Destination, record: JobRecord) -> tuple[str, ...]:
+    """What of a committed job's plan stays: its header and committed attempts."""
+    if record.state not in states.PUBLISHING or not record.plan_key:
+        return ()
+    try:
+        plan = decided_plan(store, dest, record)
+    except ManifestError:
+        return ()
+    return (record.plan_key, plan.shards_prefix + "attempts-")
+
+
+def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") -> JobSummary:
+    """Job abort: decide "aborted", abort every pending upload, remove temporary objects,
+    release the job's claim. ``reason`` (the failing step and its error, say) is
+    kept in the record's ``error`` for ``jobs show`` and the Commits page.
+
+    Idempotent. Works from ``setup`` and ``sealed`` (a commit that has not passed
+    its point of no return loses), without a job record (job setup may never
+    have run), and with an unreadable one (unless a plan exists: then the job
+    may have passed its point of no return, and that is not guessed). A job
+    rolling back (:mod:`zero_rename.core.protocol.rollback`) has its rollback finished.
+    Without a record, or with one that replaced an unreadable record, every
+    upload carrying the job id in a job file name is swept, whatever the
+    partition layout.
+
+    Raises:
+        AbortRefusedError: the commit passed its point of no return.
+    """
+    started = time.monotonic()
+    records = JobRecords(store, dest)
+    record = _decide_aborted(store, dest, records, job_id, reason)
+    if record is not None and record.state == states.ROLLING_BACK:
+        return finish_rollback(store, dest, record)
+    if record is not None:
+        store = store.with_profile(record.store_profile)
+    threads = record.options.threads if record else 16
+    columns = record.file_columns if record else None
+    aborted = abort_uploads(store, dest, job_id, threads, columns)
+    remove_temporary(store, dest, job_id, files=False)  # an aborted job lists no files
+    Claims(store, dest).release(job_id)
+    summary = JobSummary(
+        job_id=job_id,
+        destination=dest.url,
+        state=states.ABORTED,
+        aborted_uploads=aborted,
+        requests=store.stats.total_requests,
+        seconds=round(time.monotonic() - started, 3),
+    )
+    if record is not None:
+        records.update(
+            job_id,
+            lambda r: r.model_copy(
+                update={"steps": step_finished(r, "abort", detail=f"{aborted} upload(s) aborted")}
+            ),
+        )
+    log.info("aborted job %s at %s", job_id, dest.url)
+    return summary
+
+
+def _decide_aborted(
+    store: S3Store, dest: Destination, records: JobRecords, job_id: str, reason: str = ""
+) -> JobRecord | None:
+    """Swap the record to ``aborted``; None when there is no record at all. A job
+    rolling back is returned as it is (its rollback finishes it); a job past its
+    point of no return is refused (AbortRefusedError)."""
+
+    def decision(record: JobRecord) -> dict[str, Any]:
+        return {
+            "error": abort_reason(reason) or record.error,
+            "steps": step_started(record, "abort"),
+        }
+
+    try:
+        return records.advance(job_id, states.ABORT, decision)[0]
+    except JobNotFoundError:
+        log.warning("no job record for %s at %s; aborting its uploads anyway", job_id, dest.url)
+        return None
+    except ManifestError as exc:
+        return _replace_unreadable(store, dest, records, job_id, exc)
+
+
+# Bounded: a record is read by every fence read of the job's task attempts.
+MAX_REASON_CHARS = 1000
+
+
+def abort_reason(reason: str) -> str:
+    """The reason as the record keeps it: one paragraph, at most MAX_REASON_CHARS."""
+    text = " ".join(str(reason).split())
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
+
+
+def _replace_unreadable(
+    store: S3Store, dest: Destination, records: JobRecords, job_id: str, problem: ManifestError
+) -> JobRecord:
+    """Abort a job whose record cannot be read, by replacing the record (compare-and-
+    swap on its ETag) with an aborted one; refused where a plan exists, since the
+    job may have passed its point of no return."""
+    layout = dest.job(job_id)
+    plans = [
+        o.key
+        for o in store.list_objects(dest.bucket, layout.dir)
+        if o.key.rsplit("/", 1)[-1].startswith("plan-")
+    ]
+    if plans:
+        raise AbortRefusedError(
+            f"job {job_id}'s record cannot be read ({problem}) and a commit plan exists "
+            f"({plans[0]}): the job may have passed its point of no return. Inspect it by "
+            "hand; nothing was changed"
+        )
+    _, etag = records.read_raw(job_id)
+    now = utcnow()
+    record = JobRecord(
+        job_id=job_id,
+        destination=dest.url,
+        options=JobOptions(),
+        state=states.ABORTED,
+        created=now,
+        error=f"aborted with an unreadable record: {str(problem)[:300]}",
+        recovered=True,
+    )
+    try:
+        store.put_object(dest.bucket, layout.record_key, dump(record), if_match=etag)
+    except PreconditionFailed:
+        raise ZeroRenameError(
+            f"job {job_id}'s unreadable record changed while it was being "
+            "aborted; run the abort again"
+        ) from None
+    log.warning(
+        "job %s had an unreadable record (%s); replaced it with an aborted one", job_id, problem
+    )
+    return record
+
+
+def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
+    """Job cleanup after the job is decided: release its claim, abort stray uploads,
+    remove temporary objects.
+
+    A job still in setup, sealed or mid-commit is left alone, with a warning:
+    cleaning it would take the decision that only commit or abort may take.
+    """
+    started = time.monotonic()
+    record = JobRecords(store, dest).get(job_id)
+    store = store.with_profile(record.store_profile)
+    if record.state == states.ROLLING_BACK:
+        return finish_rollback(store, dest, record)
+    if record.state not in states.FINAL:
+        log.warning(
+            "job %s is %s; cleanup leaves it for %s",
+            job_id,
+            record.state,
+            "a commit retry" if record.state == states.COMMITTING else "abort or commit",
+        )
+        return JobSummary(job_id=job_id, destination=dest.url, state=record.state)
+    # A commit cut short after its record said committed leaves replaced files;
+    # their list goes with the temporary objects, so delete them first.
+    delete_replaced(store, dest, record)
+    Claims(store, dest).release(job_id)
+    aborted = abort_uploads(store, dest, job_id, record.options.threads, record.file_columns)
+    keep = decided_plan_keys(store, dest, record)
+    committed = record.state == states.COMMITTED
+    removed = remove_temporary(store, dest, job_id, keep, files=committed)
+    log.info(
+        "cleaned up job %s: %d stray upload(s) aborted, %d temporary object(s) removed",
+        job_id,
+        aborted,
+        removed,
+    )
+    base = record.summary or JobSummary(job_id=job_id, destination=dest.url, state=record.state)
+    return base.model_copy(
+        update={
+            "aborted_uploads": aborted,
+            "requests": store.stats.total_requests,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+    )
+
+
+# -- finishing a rollback (the decision is core/protocol/rollback.py's) ------------------------
+def finish_rollback(store: S3Store, dest: Destination, record: JobRecord) -> JobSummary:
+    """Carry out a rollback the record has decided (``rolling_back``); idempotent.
+
+    The order is what keeps a file from appearing after the rollback: every
+    pending upload of the job is aborted first (a commit process still running
+    elsewhere then fails to complete anything more), and only then is every
+    key of the plan deleted. Then the record says ``aborted``, the claim goes,
+    and so do the job's temporary objects and its file list.
+
+    Raises:
+        ZeroRenameError: an upload of the job is still pending after the sweep;
+            the record stays ``rolling_back`` for a retry.
+    """
+    started = time.monotonic()
+    store = store.with_profile(record.store_profile)
+    threads = record.options.threads
+    aborted = abort_uploads(store, dest, record.job_id, threads, record.file_columns)
+    left = job_uploads(store, dest, record.job_id, record.file_columns)
+    if left:
+        raise ZeroRenameError(
+            f"job {record.job_id}: {len(left)} upload(s) still pending after the rollback's "
+            f"sweep (first {left[0].key}); run the rollback again"
+        )
+    removed = _delete_planned(store, dest, record)
+    aborted_record, _ = JobRecords(store, dest).advance(
+        record.job_id,
+        states.ROLLED_BACK,
+        lambda r: {"steps": step_finished(r, "rollback", detail="rolled back")},
+    )
+    Claims(store, dest).release(record.job_id)
+    remove_temporary(store, dest, record.job_id, files=False)
+    log.warning(
+        "job %s is rolled back at %s: its %d planned file(s) removed, %d pending upload(s) "
+        "aborted; %s",
+        record.job_id,
+        dest.url,
+        removed,
+        aborted,
+        aborted_record.error,
+    )
+    return JobSummary(
+        job_id=record.job_id,
+        destination=dest.url,
+        state=states.ABORTED,
+        aborted_uploads=aborted,
+        requests=store.stats.total_requests,
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def _delete_planned(store: S3Store, dest: Destination, record: JobRecord) -> int:
+    """Delete every key the job's plan would make visible, a shard at a time (keys
+    carry the job id: nothing else is there); where the plan cannot be read, the
+    job's files found by listing the destination. Returns the keys deleted."""
+    try:
+        plan = decided_plan(store, dest, record)
+        return sum(
+            store.delete_objects(dest.bucket, [u.key for u in uploads])
+            for _, uploads in upload_shards(store, dest, plan)
+        )
+    except ManifestError as exc:
+        log.warning("job %s: %s; looking for its files by listing", record.job_id, exc)
+    keys = [
+        o.key
+        for o in store.list_objects(dest.bucket, dest.dir)
+        if is_job_data_key(dest, record.job_id, o.key, record.file_columns)
+    ]
+    return store.delete_objects(dest.bucket, keys)

@@ -1,0 +1,294 @@
+"""Job commit, journaled so that a retry after a crash at any point finishes it once.
+
+1. Seal: compare-and-swap the job record from ``setup`` to ``sealed``. From
+   here no task commit can join the job: a task attempt that publishes its
+   manifest later reads ``sealed`` and waits for the decision. Abort still wins.
+2. Plan (:mod:`zero_rename.core.protocol.planning`): stream and validate the task
+   manifests into the plan's shards, confirm by listing that every upload is
+   still pending, claim the partitions the job writes, resolve conflicts under
+   that claim, save the plan's header. A plan prepared by earlier steps
+   (Airflow's validate and resolve-conflicts) is reused when the manifests are
+   the same, after listing that its uploads are still pending. Nothing is
+   visible yet; a crash here changes nothing, and a retry plans again.
+3. Point of no return: compare-and-swap the record from ``sealed`` to
+   ``committing``, naming the plan. Exactly one of a commit and an abort wins.
+4. Publish (:mod:`zero_rename.core.protocol.publish`): complete the uploads shard by
+   shard, journaling progress and writing the job's file list.
+5. Write ``_SUCCESS`` (a bounded summary naming the file list) and swap the
+   record to ``committed``: the job's new state is whole, and readers of the
+   committed state (:mod:`zero_rename.core.protocol.snapshot`) switch to it at once.
+6. Delete the files being replaced, only now, so that neither a crash nor a
+   reader ever finds a partition empty; release the claim, clean up.
+
+A planned file that S3 refuses for good in step 4 rolls the job back
+(:mod:`zero_rename.core.protocol.rollback`): nothing of it stays visible or pending,
+the files it would have replaced stay, and the job is recorded ``aborted``
+with the refusal. A commit that finds the job rolling back finishes that.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from zero_rename.core.data import manifests as manifest_sources
+from zero_rename.core.data.layout import Destination
+from zero_rename.core.data.manifests import ManifestSource
+from zero_rename.core.data.model import CommitPlan, JobRecord, JobSummary, TaskManifest, dump
+from zero_rename.core.data.success import build_success, success_summary
+from zero_rename.core.protocol import states
+from zero_rename.core.protocol.abort import (
+    abort_uploads,
+    decided_plan_keys,
+    finish_rollback,
+    remove_temporary,
+)
+from zero_rename.core.protocol.claims import Claims
+from zero_rename.core.protocol.jobs import JobRecords, step_finished, step_started
+from zero_rename.core.protocol.planning import decided_plan, plan_digest, prepared_for
+from zero_rename.core.protocol.publish import ProgressCallback, delete_replaced, publish
+from zero_rename.core.protocol.rollback import roll_back
+from zero_rename.core.protocol.validate import Expected
+from zero_rename.core.s3.client import S3Store
+from zero_rename.core.s3.writes import put_checked
+from zero_rename.errors import (
+    CommitRolledBackError,
+    JobDecidedError,
+    ManifestError,
+    UploadRefusedError,
+    ZeroRenameError,
+)
+
+log = logging.getLogger(__name__)
+
+Progress = ProgressCallback
+
+
+def commit_job(
+    store: S3Store,
+    dest: Destination,
+    job_id: str,
+    manifests: Sequence[TaskManifest] | None = None,
+    expected: Expected = None,
+    progress: Progress | None = None,
+) -> JobSummary:
+    """Job commit; safe to call again after any failure, and after success.
+
+    Raises:
+        ValidationError, ConflictError: before the point of no return; nothing changed.
+        JobDecidedError: the job was aborted.
+        CommitRolledBackError: S3 refused a planned file for good after the point of
+            no return, and the job was rolled back: nothing of it is left.
+        StoreError, CommitStateUnknownError: after it; retry the commit.
+    """
+    started = time.monotonic()
+    records = JobRecords(store, dest)
+    record = records.get(job_id)
+    store = store.with_profile(record.store_profile)
+    if record.state == states.ROLLING_BACK:
+        finish_rollback(store, dest, record)
+        raise CommitRolledBackError(f"job {job_id} was rolled back: {record.error}")
+    if record.state == states.ABORTED:
+        raise JobDecidedError(f"job {job_id} was aborted; it cannot commit: {record.error}")
+    if record.state == states.COMMITTED:
+        return _already_committed(store, dest, record)
+    if record.options.threads > store.pool_size:
+        # urllib3 would open and discard connections past the pool's size,
+        # the bottleneck the zero-rename paper reports at job commit.
+        log.warning(
+            "job %s commits with %d threads but %d pooled S3 connections; size "
+            "StoreConfig.max_pool_connections to the threads",
+            job_id,
+            record.options.threads,
+            store.pool_size,
+        )
+    resumed = record.state == states.COMMITTING
+    if not resumed:
+        record = _seal(JobRecords(store, dest), record)
+        record, ours = _plan_and_decide(store, dest, record, manifests, expected)
+        if record.state != states.COMMITTING:  # another commit finished, or rolls back
+            return _decided_elsewhere(store, dest, record)
+        # Another commit's plan: it may be completing it now, or have crashed.
+        resumed = not ours
+    plan = decided_plan(store, dest, record)
+    try:
+        first_files = publish(store, dest, record, plan, progress, resumed)
+    except UploadRefusedError as refused:
+        return _refused(store, dest, record, refused)
+    decided = records.get(job_id)
+    if decided.state != states.COMMITTING:
+        # A commit of this job that was held up here (a paused zombie) while
+        # another finished it: report that, and write no _SUCCESS over a later job's.
+        return _decided_elsewhere(store, dest, decided)
+    success = build_success(dest, record, plan, first_files, store.stats)
+    put_checked(store, dest.bucket, dest.success_key, dump(success))
+    summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
+    committed, _ = records.advance(job_id, states.PUBLISHED, lambda r: _finished(r, summary))
+    delete_replaced(store, dest, committed)
+    _cleanup_after_commit(store, dest, record)
+    log.info(
+        "committed job %s: %d file(s), %d bytes in %d partition(s) to %s",
+        job_id,
+        summary.files,
+        summary.bytes,
+        len(plan.partitions),
+        dest.url,
+    )
+    return summary
+
+
+def _refused(
+    store: S3Store, dest: Destination, record: JobRecord, refused: UploadRefusedError
+) -> JobSummary:
+    """S3 refused a planned file for good. If another commit of this job decided
+    meanwhile (a zombie resumed after the job was committed, and perhaps replaced
+    by a later job since), report that decision; else roll the job back."""
+    current = JobRecords(store, dest).get(record.job_id)
+    if current.state in states.FINAL:
+        return _decided_elsewhere(store, dest, current)
+    reason = f"{refused} ({refused.refusal})"
+    log.error("job %s: %s; rolling the job back", record.job_id, reason)
+    roll_back(store, dest, record.job_id, reason)
+    raise CommitRolledBackError(
+        f"job {record.job_id} was rolled back: {reason}. Nothing of it is visible or "
+        "pending and the files it would have replaced are untouched; run the job again"
+    ) from refused
+
+
+def _decided_elsewhere(store: S3Store, dest: Destination, current: JobRecord) -> JobSummary:
+    """The outcome another commit (or rollback) of the job decided while this one ran."""
+    log.info("job %s was %s by another process meanwhile", current.job_id, current.state)
+    if current.state == states.COMMITTED:
+        return _already_committed(store, dest, current)
+    if current.state == states.ROLLING_BACK:
+        finish_rollback(store, dest, current)
+    raise CommitRolledBackError(f"job {current.job_id} was rolled back: {current.error}")
+
+
+def _already_committed(store: S3Store, dest: Destination, record: JobRecord) -> JobSummary:
+    """A retry of a committed job: report it, and finish the cleanup a crash may have cut."""
+    if record.summary is None:
+        raise ManifestError(
+            f"job record of {record.job_id} at {dest.url} says committed but "
+            "holds no summary; it was changed outside zero-rename"
+        )
+    log.info("job %s is already committed", record.job_id)
+    delete_replaced(store, dest, record)  # a crash may have cut them short
+    _cleanup_after_commit(store, dest, record)
+    return record.summary
+
+
+def _seal(records: JobRecords, record: JobRecord) -> JobRecord:
+    """Close the job to new task commits: ``setup -> sealed``. Idempotent."""
+    sealed, moved = records.advance(
+        record.job_id, states.SEAL, lambda r: {"steps": step_started(r, "commit")}
+    )
+    if moved:
+        log.info("job %s is sealed: no task commit may join it from now on", record.job_id)
+    return sealed
+
+
+def manifest_source(
+    store: S3Store, dest: Destination, record: JobRecord, manifests: Sequence[TaskManifest] | None
+) -> ManifestSource:
+    if manifests is not None:
+        return ManifestSource.given(manifests)
+    return manifest_sources.source(
+        store, dest, record.job_id, record.options.threads, record.stage_digest
+    )
+
+
+def _plan(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    manifests: Sequence[TaskManifest] | None,
+    expected: Expected,
+) -> tuple[CommitPlan, str]:
+    """A resolved plan for the job: the one its earlier steps prepared if it still
+    fits (its uploads checked again, by listing, to be pending), else a new one."""
+    source = manifest_source(store, dest, record, manifests)
+    plan, key = prepared_for(store, dest, record, source, expected, resolve=True)
+    if plan.manifests_id == source.identity and record.prepared_plan:
+        log.info("job %s: taking the plan its earlier steps prepared", record.job_id)
+    return plan, key
+
+
+def _plan_and_decide(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    manifests: Sequence[TaskManifest] | None,
+    expected: Expected,
+) -> tuple[JobRecord, bool]:
+    """Plan and pass the point of no return; the record, and whether the plan is ours."""
+    records = JobRecords(store, dest)
+    try:
+        plan, key = _plan(store, dest, record, manifests, expected)
+    except ZeroRenameError as exc:
+        # A decision racing this plan makes the uploads vanish under it: an abort
+        # aborts them, another commit of the job completes them (and removes this
+        # plan's shards in its cleanup). Follow the decision, rather than report
+        # the problem it caused.
+        current = records.get(record.job_id)
+        if current.state == states.ABORTED:
+            raise JobDecidedError(
+                f"job {record.job_id} was aborted while it was being validated; it cannot commit"
+            ) from exc
+        if current.state in states.DECIDED:
+            log.info("job %s: another commit decided while this one planned", record.job_id)
+            return current, False
+        raise
+
+    def decision(current: JobRecord) -> dict[str, Any]:
+        # The commit's own validation counts as the validate step, unless that
+        # step ran on its own before (Airflow's).
+        steps = current.steps if "validate" in current.steps else step_finished(current, "validate")
+        steps = {
+            **steps,
+            "commit": current.steps.get("commit") or step_started(current, "commit")["commit"],
+        }
+        return {
+            "plan_key": key,
+            "plan_digest": plan_digest(plan),
+            "claimed": plan.claimed,
+            "steps": steps,
+        }
+
+    # Another commit may have decided first: then finish its plan, not ours.
+    decided, _ = records.advance(record.job_id, states.DECIDE, decision)
+    if decided.plan_key != key:
+        log.info("job %s: another commit decided first; finishing its plan", record.job_id)
+        return decided, False
+    log.info(
+        "job %s passed its point of no return: %d file(s) to complete, %d to replace",
+        record.job_id,
+        plan.files,
+        plan.replaced_files,
+    )
+    return decided, True
+
+
+def _finished(record: JobRecord, summary: JobSummary) -> dict[str, Any]:
+    return {
+        "summary": summary,
+        "steps": step_finished(record, "commit", detail=f"{summary.files} file(s)"),
+    }
+
+
+def _cleanup_after_commit(store: S3Store, dest: Destination, record: JobRecord) -> None:
+    """Release the claim, abort stray uploads (losing attempts) and remove temporary
+    objects, best effort: the job is committed whatever happens here; the cleanup
+    step can run it again."""
+    try:
+        Claims(store, dest).release(record.job_id)
+        abort_uploads(store, dest, record.job_id, record.options.threads, record.file_columns)
+        remove_temporary(store, dest, record.job_id, decided_plan_keys(store, dest, record))
+    except Exception:
+        log.warning(
+            "cleanup after committing job %s failed; run cleanup again",
+            record.job_id,
+            exc_info=True,
+        )

@@ -1,0 +1,391 @@
+"""The commit plan, built in one pass over the task manifests, in bounded memory.
+
+Manifests stream past once: each is validated and its uploads and attempt go
+into the plan's shards as they come. Then, across the job: keys written twice,
+the expected tasks, uploads still pending (one listing per 1,000), the
+partition claim, and conflict resolution under it (files to replace, streamed
+into shards too). The plan's header, written last and create-only, is what
+the job record's point of no return names. Nothing here is visible to readers.
+
+A plan can be prepared before the job commit (Airflow's validate and
+resolve-conflicts steps): the commit reuses it when the manifests it would
+take are still the ones the plan was made from (``manifests_id``), checking
+again, by listing, that every planned upload is still pending.
+
+Every object of a plan is checked against the digest of what was written: the
+shards against the header's ``shard_digests``, the header against the digest
+the job record keeps (``plan_digest``, ``prepared_plan_digest``). A plan
+changed in S3 after it was written (a shard naming another table's upload,
+say) is refused before the point of no return, never committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from zero_rename.core.data import shards
+from zero_rename.core.data.layout import Destination
+from zero_rename.core.data.manifests import ManifestSource
+from zero_rename.core.data.model import (
+    AttemptId,
+    CommitPlan,
+    JobRecord,
+    PendingUpload,
+    ReplacedObject,
+    dump,
+    load,
+)
+from zero_rename.core.data.shards import (
+    body_digest,
+    check_digest,
+    read_shard,
+    shard_key,
+    write_shard,
+)
+from zero_rename.core.protocol import states
+from zero_rename.core.protocol.claims import Claims
+from zero_rename.core.protocol.conflicts import resolve_conflicts, target_dirs
+from zero_rename.core.protocol.validate import (
+    Expected,
+    Validator,
+    check_pending,
+    pending_digests,
+    upload_digest,
+)
+from zero_rename.core.s3.client import S3Store
+from zero_rename.core.s3.stats import RequestStats
+from zero_rename.core.s3.writes import create_once
+from zero_rename.errors import ManifestError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Shards:
+    """Items buffered until a shard is full, then written create-only."""
+
+    store: S3Store
+    bucket: str
+    prefix: str
+    name: str
+    buffer: list[PendingUpload | ReplacedObject | AttemptId] = field(default_factory=list)
+    written: int = 0
+    count: int = 0
+    digests: list[str] = field(default_factory=list)
+
+    def add(self, item: PendingUpload | ReplacedObject | AttemptId) -> None:
+        self.buffer.append(item)
+        self.count += 1
+        if len(self.buffer) >= shards.SHARD_SIZE:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.digests.append(
+                write_shard(
+                    self.store,
+                    self.bucket,
+                    shard_key(self.prefix, self.name, self.written),
+                    self.buffer,
+                )
+            )
+            self.written += 1
+            self.buffer = []
+
+
+def shard_digest(plan: CommitPlan, name: str, number: int) -> str:
+    """The digest the plan's header keeps for one of its shards ("" for plans
+    written before digests were kept)."""
+    digests = plan.shard_digests.get(name, ())
+    if plan.version >= 3 and number >= len(digests):
+        raise ManifestError(f"plan {plan.plan_id} of job {plan.job_id}: no {name} shard {number}")
+    return digests[number] if number < len(digests) else ""
+
+
+def upload_shards(
+    store: S3Store, dest: Destination, plan: CommitPlan
+) -> Iterator[tuple[int, list[PendingUpload]]]:
+    for number in range(plan.upload_shards):
+        key = shard_key(plan.shards_prefix, "uploads", number)
+        yield (
+            number,
+            read_shard(
+                store, dest.bucket, key, PendingUpload, shard_digest(plan, "uploads", number)
+            ),
+        )
+
+
+def planned_uploads(store: S3Store, dest: Destination, plan: CommitPlan) -> Iterator[PendingUpload]:
+    for _, uploads in upload_shards(store, dest, plan):
+        yield from uploads
+
+
+def prepare(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    manifests: ManifestSource,
+    expected: Expected = None,
+    resolve: bool = True,
+) -> tuple[CommitPlan, str]:
+    """Validate the manifests and write the plan; with ``resolve``, also claim the
+    target partitions and resolve conflicts. Changes nothing visible.
+
+    Raises:
+        ValidationError, ConflictError (PartitionClaimConflict): nothing visible changed.
+    """
+    plan_id = uuid.uuid4().hex
+    prefix = dest.job(record.job_id).plan_dir(plan_id)
+    validator, uploads, attempts, stats = _stream(store, dest, record, manifests, prefix, expected)
+    starts, attempt_digests = attempts
+    plan = CommitPlan(
+        job_id=record.job_id,
+        plan_id=plan_id,
+        manifests_id=manifests.identity,
+        shards_prefix=prefix,
+        files=uploads.count,
+        bytes=stats.bytes,
+        rows=stats.rows,
+        tasks=len(validator.tasks),
+        upload_shards=uploads.written,
+        attempt_starts=starts,
+        partitions=tuple(d.rstrip("/") for d in sorted(validator.dirs) if d),
+        task_stats=stats.requests.snapshot(),
+        shard_digests={"uploads": tuple(uploads.digests), "attempts": attempt_digests},
+    )
+    if resolve:
+        plan = resolve_plan(store, dest, record, plan)
+    return plan, save_plan(store, dest, plan)
+
+
+@dataclass
+class _Totals:
+    bytes: int = 0
+    rows: int = 0
+    requests: RequestStats = field(default_factory=RequestStats)
+
+
+def _stream(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    manifests: ManifestSource,
+    prefix: str,
+    expected: Expected,
+) -> tuple[Validator, _Shards, tuple[tuple[str, ...], tuple[str, ...]], _Totals]:
+    """One pass over the manifests: validate each, shard its uploads; then the checks
+    across the job. Returns the validator, the upload shards, the first attempt id
+    and the digest of each attempts shard, and the totals."""
+    if expected is None:
+        expected = record.expected_tasks
+    validator = Validator(dest, record, expected)
+    uploads = _Shards(store, dest.bucket, prefix, "uploads")
+    totals = _Totals()
+    attempt_ids: list[str] = []
+    for manifest in manifests:
+        validator.check(manifest)
+        for upload in manifest.uploads:
+            uploads.add(upload)
+            totals.bytes += upload.bytes
+            totals.rows += upload.rows or 0
+        attempt_ids.append(manifest.task_attempt_id)
+        totals.requests.merge_snapshot(manifest.stats)
+    uploads.flush()
+    starts = _write_attempts(store, dest, prefix, attempt_ids)
+    written = _ShardedUploads(store, dest, prefix, uploads.written)
+    validator.finish(written)
+    if not validator.problem_count and record.options.verify_uploads:
+        pending = pending_digests(
+            store, dest, record, sorted(validator.dirs), record.options.threads, validator.files
+        )
+        check_pending(validator, pending, written)
+    validator.raise_if_problems()
+    log.info(
+        "validated job %s: %d task manifest(s), %d file(s) in %d shard(s)",
+        record.job_id,
+        len(validator.tasks),
+        validator.files,
+        uploads.written,
+    )
+    return validator, uploads, starts, totals
+
+
+class _ShardedUploads:
+    """The uploads written so far, read back from their shards (to name problems)."""
+
+    def __init__(self, store: S3Store, dest: Destination, prefix: str, shards: int) -> None:
+        self.store, self.dest, self.prefix, self.shards = store, dest, prefix, shards
+
+    def __iter__(self) -> Iterator[PendingUpload]:
+        for number in range(self.shards):
+            yield from read_shard(
+                self.store,
+                self.dest.bucket,
+                shard_key(self.prefix, "uploads", number),
+                PendingUpload,
+            )
+
+
+def _write_attempts(
+    store: S3Store, dest: Destination, prefix: str, attempt_ids: list[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The attempts shards; returns the first attempt id and the digest of each."""
+    ordered = sorted(attempt_ids)
+    starts, digests = [], []
+    for number, start in enumerate(range(0, len(ordered), shards.SHARD_SIZE)):
+        chunk = ordered[start : start + shards.SHARD_SIZE]
+        digests.append(
+            write_shard(
+                store,
+                dest.bucket,
+                shard_key(prefix, "attempts", number),
+                [AttemptId(id=a) for a in chunk],
+            )
+        )
+        starts.append(chunk[0])
+    return tuple(starts), tuple(digests)
+
+
+def resolve_plan(
+    store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan, recheck: bool = True
+) -> CommitPlan:
+    """Claim the plan's target directories, then resolve conflicts under the claim
+    into replaced shards; returns the plan, resolved, under a fresh id (its
+    uploads and attempts stay in the shards it names). With ``recheck``, a claim
+    that had to wait for another job is followed by a listing that the planned
+    uploads are still pending: they were confirmed before the wait, which can be long."""
+    dirs = target_dirs(record, [p + "/" for p in plan.partitions])
+    if Claims(store, dest).acquire(record, dirs) and recheck:
+        recheck_pending(store, dest, record, plan)
+    plan_id = uuid.uuid4().hex
+    replaced = _Shards(store, dest.bucket, dest.job(record.job_id).plan_dir(plan_id), "replaced")
+    resolve_conflicts(store, dest, record, dirs, replaced.add)
+    replaced.flush()
+    return plan.model_copy(
+        update={
+            "plan_id": plan_id,
+            "claimed": tuple(dirs),
+            "resolved": True,
+            "replaced_files": replaced.count,
+            "replaced_shards": replaced.written,
+            "shard_digests": {**plan.shard_digests, "replaced": tuple(replaced.digests)},
+            "version": 3,
+        }
+    )
+
+
+def save_plan(store: S3Store, dest: Destination, plan: CommitPlan) -> str:
+    key = dest.job(plan.job_id).plan_key(plan.plan_id)
+    if create_once(store, dest.bucket, key, dump(plan)) is not None:
+        raise ManifestError(f"plan key {key} of job {plan.job_id} already holds another plan")
+    return key
+
+
+def plan_digest(plan: CommitPlan) -> str:
+    """The digest of the plan's header as :func:`save_plan` writes it, for the job
+    record to keep."""
+    return body_digest(dump(plan))
+
+
+def load_plan(
+    store: S3Store, dest: Destination, job_id: str, key: str, expected_digest: str = ""
+) -> CommitPlan:
+    """The plan's header; with ``expected_digest`` (what the job record keeps), one
+    changed since it was written is refused."""
+    found = store.get_object(dest.bucket, key)
+    if found is None:
+        raise ManifestError(f"plan {key} of job {job_id} is missing")
+    check_digest(found[0], expected_digest, f"plan s3://{dest.bucket}/{key}")
+    plan = load(CommitPlan, found[0], f"s3://{dest.bucket}/{key}")
+    if plan.job_id != job_id:
+        raise ManifestError(f"plan {key} belongs to job {plan.job_id}")
+    return plan
+
+
+def decided_plan(store: S3Store, dest: Destination, record: JobRecord) -> CommitPlan:
+    """The plan the job's point of no return named."""
+    if not record.plan_key:
+        raise ManifestError(f"job {record.job_id} is {record.state} but names no plan")
+    return load_plan(store, dest, record.job_id, record.plan_key, record.plan_digest)
+
+
+def attempt_committed(
+    store: S3Store, dest: Destination, record: JobRecord, attempt_id: str
+) -> bool:
+    """Whether the job's decided plan commits this task attempt (for the fence)."""
+    if attempt_id in record.committed_attempts:  # records of version 2
+        return True
+    if record.state not in states.PUBLISHING or not record.plan_key:
+        return False
+    return attempt_in_plan(store, dest, decided_plan(store, dest, record), attempt_id)
+
+
+def plan_attempts(store: S3Store, dest: Destination, plan: CommitPlan) -> Iterator[str]:
+    """The task attempts the plan commits, sorted."""
+    for number in range(len(plan.attempt_starts)):
+        for attempt in _attempts_shard(store, dest, plan, number):
+            yield attempt.id
+
+
+def _attempts_shard(
+    store: S3Store, dest: Destination, plan: CommitPlan, number: int
+) -> list[AttemptId]:
+    key = shard_key(plan.shards_prefix, "attempts", number)
+    return read_shard(store, dest.bucket, key, AttemptId, shard_digest(plan, "attempts", number))
+
+
+def attempt_in_plan(store: S3Store, dest: Destination, plan: CommitPlan, attempt_id: str) -> bool:
+    """Whether the plan commits this task attempt: one GET of the shard it would be in."""
+    number = bisect_right(plan.attempt_starts, attempt_id) - 1
+    if number < 0:
+        return False
+    return any(a.id == attempt_id for a in _attempts_shard(store, dest, plan, number))
+
+
+def recheck_pending(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan) -> None:
+    """Every planned upload still pending (``verify_uploads``), by listing: for a plan
+    made earlier, whose uploads someone may have aborted since."""
+    if not record.options.verify_uploads:
+        return
+    validator = Validator(dest, record, None)
+    for upload in planned_uploads(store, dest, plan):
+        validator.uploads.add(upload_digest(upload.key, upload.upload_id))
+    dirs = [p + "/" for p in plan.partitions]
+    pending = pending_digests(store, dest, record, dirs, record.options.threads, plan.files)
+    check_pending(validator, pending, planned_uploads(store, dest, plan))
+    validator.raise_if_problems()
+
+
+def prepared_for(
+    store: S3Store,
+    dest: Destination,
+    record: JobRecord,
+    source: ManifestSource,
+    expected: Expected,
+    resolve: bool,
+) -> tuple[CommitPlan, str]:
+    """The plan for these manifests, prepared once across the steps that need it: the
+    job's prepared plan where it was made from the same manifests (resolved now if
+    ``resolve`` and not yet, or its claim no longer stands), else a new one.
+
+    Whichever it is, its uploads are confirmed pending: a new plan's as it is made,
+    a reused one's by listing again, after any claim, so that no step's plan
+    reaches the point of no return on the word of an older listing.
+    """
+    key = record.prepared_plan
+    if not key:
+        return prepare(store, dest, record, source, expected, resolve)
+    plan = load_plan(store, dest, record.job_id, key, record.prepared_plan_digest)
+    if plan.manifests_id != source.identity:
+        return prepare(store, dest, record, source, expected, resolve)
+    if resolve and (
+        not plan.resolved or not Claims(store, dest).holds(record.job_id, plan.claimed)
+    ):
+        plan = resolve_plan(store, dest, record, plan, recheck=False)
+        key = save_plan(store, dest, plan)
+    recheck_pending(store, dest, record, plan)
+    return plan, key

@@ -1,0 +1,179 @@
+"""Rollback of a job commit that the store refused after its point of no return.
+
+Past ``committing`` a job commit's only way forward is to complete every
+planned upload. When S3 refuses one for good (the parts a manifest recorded
+are not the upload's; the upload is gone and no object took its place), no
+retry can finish the job, and stopping there would leave part of it visible
+to plain readers, its partitions claimed and its abort refused. The files a
+``replace`` would delete are still there at that point (they go only once the
+job is committed), so the state before the job can be restored exactly:
+
+1. compare-and-swap the record ``committing -> rolling_back``, with the
+   refusal as the reason: from here every commit of the job rolls back
+   instead of completing, and task attempts reading the fence see it closed;
+2. abort every pending upload of the job, listing until none is left, so
+   that no complete still in flight elsewhere makes a file visible later;
+3. delete every key of the plan (its keys carry the job id: nothing else is
+   there);
+4. compare-and-swap ``rolling_back -> aborted``, release the claim, remove the
+   job's temporary objects and file list.
+
+Steps 2-4 are :func:`zero_rename.core.protocol.abort.finish_rollback`; each is safe to
+repeat, so after a crash a retry of the commit, an abort, a cleanup or an
+explicit rollback (:func:`rollback_job`) finishes it. A job whose every
+planned file is complete is never rolled back: a commit retry records it.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from zero_rename.core.data.journal import read_progress
+from zero_rename.core.data.layout import Destination
+from zero_rename.core.data.model import JobRecord, JobSummary, PendingUpload
+from zero_rename.core.data.shards import KeySet
+from zero_rename.core.protocol import states
+from zero_rename.core.protocol.abort import abort_job, abort_reason, finish_rollback
+from zero_rename.core.protocol.jobs import JobRecords, step_started
+from zero_rename.core.protocol.planning import decided_plan, upload_shards
+from zero_rename.core.protocol.publish import is_complete
+from zero_rename.core.protocol.validate import pending_digests, upload_digest
+from zero_rename.core.s3.client import S3Store
+from zero_rename.errors import RollbackRefusedError
+
+log = logging.getLogger(__name__)
+
+# Files named in a rollback check's answer; the count says how many in all.
+LOST_SHOWN = 5
+
+
+def roll_back(store: S3Store, dest: Destination, job_id: str, reason: str) -> JobSummary:
+    """Decide the rollback of a job stuck in ``committing`` and carry it out.
+
+    Raises:
+        JobDecidedError: the job is committed (nothing to roll back), or not past
+            its point of no return (abort it instead).
+    """
+    record, moved = JobRecords(store, dest).advance(
+        job_id,
+        states.ROLL_BACK,
+        lambda r: {
+            "error": abort_reason(f"rolled back: {reason}"),
+            "steps": step_started(r, "rollback"),
+        },
+    )
+    if record.state == states.ABORTED and "rollback" not in record.steps:
+        return JobSummary(job_id=job_id, destination=dest.url, state=states.ABORTED)
+    if moved:
+        log.warning("job %s at %s is rolling back: %s", job_id, dest.url, record.error)
+    return finish_rollback(store, dest, record)
+
+
+@dataclass
+class CommitOutlook:
+    """Whether a committing job's commit can still finish: each planned file is
+    complete (the journal says so, or its object is there with the ETag its parts
+    give), still pending (a retry completes it), or lost (neither)."""
+
+    files: int = 0
+    complete: int = 0
+    pending: int = 0
+    lost: int = 0
+    lost_keys: list[str] = field(default_factory=list)
+
+    @property
+    def can_finish(self) -> bool:
+        return self.lost == 0
+
+    def describe(self) -> str:
+        text = (
+            f"{self.files} planned file(s): {self.complete} complete, {self.pending} still "
+            f"pending, {self.lost} neither"
+        )
+        if self.lost_keys:
+            more = f" and {self.lost - len(self.lost_keys)} more" if self.lost > LOST_SHOWN else ""
+            text += f" ({', '.join(self.lost_keys)}{more})"
+        return text
+
+
+def commit_outlook(store: S3Store, dest: Destination, record: JobRecord) -> CommitOutlook:
+    """What a retry of the job's commit would find; reads, never writes."""
+    plan = decided_plan(store, dest, record)
+    progress = read_progress(store, dest, plan)
+    pending = pending_digests(
+        store, dest, record, [p + "/" for p in plan.partitions], record.options.threads, plan.files
+    )
+    outlook = CommitOutlook(files=plan.files)
+    for number, uploads in upload_shards(store, dest, plan):
+        journaled = set(range(len(uploads))) if number in progress.done else set()
+        journaled |= progress.completed_in(number)
+        outlook.complete += len(journaled)
+        rest = [u for i, u in enumerate(uploads) if i not in journaled]
+        for upload, state in zip(rest, _states(store, dest, rest, pending), strict=True):
+            if state == "lost":
+                outlook.lost += 1
+                if len(outlook.lost_keys) < LOST_SHOWN:
+                    outlook.lost_keys.append(upload.key)
+            elif state == "pending":
+                outlook.pending += 1
+            else:
+                outlook.complete += 1
+    return outlook
+
+
+def _states(
+    store: S3Store,
+    dest: Destination,
+    uploads: list[PendingUpload],
+    pending: KeySet,
+) -> list[str]:
+    def state(upload: PendingUpload) -> str:
+        if upload_digest(upload.key, upload.upload_id) in pending:
+            return "pending"
+        return "complete" if is_complete(store, dest, upload) is not None else "lost"
+
+    with ThreadPoolExecutor(max(1, min(16, len(uploads)))) as pool:
+        return list(pool.map(state, uploads))
+
+
+def rollback_job(
+    store: S3Store, dest: Destination, job_id: str, force: bool = False, reason: str = ""
+) -> JobSummary:
+    """An operator's rollback of a job, returning the destination to where it was
+    before the job. A job rolling back is finished and an aborted one reported; a
+    job that can still finish (``setup``, ``sealed``, or ``committing`` with every
+    planned file complete or pending) is refused unless ``force``; a committing
+    job whose every planned file is complete is always refused: it is committed
+    but for its record, which a commit retry writes.
+
+    Raises:
+        RollbackRefusedError: as above; nothing was changed.
+        JobDecidedError: the job is committed.
+    """
+    record = JobRecords(store, dest).get(job_id)
+    store = store.with_profile(record.store_profile)
+    why = reason or "rolled back by hand"
+    if record.state in states.DECIDED - {states.COMMITTING}:
+        return roll_back(store, dest, job_id, why)  # finishes, reports, or refuses
+    if record.state in states.UNDECIDED:
+        if not force:
+            raise RollbackRefusedError(
+                f"job {job_id} is {record.state}: nothing of it is visible and its commit can "
+                "still run. Abort it if it must not (or roll back with --force, which aborts it)"
+            )
+        return abort_job(store, dest, job_id, why)
+    outlook = commit_outlook(store, dest, record)
+    if outlook.pending == 0 and outlook.lost == 0:
+        raise RollbackRefusedError(
+            f"job {job_id} is committed in all but its record ({outlook.describe()}): retry "
+            "its commit to record it; a rollback would delete committed output"
+        )
+    if outlook.can_finish and not force:
+        raise RollbackRefusedError(
+            f"job {job_id} can still finish ({outlook.describe()}): retry its commit. "
+            "--force rolls it back anyway"
+        )
+    log.warning("job %s: rolling back by hand; %s", job_id, outlook.describe())
+    return roll_back(store, dest, job_id, f"{why}; {outlook.describe()}")

@@ -1,0 +1,221 @@
+"""Manifest validation: the task manifests describe exactly one committable job.
+
+Checks every expected task exactly once, no destination key twice, every key
+inside the destination and in its partition directory, every manifest from
+this job, and every upload still pending: confirmed by listing the job's
+pending uploads (one request per 1,000 uploads), not one ListParts per upload.
+The parts themselves are left to CompleteMultipartUpload, which refuses any
+that are missing or differ. Manifests are checked one at a time as they
+stream past; what is checked across the whole job is kept as 64-bit digests.
+Each problem names the task, key or upload at fault.
+"""
+
+from __future__ import annotations
+
+import logging
+from array import array
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from zero_rename.core.data.layout import (
+    Destination,
+    check_data_key,
+    is_job_data_key,
+    partition_dir,
+)
+from zero_rename.core.data.model import JobRecord, PendingUpload, TaskManifest
+from zero_rename.core.data.shards import KeySet, digest
+from zero_rename.core.s3.client import S3Store
+from zero_rename.errors import ConfigError, ValidationError
+
+log = logging.getLogger(__name__)
+
+Expected = int | Collection[str] | None
+# Problems quoted in the error message; up to PROBLEMS_KEPT of them are in ``problems``.
+_SHOWN = 10
+PROBLEMS_KEPT = 1000
+
+
+def upload_digest(key: str, upload_id: str) -> int:
+    return digest(key, upload_id)
+
+
+class Validator:
+    """Checks manifests as they stream past, then across them in :meth:`finish`."""
+
+    def __init__(self, dest: Destination, job: JobRecord, expected: Expected) -> None:
+        self.dest, self.job, self.expected = dest, job, expected
+        self.problems: list[str] = []
+        self.problem_count = 0
+        self.tasks: Counter[str] = Counter()
+        self.keys = KeySet()
+        self.uploads = KeySet()
+        self.dirs: set[str] = set()
+        self.files = 0
+
+    def problem(self, text: str) -> None:
+        self.problem_count += 1
+        if len(self.problems) < PROBLEMS_KEPT:
+            self.problems.append(text)
+
+    def check(self, manifest: TaskManifest) -> None:
+        if manifest.job_id != self.job.job_id:
+            self.problem(
+                f"manifest of task {manifest.task_id} belongs to job "
+                f"{manifest.job_id}, not {self.job.job_id}"
+            )
+        self.tasks[manifest.task_id] += 1
+        for upload in manifest.uploads:
+            self.files += 1
+            self.keys.add(digest(upload.key))
+            self.uploads.add(upload_digest(upload.key, upload.upload_id))
+            problem = check_data_key(
+                self.dest, self.job.job_id, upload.key
+            ) or self._partition_problem(upload)
+            if problem:
+                self.problem(f"task {manifest.task_id}: {problem}")
+
+    def _partition_problem(self, upload: PendingUpload) -> str | None:
+        try:
+            relative = partition_dir(self.job.options.partition_columns, upload.partition)
+        except ConfigError as exc:
+            return f"{upload.key}: {exc}"
+        self.dirs.add(relative)
+        name = upload.key[len(self.dest.dir) :]
+        if name != relative + name.rsplit("/", 1)[-1]:
+            return f"{upload.key} is not directly in its partition directory {relative or '(root)'}"
+        return None
+
+    def finish(self, uploads: Iterable[PendingUpload]) -> None:
+        """Checks across manifests; ``uploads`` re-reads them (from the plan's shards),
+        only to name keys written twice."""
+        for task, n in sorted(self.tasks.items()):
+            if n > 1:
+                self.problem(f"task {task} has {n} manifests")
+        self._expected_problems()
+        repeated = self.keys.repeated()
+        if repeated:
+            counts = Counter(u.key for u in uploads if digest(u.key) in repeated)
+            for key, n in sorted(counts.items()):
+                self.problem(f"key {key} is written by {n} uploads")
+
+    def _expected_problems(self) -> None:
+        expected, tasks = self.expected, self.tasks
+        if isinstance(expected, int):
+            if len(tasks) != expected:
+                self.problem(f"expected {expected} task(s), found manifests of {len(tasks)}")
+        elif expected is not None:
+            missing = sorted(set(expected) - set(tasks))
+            extra = sorted(set(tasks) - set(expected))
+            if missing:
+                self.problem(
+                    f"no manifest for task(s) {missing[:_SHOWN]}"
+                    + (f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else "")
+                )
+            if extra:
+                self.problem(f"manifests of unexpected task(s) {extra[:_SHOWN]}")
+
+    def raise_if_problems(self) -> None:
+        if not self.problem_count:
+            return
+        shown = "; ".join(self.problems[:_SHOWN])
+        more = self.problem_count - min(_SHOWN, len(self.problems))
+        raise ValidationError(
+            f"job {self.job.job_id} cannot commit: {shown}"
+            + (f" (and {more} more)" if more else ""),
+            self.problems,
+        )
+
+
+def pending_digests(
+    store: S3Store,
+    dest: Destination,
+    job: JobRecord,
+    dirs: Sequence[str],
+    threads: int,
+    files: int = 0,
+) -> KeySet:
+    """Digests of the job's pending uploads: a paged listing per target directory
+    (a partition, or the whole destination), in parallel; or one listing of the
+    whole destination where that costs fewer requests (many small partitions) or
+    the store cannot list by prefix (MinIO: every listing is of the bucket)."""
+    found = KeySet()
+    columns = job.options.partition_columns
+    by_prefix = store.profile is None or store.profile.uploads_by_prefix
+    if not by_prefix or len(dirs) > max(1, files // 1000):
+        dirs = [""]
+
+    def scan(relative: str) -> array[int]:
+        # An array, not a list: 8 bytes a digest, not a Python int's 40; and a
+        # listing that does not remember what it yielded (a repeat is the same
+        # digest twice, which a membership test does not mind).
+        uploads = store.list_uploads(dest.bucket, dest.dir + relative, unique=False)
+        return array(
+            "Q",
+            (
+                upload_digest(u.key, u.upload_id)
+                for u in uploads
+                if is_job_data_key(dest, job.job_id, u.key, columns)
+            ),
+        )
+
+    prefixes = _outermost(dirs)
+    with ThreadPoolExecutor(max(1, min(threads, len(prefixes)))) as pool:
+        for digests in pool.map(scan, prefixes):
+            found.extend(digests)
+    return found.freeze()
+
+
+def _outermost(dirs: Sequence[str]) -> list[str]:
+    """Directories none of which lies inside another (listing a parent covers it)."""
+    ordered = sorted(set(dirs)) or [""]
+    kept: list[str] = []
+    for d in ordered:
+        if not any(d.startswith(k) for k in kept):
+            kept.append(d)
+    return kept
+
+
+def check_pending(validator: Validator, pending: KeySet, uploads: Iterable[PendingUpload]) -> None:
+    """Name every upload of the manifests that is no longer pending; ``uploads``
+    re-reads them (from the plan's shards) only when one is missing."""
+    missing = validator.uploads.missing_from(pending)
+    if not missing:
+        return
+    for upload in uploads:
+        if upload_digest(upload.key, upload.upload_id) in missing:
+            validator.problem(
+                f"upload {upload.upload_id} of {upload.key} is no longer "
+                "pending (aborted, completed, or never of this job)"
+            )
+
+
+def validate(
+    store: S3Store,
+    dest: Destination,
+    job: JobRecord,
+    manifests: Sequence[TaskManifest],
+    expected: Expected = None,
+) -> None:
+    """Raise ValidationError listing every problem, or return if the job can commit.
+
+    For manifests in memory; the job commit streams them through :class:`Validator`.
+    """
+    validator = Validator(dest, job, expected)
+    for manifest in manifests:
+        validator.check(manifest)
+    uploads = [u for m in manifests for u in m.uploads]
+    validator.finish(uploads)
+    if not validator.problem_count and job.options.verify_uploads:
+        pending = pending_digests(
+            store, dest, job, sorted(validator.dirs), job.options.threads, validator.files
+        )
+        check_pending(validator, pending, uploads)
+    validator.raise_if_problems()
+    log.info(
+        "validated job %s: %d task manifest(s), %d file(s)",
+        job.job_id,
+        len(manifests),
+        validator.files,
+    )

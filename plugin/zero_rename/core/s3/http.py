@@ -1,0 +1,53 @@
+"""Requests the core sends beside botocore, over urllib3, the way botocore would.
+
+Two paths send their own requests: signed ones over a pool of their own
+(:mod:`zero_rename.core.s3.signing`, for the light CompleteMultipartUpload path)
+and the streamed upload listing (:mod:`zero_rename.core.s3.listing`). Both must
+reach the store exactly where and how botocore does; where the configuration
+says something urllib3 alone would not honour, they step aside and botocore
+sends.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.request
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import botocore.session
+from botocore.httpsession import get_cert_path
+
+
+def direct_unsupported() -> str | None:
+    """Why a request sent over urllib3 could go elsewhere than botocore's, or None."""
+    if urllib.request.getproxies():
+        return "an HTTP proxy is configured"
+    session = botocore.session.Session()
+    if session.get_config_variable("ca_bundle") and not os.environ.get("AWS_CA_BUNDLE"):
+        return "a CA bundle is set in the AWS configuration"
+    return None
+
+
+def tls_options(scheme: str) -> dict[str, Any]:
+    """urllib3 pool options that verify as botocore does."""
+    if scheme != "https":
+        return {}
+    # The bundle botocore verifies against: AWS_CA_BUNDLE, else its certifi copy.
+    return {
+        "cert_reqs": "CERT_REQUIRED",
+        "ca_certs": os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True),
+    }
+
+
+def local_name(tag: str) -> str:
+    """An S3 answer's element name without its namespace."""
+    return tag.rpartition("}")[2]
+
+
+def child_text(element: ET.Element, name: str) -> str:
+    """The text of ``element``'s first child called ``name`` (any namespace), or ""."""
+    for child in element:
+        if local_name(child.tag) == name:
+            return child.text or ""
+    return ""

@@ -1,0 +1,150 @@
+"""Conditional writes that are safe to retry after a lost response.
+
+Every object the protocol publishes is created once (If-None-Match) or
+advanced by compare-and-swap (If-Match). Either can fail in three ways, and
+they call for different answers:
+
+- 412 PreconditionFailed: the condition did not hold. For a create, the key
+  exists: it may hold our own body, written by an earlier try whose response
+  was lost (botocore retries a dropped connection by itself, and the retry then
+  meets our own write), so it is read back before anything is concluded.
+- 409 ConditionalRequestConflict (AWS): the write raced another operation on
+  the key and did not take effect; retry it.
+- no answer or a 5xx: the outcome is unknown; read back, never guess.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+
+from zero_rename.core.s3.client import S3Store
+from zero_rename.errors import ConditionalConflict, ContentionError, PreconditionFailed, StoreError
+
+log = logging.getLogger(__name__)
+
+# Rounds of put-then-read-back before an unknown outcome is given up on.
+CREATE_ROUNDS = 5
+
+
+def backoff(round_number: int, base: float = 0.05, cap: float = 2.0) -> None:
+    """Sleep before another round: exponential with full jitter, so processes
+    that lost the same race do not meet again in step."""
+    time.sleep(random.uniform(0, min(cap, base * 2**round_number)))
+
+
+def create_once(
+    store: S3Store, bucket: str, key: str, body: bytes, content_type: str = "application/json"
+) -> bytes | None:
+    """Create ``key`` holding ``body`` unless it exists.
+
+    Returns None when the key now holds ``body`` (written by this call or by
+    an earlier one whose response was lost), or the other body the key holds.
+
+    Raises:
+        StoreError: the outcome stayed unknown, or the store refused the write.
+    """
+    unknown: StoreError | None = None
+    for round_number in range(CREATE_ROUNDS):
+        try:
+            store.put_object(bucket, key, body, if_none_match=True, content_type=content_type)
+            return None
+        except ConditionalConflict:
+            backoff(round_number)
+            continue
+        except PreconditionFailed:
+            pass
+        except StoreError as exc:
+            if not exc.outcome_unknown:
+                raise
+            unknown = exc
+            log.info(
+                "create of s3://%s/%s: outcome unknown (%s); reading it back", bucket, key, exc
+            )
+        found = store.get_object(bucket, key)
+        if found is None:
+            backoff(round_number)  # not there (yet): put it again
+            continue
+        return None if found[0] == body else found[0]
+    raise unknown or StoreError(
+        f"create of s3://{bucket}/{key} kept conflicting; gave up after {CREATE_ROUNDS} rounds",
+        operation="PutObject",
+    )
+
+
+def put_checked(
+    store: S3Store, bucket: str, key: str, body: bytes, content_type: str = "application/json"
+) -> None:
+    """An unconditional PUT (``_SUCCESS``) whose lost answer is read back, and which
+    is sent again if it did not land: a plain overwrite is safe to repeat."""
+    for round_number in range(CREATE_ROUNDS):
+        try:
+            store.put_object(bucket, key, body, content_type=content_type)
+            return
+        except StoreError as exc:
+            if not exc.outcome_unknown or round_number == CREATE_ROUNDS - 1:
+                raise
+            found = store.get_object(bucket, key)
+            if found is not None and found[0] == body:
+                return
+            backoff(round_number)
+
+
+# Compare-and-swap rounds before giving up; each lost round means another
+# process changed the object, which in this protocol happens a handful of
+# times at most (a commit racing an abort, step timings, claims of a few jobs).
+SWAP_ROUNDS = 20
+
+
+def swap(
+    store: S3Store,
+    bucket: str,
+    key: str,
+    change: Callable[[bytes | None], bytes | None],
+    what: str,
+    rounds: int = SWAP_ROUNDS,
+    writer: Callable[[], S3Store] | None = None,
+) -> tuple[bytes | None, bool]:
+    """Apply ``change`` to the object by compare-and-swap: ``If-Match`` on the ETag
+    just read, or ``If-None-Match`` where there is no object yet. ``change`` gets
+    the current bytes (None: no object) and returns the new ones, or None for no
+    change; it may raise, and must be safe to call again on newer bytes, since a
+    lost round calls it afresh on what the other process wrote. An outcome left
+    unknown is read back: if the object holds what was written, it took effect.
+    ``writer``, called after ``change``, gives the store the write goes through
+    (one whose profile sends the ETag in the form the store accepts).
+
+    Returns the object's bytes after the call and whether this call wrote them.
+
+    Raises:
+        ContentionError: the object changed under every one of ``rounds`` rounds.
+    """
+    for round_number in range(rounds):
+        found = store.get_object(bucket, key)
+        current, etag = found if found is not None else (None, None)
+        new = change(current)
+        if new is None:
+            return current, False
+        if _swapped(writer() if writer else store, bucket, key, new, etag):
+            return new, True
+        log.info("%s changed underneath; reading it again", what)
+        backoff(round_number)
+    raise ContentionError(f"{what} kept changing; gave up after {rounds} rounds")
+
+
+def _swapped(store: S3Store, bucket: str, key: str, body: bytes, etag: str | None) -> bool:
+    """One conditional write; False for a lost round."""
+    if etag is None:
+        return create_once(store, bucket, key, body) is None
+    try:
+        store.put_object(bucket, key, body, if_match=etag)
+        return True
+    except (PreconditionFailed, ConditionalConflict):
+        return False
+    except StoreError as exc:
+        if not exc.outcome_unknown:
+            raise
+        found = store.get_object(bucket, key)
+        return found is not None and found[0] == body
