@@ -96,7 +96,7 @@ def history_only(c: Committer, job_id: str) -> bool:
     keys = [o.key for o in c.store.list_objects(c.dest.bucket, layout.dir)]
     allowed = [layout.record_key, layout.files_dir]
     if record.plan_key:
-        plan = load_plan(c.store, c.dest, job_id, record.plan_key)
+        plan = load_plan(c.ctx, job_id, record.plan_key)
         allowed += [record.plan_key, plan.shards_prefix + "attempts-"]
     return (
         layout.record_key in keys

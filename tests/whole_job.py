@@ -57,4 +57,4 @@ def assert_committed_once(c: Committer, job_id: str) -> None:
     assert success["jobId"] == job_id and len(success["files"]) == len(FILES)
     record = c.job(job_id)
     assert record.state == "committed" and record.claimed == ("dt=2024-01-01/", "dt=2024-01-02/")
-    assert Claims(c.store, c.dest).read()[0].claims == ()
+    assert Claims(c.ctx).read()[0].claims == ()

@@ -16,6 +16,7 @@ from tests.faults import inject
 from tests.helpers import visible
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.layout import Destination
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol import publish
 from zero_rename.core.s3.client import S3Store, StoreConfig, make_client
 from zero_rename.core.s3.completers import OPERATION, add_request_hook, remove_request_hook
@@ -108,13 +109,13 @@ def test_lost_light_path_response_is_settled_by_the_object(committer: Committer)
 
 def test_path_choice(store_config: StoreConfig, bucket: str) -> None:
     dest = Destination.parse(f"s3://{bucket}/t")
-    assert publish._fanout(S3Store(make_client(store_config)), dest, 10) is None
-    assert publish._fanout(S3Store.connect(store_config), dest, 10) == ("light", 1)
-    assert publish._fanout(S3Store.connect(store_config), dest, 0) is None
+    assert publish._fanout(JobContext(S3Store(make_client(store_config)), dest), 10) is None
+    assert publish._fanout(JobContext(S3Store.connect(store_config), dest), 10) == ("light", 1)
+    assert publish._fanout(JobContext(S3Store.connect(store_config), dest), 0) is None
     botocore = dataclasses.replace(store_config, request_path="botocore")
-    assert publish._fanout(S3Store.connect(botocore), dest, 10) is None
+    assert publish._fanout(JobContext(S3Store.connect(botocore), dest), 10) is None
     workers = dataclasses.replace(botocore, complete_processes=2)
-    assert publish._fanout(S3Store.connect(workers), dest, 10) == ("botocore", 2)
+    assert publish._fanout(JobContext(S3Store.connect(workers), dest), 10) == ("botocore", 2)
 
 
 def test_hooks_go_with_their_client(store_config: StoreConfig) -> None:

@@ -179,7 +179,7 @@ def test_two_jobs_on_one_partition(
             c.abort_job(job.job_id)
         c.cleanup_job(job.job_id)
     assert pending_in_bucket(committer) == []
-    assert Claims(committer.store, committer.dest).read()[0].claims == ()
+    assert Claims(committer.ctx).read()[0].claims == ()
 
 
 def test_waiting_job_commits_after_the_holder(
@@ -239,14 +239,14 @@ def test_claim_of_a_decided_job_is_broken(committer: Committer, store_config: St
     """A claim left behind (the holder's release failed) by a job now committed or
     aborted is broken by the next job; one of a live job is not."""
     stale = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
-    Claims(committer.store, committer.dest).acquire(stale, [f"dt={DAY}/"])
+    Claims(committer.ctx).acquire(stale, [f"dt={DAY}/"])
     job = _job(committer, "replace", b"new")
     with pytest.raises(PartitionClaimConflict, match="let it finish, or abort it"):
         committer.commit_job(job.job_id)
     committer.records.advance(stale.job_id, states.ABORT)  # its claim left behind
     assert committer.commit_job(job.job_id).files == 1
     assert list(visible(committer).values()) == [b"new"]
-    assert Claims(committer.store, committer.dest).read()[0].claims == ()
+    assert Claims(committer.ctx).read()[0].claims == ()
 
 
 @pytest.mark.atomic_writes

@@ -148,7 +148,7 @@ def test_crash_before_decision_then_abort_leaves_nothing(
         committer.dest.job(job.job_id).record_key,
         committer.dest.hidden_dir + "claims.json",
     }
-    assert Claims(committer.store, committer.dest).read()[0].claims == ()
+    assert Claims(committer.ctx).read()[0].claims == ()
 
 
 def test_replace_crash_between_complete_and_delete_rolls_forward(

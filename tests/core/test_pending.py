@@ -10,6 +10,7 @@ import pytest
 from tests.helpers import pending, pending_in_bucket, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.layout import Destination, data_file_name, file_job_id, is_job_data_key
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol import pending as pend
 from zero_rename.core.protocol.abort import SWEEP_ROUNDS, sweep_uploads
 from zero_rename.core.s3.client import UploadInfo
@@ -116,7 +117,7 @@ def test_the_sweep_lists_again_until_a_late_upload_is_gone_too(committer: Commit
     def listing() -> list[UploadInfo]:
         nonlocal listings
         listings += 1
-        found = pend.named_uploads(store, committer.dest, job_id)
+        found = pend.named_uploads(JobContext(store, committer.dest), job_id)
         if listings == 1:
             store.create_upload(bucket, next(keys))  # behind the listing's back
         return found
@@ -133,7 +134,7 @@ def test_the_sweep_gives_up_after_its_rounds(committer: Committer) -> None:
     names: Iterator[str] = (f"{prefix}part-{n:05d}-{job_id}.c000.csv" for n in range(100))
 
     def listing() -> list[UploadInfo]:
-        found = pend.named_uploads(store, committer.dest, job_id)
+        found = pend.named_uploads(JobContext(store, committer.dest), job_id)
         store.create_upload(bucket, next(names))  # a zombie that never stops
         return found
 
@@ -167,8 +168,8 @@ def test_a_job_whose_commit_wins_the_race_against_the_sweep_is_refused(
 def test_a_job_left_in_setup_is_aborted_as_a_job(committer: Committer) -> None:
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
     write_task(committer, job, "00000", {"2024-01-01": b"a", "2024-01-02": b"b"})
-    owners = pend.Owners(committer.store, committer.dest)
-    (seen,) = pend.plan_sweep(pend.pending_uploads(committer.store, committer.dest, owners))
+    owners = pend.Owners(committer.ctx)
+    (seen,) = pend.plan_sweep(pend.pending_uploads(committer.ctx, owners))
     assert seen.decision.action == pend.ABORT_JOB and len(seen.uploads) == 2
     carried, aborted = pend.abort_abandoned_job(committer.store, seen, "abandoned")
     assert carried == seen and aborted == 2
@@ -186,12 +187,12 @@ def test_a_job_named_by_another_jobs_task_id_keeps_its_uploads(committer: Commit
     write_task(committer, a, "00000", {"2024-01-01": b"a"})
     write_task(committer, b, a.job_id, {"2024-01-01": b"b"})
     b_keys = pending(committer, b.job_id)
-    owners = pend.Owners(committer.store, committer.dest)
-    listed = pend.pending_uploads(committer.store, committer.dest, owners, a.job_id)
+    owners = pend.Owners(committer.ctx)
+    listed = pend.pending_uploads(committer.ctx, owners, a.job_id)
     assert [p.key for p in listed] == pending(committer, a.job_id) and len(listed) == 1
-    assert pend.named_uploads(committer.store, committer.dest, a.job_id)[0].key == listed[0].key
+    assert pend.named_uploads(committer.ctx, a.job_id)[0].key == listed[0].key
     committer.abort_job(a.job_id)
     assert pending(committer) == b_keys and len(b_keys) == 1
-    (seen,) = pend.plan_sweep(pend.pending_uploads(committer.store, committer.dest, owners))
+    (seen,) = pend.plan_sweep(pend.pending_uploads(committer.ctx, owners))
     assert (seen.owner.job_id, seen.owner.state) == (b.job_id, "setup")
     assert committer.job(b.job_id).state == "setup"

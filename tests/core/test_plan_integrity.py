@@ -74,7 +74,7 @@ def test_a_plan_shard_rewritten_after_validation_is_refused(
     foreign = _other_tables_upload(committer, store_config)
     record = committer.job(job.job_id)
     assert record.prepared_plan and record.prepared_plan_digest
-    plan = load_plan(committer.store, committer.dest, job.job_id, record.prepared_plan)
+    plan = load_plan(committer.ctx, job.job_id, record.prepared_plan)
     key = shard_key(plan.shards_prefix, "uploads", 0)
     committer.store.put_object(committer.dest.bucket, key, encode([foreign]))
     with pytest.raises(ManifestError, match="changed after it was written"):

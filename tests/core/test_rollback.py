@@ -146,7 +146,7 @@ def assert_rolled_back(
     record = c.job(job.job_id)
     assert record.state == "aborted" and refused in record.error
     assert record.steps["rollback"].status == "succeeded"
-    assert Claims(c.store, c.dest).read()[0].of(job.job_id) is None
+    assert Claims(c.ctx).read()[0].of(job.job_id) is None
     layout = c.dest.job(job.job_id)
     assert [o.key for o in c.store.list_objects(c.dest.bucket, layout.dir)] == [layout.record_key]
 
@@ -207,9 +207,9 @@ def test_explicit_rollback_refuses_a_job_that_can_finish_unless_forced(
     old, success = earlier_job(committer)
     job, manifests = _stuck_committing(committer, store_config, completes_before_death=1)
     with pytest.raises(RollbackRefusedError, match="1 complete, 2 still pending"):
-        rollback_job(committer.store, committer.dest, job.job_id)
+        rollback_job(committer.ctx, job.job_id)
     assert committer.job(job.job_id).state == "committing"  # nothing changed
-    summary = rollback_job(committer.store, committer.dest, job.job_id, force=True)
+    summary = rollback_job(committer.ctx, job.job_id, force=True)
     assert summary.state == "aborted" and summary.aborted_uploads == 2
     assert_rolled_back(committer, job, old, success, "rolled back by hand")
 
@@ -220,11 +220,11 @@ def test_explicit_rollback_never_undoes_a_job_whose_files_are_all_complete(
     job, _ = _stuck_committing(committer, store_config, completes_before_death=3)
     for force in (False, True):
         with pytest.raises(RollbackRefusedError, match="committed in all but its record"):
-            rollback_job(committer.store, committer.dest, job.job_id, force=force)
+            rollback_job(committer.ctx, job.job_id, force=force)
     committer.commit_job(job.job_id)
     assert sorted(visible(committer).values()) == sorted(NEW.values())
     with pytest.raises(JobDecidedError, match="nothing to roll back"):
-        rollback_job(committer.store, committer.dest, job.job_id, force=True)
+        rollback_job(committer.ctx, job.job_id, force=True)
 
 
 def test_explicit_rollback_of_a_job_that_cannot_finish(
@@ -235,7 +235,7 @@ def test_explicit_rollback_of_a_job_that_cannot_finish(
     old, success = earlier_job(committer)
     job, manifests = _stuck_committing(committer, store_config, completes_before_death=2)
     abort_by_hand(committer)(manifests[2].uploads[0].key)
-    summary = rollback_job(committer.store, committer.dest, job.job_id)
+    summary = rollback_job(committer.ctx, job.job_id)
     assert summary.state == "aborted"
     assert_rolled_back(committer, job, old, success, "2 complete, 0 still pending, 1 neither")
 
@@ -244,8 +244,8 @@ def test_a_sealed_job_is_aborted_by_a_forced_rollback_only(committer: Committer)
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
     write_task(committer, job, "00000", {DAYS[0]: b"x"})
     with pytest.raises(RollbackRefusedError, match="can still run"):
-        rollback_job(committer.store, committer.dest, job.job_id)
-    rollback_job(committer.store, committer.dest, job.job_id, force=True)
+        rollback_job(committer.ctx, job.job_id)
+    rollback_job(committer.ctx, job.job_id, force=True)
     assert committer.job(job.job_id).state == "aborted"
     assert pending_in_bucket(committer) == [] and visible(committer) == {}
 

@@ -84,7 +84,7 @@ def test_a_job_across_shards_commits_and_lists_every_file(
     assert len(files) == 8
     success = committer.read_success()
     assert success is not None and success.file_count == 8 and len(success.file_list) == 3
-    listed = list(committed_files(committer.store, committer.dest, success))
+    listed = list(committed_files(committer.ctx, success))
     assert sorted(f.path for f in listed) == sorted(files)
     assert all(f.etag for f in listed)
     assert history_only(committer, job_id) and pending_in_bucket(committer) == []
@@ -109,7 +109,7 @@ def test_crash_between_shards_resumes_once(
     assert len(visible(committer)) == 8 and pending_in_bucket(committer) == []
     success = committer.read_success()
     assert success is not None
-    assert len(list(committed_files(committer.store, committer.dest, success))) == 8
+    assert len(list(committed_files(committer.ctx, success))) == 8
 
 
 @pytest.mark.s3

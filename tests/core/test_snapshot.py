@@ -27,7 +27,7 @@ def job(c: Committer, mode: str, days: dict[str, bytes], tasks: int = 1) -> JobR
 
 def files(c: Committer, as_of_job: str | None = None) -> dict[str, str | None]:
     """Relative path of each file of the committed state -> its job id."""
-    state = table_snapshot(c.store, c.dest, as_of_job)
+    state = table_snapshot(c.ctx, as_of_job)
     return {f.relative: f.job_id for f in state.files}
 
 
@@ -49,7 +49,7 @@ def test_committed_jobs_only(committer: Committer) -> None:
     first = job(committer, "append", {"d1": b"a", "d2": b"b"})
     committer.commit_job(first.job_id)
     open_job = job(committer, "append", {"d1": b"c"})  # written, never committed
-    state = table_snapshot(committer.store, committer.dest)
+    state = table_snapshot(committer.ctx)
     assert sorted(f.relative.split("/")[0] for f in state.files) == ["dt=d1", "dt=d2"]
     assert {f.job_id for f in state.files} == {first.job_id}
     assert state.committed_jobs == (first.job_id,)
@@ -65,7 +65,7 @@ def test_job_in_its_commit_is_skipped_until_committed(committer: Committer) -> N
         thread = in_background(lambda: committer.commit_job(record.job_id))
         assert held.reached.wait(60)
         assert committer.job(record.job_id).state == "committing"
-        state = table_snapshot(committer.store, committer.dest)
+        state = table_snapshot(committer.ctx)
         assert state.files == ()
         assert state.skipped.get("uncommitted", 0) >= 1  # completed, not yet committed
         held.release()
@@ -167,7 +167,7 @@ def test_a_job_committed_during_the_listing_is_listed_again(committer: Committer
 
     c.store.list_objects = listing  # type: ignore[method-assign]
     try:
-        state = table_snapshot(c.store, c.dest)
+        state = table_snapshot(c.ctx)
     finally:
         del c.store.list_objects
     assert calls["n"] == 2

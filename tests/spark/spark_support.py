@@ -69,7 +69,7 @@ def assert_exactly(
     assert pending_in_bucket(c) == []
     # What a plain reader lists is exactly the committed state: no file of a
     # failed or losing attempt, no replaced file left behind.
-    committed = table_snapshot(c.store, c.dest).files
+    committed = table_snapshot(c.ctx).files
     assert data_files(c) == sorted(f.relative for f in committed)
 
 

@@ -22,6 +22,7 @@ from zero_rename.cli.durations import format_duration, format_span
 from zero_rename.cli.exits import ExitCode, NotFound, Refused
 from zero_rename.cli.output import Output, Result, iso, shown
 from zero_rename.core import Destination
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol import pending as pend
 from zero_rename.core.protocol.abort import abort_each
 from zero_rename.core.protocol.pending import Decision, JobSweep, Owners, Pending
@@ -89,7 +90,11 @@ def run_list(ctx: Context, args: argparse.Namespace) -> Result:
     dest = ctx.destination(args.dest)
     now = datetime.now(UTC)
     found = pend.pending_uploads(
-        ctx.store(), dest, Owners(ctx.store(), dest), args.job, args.older_than, now
+        JobContext(ctx.store(), dest),
+        Owners(JobContext(ctx.store(), dest)),
+        args.job,
+        args.older_than,
+        now,
     )
     data = {
         "destination": dest.url,
@@ -139,8 +144,9 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool, threads: int) -> Result:
-    store, owners = ctx.store(), Owners(ctx.store(), dest)
-    found = pend.pending_uploads(store, dest, owners, job_id)
+    job_ctx = JobContext(ctx.store(), dest)
+    owners = Owners(job_ctx)
+    found = pend.pending_uploads(job_ctx, owners, job_id)
     owner = owners.of_job(job_id, [p.key for p in found])
     if owner.state is None and not found:
         raise NotFound(f"no job {job_id} and no pending upload of it under {dest.url}")
@@ -161,7 +167,7 @@ def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool, thre
         data["keys"] = [p.key for p in found]
         return Result(data, lambda out: _render_job_dry_run(out, dest, found, decision))
     with ctx.out.progress(f"aborting uploads of job {job_id[:8]}", len(found)) as advance:
-        aborted, gone = pend.abort_job_uploads(store, dest, job_id, found, threads, advance)
+        aborted, gone = pend.abort_job_uploads(job_ctx, job_id, found, threads, advance)
     data.update(aborted=aborted, already_gone=gone)
     return Result(
         data,
@@ -184,9 +190,10 @@ def _render_job_dry_run(
 def _sweep(
     ctx: Context, dest: Destination, older_than: timedelta, dry_run: bool, threads: int
 ) -> Result:
-    store, owners = ctx.store(), Owners(ctx.store(), dest)
+    job_ctx = JobContext(ctx.store(), dest)
+    owners = Owners(job_ctx)
     now = datetime.now(UTC)
-    old = pend.pending_uploads(store, dest, owners, None, older_than, now)
+    old = pend.pending_uploads(job_ctx, owners, None, older_than, now)
     jobs = pend.plan_sweep(old)
     aborted = gone = 0
     if not dry_run:

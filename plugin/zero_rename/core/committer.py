@@ -30,17 +30,12 @@ from zero_rename.core.data.model import (
     utcnow,
 )
 from zero_rename.core.data.options import JobOptions, parse_options
+from zero_rename.core.data.records import JobContext, step_finished, step_started
 from zero_rename.core.data.success import PARTITIONS_LISTED, committed_files
 from zero_rename.core.protocol import abort as abort_mod
 from zero_rename.core.protocol import commit as commit_mod
 from zero_rename.core.protocol import planning, rollback, states
-from zero_rename.core.protocol.jobs import (
-    JobRecords,
-    setup_job,
-    step_finished,
-    step_started,
-    visible_objects,
-)
+from zero_rename.core.protocol.jobs import setup_job, visible_objects
 from zero_rename.core.protocol.output_check import Problem, check_failed, check_job, check_output
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.protocol.task import TaskAttempt
@@ -76,7 +71,8 @@ class Committer:
         )
         self.store = store or S3Store.connect(config or StoreConfig())
         self.profile = check_profile_name(profile or (config.profile if config else AUTO))
-        self.records = JobRecords(self.store, self.dest)
+        self.ctx = JobContext(self.store, self.dest)
+        self.records = self.ctx.records
 
     def _job_store(self) -> S3Store:
         """A view of the connection pool counting one step's requests."""
@@ -91,7 +87,12 @@ class Committer:
     ) -> JobRecord:
         opts = options if isinstance(options, JobOptions) else parse_options(options)
         return setup_job(
-            self._job_store(), self.dest, opts, job_id, expected_tasks, self.profile, origin
+            JobContext(self._job_store(), self.dest),
+            opts,
+            job_id,
+            expected_tasks,
+            self.profile,
+            origin,
         )
 
     def job(self, job_id: str) -> JobRecord:
@@ -122,9 +123,7 @@ class Committer:
     ) -> str:
         """Save the engine's choice of task attempts, and record the stage as a step of
         the job (from ``started``, when the engine's write began, to now)."""
-        where, digest = manifests.save_stage_manifest(
-            self.store, self.dest, job_id, task_manifests, engine
-        )
+        where, digest = manifests.save_stage_manifest(self.ctx, job_id, task_manifests, engine)
         files = sum(len(m.uploads) for m in task_manifests)
         detail = f"{engine or 'engine'}: {len(task_manifests)} task(s), {files} file(s)"
 
@@ -151,20 +150,20 @@ class Committer:
         return where
 
     def load_manifests(self, job_id: str) -> list[TaskManifest]:
-        return manifests.load_manifests(self.store, self.dest, job_id)
+        return manifests.load_manifests(self.ctx, job_id)
 
     def committed_attempts(self, job_id: str) -> tuple[str, ...]:
         """The task attempts a job's decided plan commits (none before its commit)."""
         record = self.records.get(job_id)
         if record.committed_attempts or not record.plan_key:
             return record.committed_attempts
-        plan = planning.decided_plan(self.store, self.dest, record)
-        return tuple(planning.plan_attempts(self.store, self.dest, plan))
+        plan = planning.decided_plan(self.ctx, record)
+        return tuple(planning.plan_attempts(self.ctx, plan))
 
     def stage_summary(self, job_id: str, state: JobState = states.SETUP) -> JobSummary | None:
         """What the job's stage manifest holds (tasks, files, bytes, rows), from its
         header alone; None before an engine saved one."""
-        counts = manifests.stage_counts(self.store, self.dest, job_id)
+        counts = manifests.stage_counts(self.ctx, job_id)
         if counts is None:
             return None
         return JobSummary(
@@ -212,8 +211,10 @@ class Committer:
         expected: Expected,
         resolve: bool,
     ) -> JobSummary:
-        source = commit_mod.manifest_source(store, self.dest, record, task_manifests)
-        plan, key = planning.prepared_for(store, self.dest, record, source, expected, resolve)
+        source = commit_mod.manifest_source(JobContext(store, self.dest), record, task_manifests)
+        plan, key = planning.prepared_for(
+            JobContext(store, self.dest), record, source, expected, resolve
+        )
         if key != record.prepared_plan:
             prepared = {"prepared_plan": key, "prepared_plan_digest": planning.plan_digest(plan)}
             self.records.update(record.job_id, lambda r: r.model_copy(update=prepared))
@@ -268,7 +269,7 @@ class Committer:
         progress: commit_mod.Progress | None = None,
     ) -> JobSummary:
         return commit_mod.commit_job(
-            self._job_store(), self.dest, job_id, task_manifests, expected, progress
+            JobContext(self._job_store(), self.dest), job_id, task_manifests, expected, progress
         )
 
     def abort_job(
@@ -279,7 +280,7 @@ class Committer:
         finish is rolled back instead of refused (:meth:`rollback_job`, ``force``
         as there); without it that job's abort raises AbortRefusedError."""
         try:
-            return abort_mod.abort_job(self._job_store(), self.dest, job_id, reason)
+            return abort_mod.abort_job(JobContext(self._job_store(), self.dest), job_id, reason)
         except AbortRefusedError:
             if not roll_back:
                 raise
@@ -290,20 +291,24 @@ class Committer:
         ``committing`` whose commit cannot finish, or one rolling back. Refuses
         (RollbackRefusedError) a job that can still finish, unless ``force``, and
         always one whose every file is complete. See :mod:`zero_rename.core.protocol.rollback`."""
-        return rollback.rollback_job(self._job_store(), self.dest, job_id, force, reason)
+        return rollback.rollback_job(
+            JobContext(self._job_store(), self.dest), job_id, force, reason
+        )
 
     def commit_outlook(self, job_id: str) -> rollback.CommitOutlook:
         """For a committing job: how many planned files are complete, pending or lost."""
-        return rollback.commit_outlook(self._job_store(), self.dest, self.records.get(job_id))
+        return rollback.commit_outlook(
+            JobContext(self._job_store(), self.dest), self.records.get(job_id)
+        )
 
     def cleanup_job(self, job_id: str) -> JobSummary:
-        return abort_mod.cleanup_job(self._job_store(), self.dest, job_id)
+        return abort_mod.cleanup_job(JobContext(self._job_store(), self.dest), job_id)
 
     def pending_uploads(self, job_id: str | None = None) -> list[UploadInfo]:
         """Pending uploads under the destination, or those of one job."""
         store = self.listing_store(job_id)
         if job_id is not None:
-            return abort_mod.job_uploads(store, self.dest, job_id)
+            return abort_mod.job_uploads(JobContext(store, self.dest), job_id)
         return list(store.list_uploads(self.dest.bucket, self.dest.dir))
 
     def listing_store(self, job_id: str | None = None) -> S3Store:
@@ -322,11 +327,11 @@ class Committer:
     def published_task_manifests(self, job_id: str) -> int:
         """Task commits of the job so far (one listing); their manifests are removed
         once the job is decided."""
-        return manifests.published_count(self.store, self.dest, job_id)
+        return manifests.published_count(self.ctx, job_id)
 
     def visible_objects(self) -> list[ObjectInfo]:
         """The objects table readers see under the destination (one listing)."""
-        return list(visible_objects(self.store, self.dest))
+        return list(visible_objects(self.ctx))
 
     def holds_anything(self) -> bool:
         """Whether any object is under the destination: a file, or the protocol's own."""
@@ -342,7 +347,7 @@ class Committer:
 
     def committed_files(self, success: SuccessData) -> Iterator[CommittedFile]:
         """Every file ``success`` (this destination's ``_SUCCESS``) stands for, streamed."""
-        return committed_files(self.store, self.dest, success)
+        return committed_files(self.ctx, success)
 
     def check_output(
         self,
@@ -354,7 +359,7 @@ class Committer:
         its size and ETag, none carrying its job id missing from it; ``advance``
         counts the directories listed
         (:func:`~zero_rename.core.protocol.output_check.scan_dirs`)."""
-        return check_output(self.store, self.dest, success, threads, advance)
+        return check_output(self.ctx, success, threads, advance)
 
     def validate_output(self, job_id: str, threads: int | None = None) -> OutputCheck:
         """The output check as a step after the job's commit (``validate_output``):
@@ -374,9 +379,7 @@ class Committer:
             raise ConfigError(
                 f"job {job_id} is {record.state}: the output check runs once it is committed"
             )
-        check = check_job(
-            self.store, self.dest, record, self.read_success(), threads or record.options.threads
-        )
+        check = check_job(self.ctx, record, self.read_success(), threads or record.options.threads)
         step = StepTiming(
             started=started,
             finished=utcnow(),

@@ -46,6 +46,7 @@ from pyspark.sql.types import (
 
 from zero_rename.core import Destination, S3Store, StoreConfig
 from zero_rename.core.data.layout import check_job_id
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol.snapshot import SnapshotFile, TableSnapshot, table_snapshot
 from zero_rename.errors import ConfigError, ZeroRenameError
 from zero_rename.read import filesystem
@@ -104,7 +105,9 @@ def parse_reader_options(options: Mapping[str, str]) -> ReadConfig:
 
 
 def take_snapshot(config: ReadConfig) -> TableSnapshot:
-    return table_snapshot(S3Store.connect(config.store), config.destination, config.as_of_job)
+    return table_snapshot(
+        JobContext(S3Store.connect(config.store), config.destination), config.as_of_job
+    )
 
 
 # -- schema (driver) -------------------------------------------------------------

@@ -11,9 +11,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.model import CommitPlan, JournalEntry, dump, load
-from zero_rename.core.s3.client import S3Store
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.s3.writes import create_once
 
 # Journal a checkpoint after this many completions or seconds, whichever first.
@@ -33,7 +32,8 @@ class Progress:
         return self.partial.get(shard, set())
 
 
-def read_progress(store: S3Store, dest: Destination, plan: CommitPlan) -> Progress:
+def read_progress(ctx: JobContext, plan: CommitPlan) -> Progress:
+    store, dest = ctx.store, ctx.dest
     progress = Progress()
     for obj in store.list_objects(dest.bucket, dest.job(plan.job_id).journal_dir):
         found = store.get_object(dest.bucket, obj.key)
@@ -53,7 +53,9 @@ def read_progress(store: S3Store, dest: Destination, plan: CommitPlan) -> Progre
 class Journal:
     """Writes create-only checkpoints of completed uploads, shard by shard."""
 
-    def __init__(self, store: S3Store, dest: Destination, plan: CommitPlan, seq: int) -> None:
+    def __init__(self, ctx: JobContext, plan: CommitPlan, seq: int) -> None:
+        store, dest = ctx.store, ctx.dest
+        self.ctx = ctx
         self.store, self.dest, self.plan, self.seq = store, dest, plan, seq
         self.shard = 0
         self.pending: list[int] = []

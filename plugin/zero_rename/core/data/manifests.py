@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from zero_rename.core.data import shards
-from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.model import StageManifest, TaskManifest, dump, load
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.data.shards import (
     body_digest,
     check_digest,
@@ -25,7 +25,7 @@ from zero_rename.core.data.shards import (
     shard_key,
     write_shard,
 )
-from zero_rename.core.s3.client import ObjectInfo, S3Store
+from zero_rename.core.s3.client import ObjectInfo
 from zero_rename.core.s3.writes import create_once
 from zero_rename.errors import ManifestError
 
@@ -74,20 +74,19 @@ def attempts_digest(attempt_ids: Iterable[str]) -> str:
 
 
 def source(
-    store: S3Store, dest: Destination, job_id: str, threads: int = 16, stage_digest: str = ""
+    ctx: JobContext, job_id: str, threads: int = 16, stage_digest: str = ""
 ) -> ManifestSource:
     """The stage manifest's choice if there is one, else the published task manifests.
     ``stage_digest``: the stage header's digest as the job record keeps it."""
-    stage = read_stage_header(store, dest, job_id, stage_digest)
+    stage = read_stage_header(ctx, job_id, stage_digest)
     if stage is not None:
-        return _stage_source(store, dest, stage)
-    return _published_source(store, dest, job_id, threads)
+        return _stage_source(ctx, stage)
+    return _published_source(ctx, job_id, threads)
 
 
 # -- stage manifests -----------------------------------------------------------------
 def save_stage_manifest(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     job_id: str,
     manifests: Sequence[TaskManifest],
     engine: str = "",
@@ -100,6 +99,7 @@ def save_stage_manifest(
     The manifests go in shards named by the choice's digest, then the header,
     which keeps each shard's digest.
     """
+    store, dest = ctx.store, ctx.dest
     ordered = sorted(manifests, key=lambda m: m.task_id)
     digest = attempts_digest(m.task_attempt_id for m in ordered)
     layout = dest.job(job_id)
@@ -165,8 +165,9 @@ def _digest_of(stage: StageManifest) -> str:
 
 
 def read_stage_header(
-    store: S3Store, dest: Destination, job_id: str, expected_digest: str = ""
+    ctx: JobContext, job_id: str, expected_digest: str = ""
 ) -> StageManifest | None:
+    store, dest = ctx.store, ctx.dest
     key = dest.job(job_id).stage_manifest_key
     found = store.get_object(dest.bucket, key)
     if found is None:
@@ -178,9 +179,9 @@ def read_stage_header(
     return stage
 
 
-def stage_counts(store: S3Store, dest: Destination, job_id: str) -> StageCounts | None:
+def stage_counts(ctx: JobContext, job_id: str) -> StageCounts | None:
     """Tasks, files, bytes and rows of the job's stage manifest; None before it exists."""
-    stage = read_stage_header(store, dest, job_id)
+    stage = read_stage_header(ctx, job_id)
     if stage is None:
         return None
     if stage.version == 1:
@@ -194,7 +195,8 @@ def stage_counts(store: S3Store, dest: Destination, job_id: str) -> StageCounts 
     return StageCounts(stage.tasks, stage.files, stage.bytes, stage.rows)
 
 
-def _stage_source(store: S3Store, dest: Destination, stage: StageManifest) -> ManifestSource:
+def _stage_source(ctx: JobContext, stage: StageManifest) -> ManifestSource:
+    store, dest = ctx.store, ctx.dest
     identity = "stage:" + _digest_of(stage)
     if stage.version == 1:
         return ManifestSource(identity, len(stage.manifests), lambda: iter(stage.manifests))
@@ -216,12 +218,11 @@ def _stage_source(store: S3Store, dest: Destination, stage: StageManifest) -> Ma
 
 
 # -- published manifests -------------------------------------------------------------
-def _published_source(
-    store: S3Store, dest: Destination, job_id: str, threads: int
-) -> ManifestSource:
+def _published_source(ctx: JobContext, job_id: str, threads: int) -> ManifestSource:
     """Manifests published by first-attempt-wins task commits; the listing (keys and
     ETags, no bodies) is the identity."""
-    listed = sorted((o.key, o.etag) for o in _published(store, dest, job_id))
+    store, dest = ctx.store, ctx.dest
+    listed = sorted((o.key, o.etag) for o in _published(ctx, job_id))
     identity = (
         "published:"
         + hashlib.sha256("\n".join(f"{k} {e}" for k, e in listed).encode("utf-8")).hexdigest()[:32]
@@ -238,7 +239,8 @@ def _published_source(
     )
 
 
-def _published(store: S3Store, dest: Destination, job_id: str) -> Iterator[ObjectInfo]:
+def _published(ctx: JobContext, job_id: str) -> Iterator[ObjectInfo]:
+    store, dest = ctx.store, ctx.dest
     return (
         o
         for o in store.list_objects(dest.bucket, dest.job(job_id).tasks_dir)
@@ -246,10 +248,10 @@ def _published(store: S3Store, dest: Destination, job_id: str) -> Iterator[Objec
     )
 
 
-def published_count(store: S3Store, dest: Destination, job_id: str) -> int:
+def published_count(ctx: JobContext, job_id: str) -> int:
     """Task manifests published so far (one listing); they are removed once the job
     is decided."""
-    return sum(1 for _ in _published(store, dest, job_id))
+    return sum(1 for _ in _published(ctx, job_id))
 
 
 def bounded_map(fn: Callable[[T], R], items: Sequence[T], threads: int) -> Iterator[R]:
@@ -274,17 +276,13 @@ def bounded_map(fn: Callable[[T], R], items: Sequence[T], threads: int) -> Itera
                 future.cancel()
 
 
-def load_manifests(
-    store: S3Store, dest: Destination, job_id: str, threads: int = 16
-) -> list[TaskManifest]:
+def load_manifests(ctx: JobContext, job_id: str, threads: int = 16) -> list[TaskManifest]:
     """Every task manifest of the job, in memory: for small jobs and tests; the job
     commit streams them instead."""
-    return list(source(store, dest, job_id, threads))
+    return list(source(ctx, job_id, threads))
 
 
-def load_stage_manifest(
-    store: S3Store, dest: Destination, job_id: str
-) -> list[TaskManifest] | None:
+def load_stage_manifest(ctx: JobContext, job_id: str) -> list[TaskManifest] | None:
     """The stage manifest's task manifests, in memory; None before it exists."""
-    stage = read_stage_header(store, dest, job_id)
-    return None if stage is None else list(_stage_source(store, dest, stage))
+    stage = read_stage_header(ctx, job_id)
+    return None if stage is None else list(_stage_source(ctx, stage))

@@ -23,9 +23,9 @@ from zero_rename.core.data.model import (
     JobSummary,
     SuccessData,
 )
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.data.shards import read_shard, shard_key
 from zero_rename.core.protocol import states
-from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.stats import RequestStats, combined, total_requests
 
 # Hadoop's SUCCESS_MARKER_FILE_LIMIT: ``filenames`` lists at most 100 files.
@@ -108,11 +108,10 @@ def now_millis() -> int:
     return int(time.time() * 1000)
 
 
-def committed_files(
-    store: S3Store, dest: Destination, success: SuccessData
-) -> Iterator[CommittedFile]:
+def committed_files(ctx: JobContext, success: SuccessData) -> Iterator[CommittedFile]:
     """Every file a ``_SUCCESS`` stands for: from its file list's shards, one shard
     at a time, or from ``files`` where that lists them all."""
+    store, dest = ctx.store, ctx.dest
     if not success.file_list:
         yield from success.files
         return

@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from zero_rename.core.data.layout import Destination, is_job_data_key
+from zero_rename.core.data.layout import is_job_data_key
 from zero_rename.core.data.model import JobRecord, JobSummary, dump, utcnow
 from zero_rename.core.data.options import JobOptions
+from zero_rename.core.data.records import JobContext, JobRecords, step_finished, step_started
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.claims import Claims
-from zero_rename.core.protocol.jobs import JobRecords, step_finished, step_started
 from zero_rename.core.protocol.planning import decided_plan, upload_shards
 from zero_rename.core.protocol.publish import delete_replaced
 from zero_rename.core.s3.client import S3Store, UploadInfo
@@ -47,10 +47,11 @@ def _ignore(count: int) -> None:
 
 
 def job_uploads(
-    store: S3Store, dest: Destination, job_id: str, columns: tuple[str, ...] | None = None
+    ctx: JobContext, job_id: str, columns: tuple[str, ...] | None = None
 ) -> list[UploadInfo]:
     """Pending uploads of this job under the destination (``columns``: the job's
     partition columns, if known)."""
+    store, dest = ctx.store, ctx.dest
     return [
         u
         for u in store.list_uploads(dest.bucket, dest.dir)
@@ -105,15 +106,15 @@ def sweep_uploads(
 
 
 def abort_uploads(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     job_id: str,
     threads: int = 16,
     columns: tuple[str, ...] | None = None,
 ) -> int:
     """Abort every pending upload of the job; returns how many were aborted."""
+    store, dest = ctx.store, ctx.dest
     aborted, _ = sweep_uploads(
-        store, dest.bucket, lambda: job_uploads(store, dest, job_id, columns), threads
+        store, dest.bucket, lambda: job_uploads(ctx, job_id, columns), threads
     )
     if aborted:
         log.info("aborted %d pending upload(s) of job %s", aborted, job_id)
@@ -121,7 +122,7 @@ def abort_uploads(
 
 
 def remove_temporary(
-    store: S3Store, dest: Destination, job_id: str, keep: Sequence[str] = (), files: bool = True
+    ctx: JobContext, job_id: str, keep: Sequence[str] = (), files: bool = True
 ) -> int:
     """Delete the job's manifests, plans and journal. The job record stays as history
     and as the fence that late task attempts read, the committed file list
@@ -129,6 +130,7 @@ def remove_temporary(
     anything) as the full list ``_SUCCESS`` names, and whatever starts with one
     of ``keep`` (the decided plan's header and committed attempts, which a late
     attempt reads to learn whether it counts)."""
+    store, dest = ctx.store, ctx.dest
     layout = dest.job(job_id)
     kept = (layout.record_key, *([layout.files_dir] if files else []), *keep)
     keys = [
@@ -137,18 +139,18 @@ def remove_temporary(
     return store.delete_objects(dest.bucket, keys) if keys else 0
 
 
-def decided_plan_keys(store: S3Store, dest: Destination, record: JobRecord) -> tuple[str, ...]:
+def decided_plan_keys(ctx: JobContext, record: JobRecord) -> tuple[str, ...]:
     """What of a committed job's plan stays: its header and committed attempts."""
     if record.state not in states.PUBLISHING or not record.plan_key:
         return ()
     try:
-        plan = decided_plan(store, dest, record)
+        plan = decided_plan(ctx, record)
     except ManifestError:
         return ()
     return (record.plan_key, plan.shards_prefix + "attempts-")
 
 
-def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") -> JobSummary:
+def abort_job(ctx: JobContext, job_id: str, reason: str = "") -> JobSummary:
     """Job abort: decide "aborted", abort every pending upload, remove temporary objects,
     release the job's claim. ``reason`` (the failing step and its error, say) is
     kept in the record's ``error`` for ``jobs show`` and the Commits page.
@@ -166,17 +168,17 @@ def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") 
         AbortRefusedError: the commit passed its point of no return.
     """
     started = time.monotonic()
-    records = JobRecords(store, dest)
-    record = _decide_aborted(store, dest, records, job_id, reason)
+    record = _decide_aborted(ctx, ctx.records, job_id, reason)
     if record is not None and record.state == states.ROLLING_BACK:
-        return finish_rollback(store, dest, record)
+        return finish_rollback(ctx, record)
     if record is not None:
-        store = store.with_profile(record.store_profile)
+        ctx = ctx.profiled(record.store_profile)
+    store, dest = ctx.store, ctx.dest
     threads = record.options.threads if record else 16
     columns = record.file_columns if record else None
-    aborted = abort_uploads(store, dest, job_id, threads, columns)
-    remove_temporary(store, dest, job_id, files=False)  # an aborted job lists no files
-    Claims(store, dest).release(job_id)
+    aborted = abort_uploads(ctx, job_id, threads, columns)
+    remove_temporary(ctx, job_id, files=False)  # an aborted job lists no files
+    Claims(ctx).release(job_id)
     summary = JobSummary(
         job_id=job_id,
         destination=dest.url,
@@ -186,7 +188,7 @@ def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") 
         seconds=round(time.monotonic() - started, 3),
     )
     if record is not None:
-        records.update(
+        ctx.records.update(
             job_id,
             lambda r: r.model_copy(
                 update={"steps": step_finished(r, "abort", detail=f"{aborted} upload(s) aborted")}
@@ -197,11 +199,12 @@ def abort_job(store: S3Store, dest: Destination, job_id: str, reason: str = "") 
 
 
 def _decide_aborted(
-    store: S3Store, dest: Destination, records: JobRecords, job_id: str, reason: str = ""
+    ctx: JobContext, records: JobRecords, job_id: str, reason: str = ""
 ) -> JobRecord | None:
     """Swap the record to ``aborted``; None when there is no record at all. A job
     rolling back is returned as it is (its rollback finishes it); a job past its
     point of no return is refused (AbortRefusedError)."""
+    dest = ctx.dest
 
     def decision(record: JobRecord) -> dict[str, Any]:
         return {
@@ -215,7 +218,7 @@ def _decide_aborted(
         log.warning("no job record for %s at %s; aborting its uploads anyway", job_id, dest.url)
         return None
     except ManifestError as exc:
-        return _replace_unreadable(store, dest, records, job_id, exc)
+        return _replace_unreadable(ctx, records, job_id, exc)
 
 
 # Bounded: a record is read by every fence read of the job's task attempts.
@@ -229,11 +232,12 @@ def abort_reason(reason: str) -> str:
 
 
 def _replace_unreadable(
-    store: S3Store, dest: Destination, records: JobRecords, job_id: str, problem: ManifestError
+    ctx: JobContext, records: JobRecords, job_id: str, problem: ManifestError
 ) -> JobRecord:
     """Abort a job whose record cannot be read, by replacing the record (compare-and-
     swap on its ETag) with an aborted one; refused where a plan exists, since the
     job may have passed its point of no return."""
+    store, dest = ctx.store, ctx.dest
     layout = dest.job(job_id)
     plans = [
         o.key
@@ -270,18 +274,20 @@ def _replace_unreadable(
     return record
 
 
-def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
+def cleanup_job(ctx: JobContext, job_id: str) -> JobSummary:
     """Job cleanup after the job is decided: release its claim, abort stray uploads,
     remove temporary objects.
 
     A job still in setup, sealed or mid-commit is left alone, with a warning:
     cleaning it would take the decision that only commit or abort may take.
     """
+    store, dest = ctx.store, ctx.dest
     started = time.monotonic()
-    record = JobRecords(store, dest).get(job_id)
-    store = store.with_profile(record.store_profile)
+    record = ctx.records.get(job_id)
+    ctx = ctx.profiled(record.store_profile)
+    store = ctx.store
     if record.state == states.ROLLING_BACK:
-        return finish_rollback(store, dest, record)
+        return finish_rollback(ctx, record)
     if record.state not in states.FINAL:
         log.warning(
             "job %s is %s; cleanup leaves it for %s",
@@ -292,12 +298,12 @@ def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
         return JobSummary(job_id=job_id, destination=dest.url, state=record.state)
     # A commit cut short after its record said committed leaves replaced files;
     # their list goes with the temporary objects, so delete them first.
-    delete_replaced(store, dest, record)
-    Claims(store, dest).release(job_id)
-    aborted = abort_uploads(store, dest, job_id, record.options.threads, record.file_columns)
-    keep = decided_plan_keys(store, dest, record)
+    delete_replaced(ctx, record)
+    Claims(ctx).release(job_id)
+    aborted = abort_uploads(ctx, job_id, record.options.threads, record.file_columns)
+    keep = decided_plan_keys(ctx, record)
     committed = record.state == states.COMMITTED
-    removed = remove_temporary(store, dest, job_id, keep, files=committed)
+    removed = remove_temporary(ctx, job_id, keep, files=committed)
     log.info(
         "cleaned up job %s: %d stray upload(s) aborted, %d temporary object(s) removed",
         job_id,
@@ -315,7 +321,7 @@ def cleanup_job(store: S3Store, dest: Destination, job_id: str) -> JobSummary:
 
 
 # -- finishing a rollback (the decision is core/protocol/rollback.py's) ------------------------
-def finish_rollback(store: S3Store, dest: Destination, record: JobRecord) -> JobSummary:
+def finish_rollback(ctx: JobContext, record: JobRecord) -> JobSummary:
     """Carry out a rollback the record has decided (``rolling_back``); idempotent.
 
     The order is what keeps a file from appearing after the rollback: every
@@ -328,24 +334,26 @@ def finish_rollback(store: S3Store, dest: Destination, record: JobRecord) -> Job
         ZeroRenameError: an upload of the job is still pending after the sweep;
             the record stays ``rolling_back`` for a retry.
     """
+    store, dest = ctx.store, ctx.dest
     started = time.monotonic()
-    store = store.with_profile(record.store_profile)
+    ctx = ctx.profiled(record.store_profile)
+    store = ctx.store
     threads = record.options.threads
-    aborted = abort_uploads(store, dest, record.job_id, threads, record.file_columns)
-    left = job_uploads(store, dest, record.job_id, record.file_columns)
+    aborted = abort_uploads(ctx, record.job_id, threads, record.file_columns)
+    left = job_uploads(ctx, record.job_id, record.file_columns)
     if left:
         raise ZeroRenameError(
             f"job {record.job_id}: {len(left)} upload(s) still pending after the rollback's "
             f"sweep (first {left[0].key}); run the rollback again"
         )
-    removed = _delete_planned(store, dest, record)
-    aborted_record, _ = JobRecords(store, dest).advance(
+    removed = _delete_planned(ctx, record)
+    aborted_record, _ = ctx.records.advance(
         record.job_id,
         states.ROLLED_BACK,
         lambda r: {"steps": step_finished(r, "rollback", detail="rolled back")},
     )
-    Claims(store, dest).release(record.job_id)
-    remove_temporary(store, dest, record.job_id, files=False)
+    Claims(ctx).release(record.job_id)
+    remove_temporary(ctx, record.job_id, files=False)
     log.warning(
         "job %s is rolled back at %s: its %d planned file(s) removed, %d pending upload(s) "
         "aborted; %s",
@@ -365,15 +373,16 @@ def finish_rollback(store: S3Store, dest: Destination, record: JobRecord) -> Job
     )
 
 
-def _delete_planned(store: S3Store, dest: Destination, record: JobRecord) -> int:
+def _delete_planned(ctx: JobContext, record: JobRecord) -> int:
     """Delete every key the job's plan would make visible, a shard at a time (keys
     carry the job id: nothing else is there); where the plan cannot be read, the
     job's files found by listing the destination. Returns the keys deleted."""
+    store, dest = ctx.store, ctx.dest
     try:
-        plan = decided_plan(store, dest, record)
+        plan = decided_plan(ctx, record)
         return sum(
             store.delete_objects(dest.bucket, [u.key for u in uploads])
-            for _, uploads in upload_shards(store, dest, plan)
+            for _, uploads in upload_shards(ctx, plan)
         )
     except ManifestError as exc:
         log.warning("job %s: %s; looking for its files by listing", record.job_id, exc)

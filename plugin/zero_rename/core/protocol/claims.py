@@ -37,10 +37,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.model import JobRecord, Timestamp, dump, hostname, load, utcnow
 from zero_rename.core.data.options import ConflictMode
+from zero_rename.core.data.records import JobContext, JobRecords
 from zero_rename.core.protocol import states
-from zero_rename.core.protocol.jobs import JobRecords
 from zero_rename.core.protocol.states import JobState
-from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.writes import swap
 from zero_rename.errors import (
     JobNotFoundError,
@@ -120,7 +119,9 @@ def describe_dirs(dirs: Sequence[str]) -> str:
 class Claims:
     """The claim table of one destination."""
 
-    def __init__(self, store: S3Store, dest: Destination) -> None:
+    def __init__(self, ctx: JobContext) -> None:
+        store, dest = ctx.store, ctx.dest
+        self.ctx = ctx
         self.store = store
         self.dest = dest
         self.key = claims_key(dest)
@@ -212,7 +213,7 @@ class Claims:
 
     def _live(self, table: ClaimTable, job_id: str) -> tuple[Claim, ...]:
         """Other jobs' claims, without those whose job is decided or gone."""
-        records = JobRecords(self.store, self.dest)
+        records = self.ctx.records
         live = []
         for claim in table.claims:
             if claim.job_id == job_id:
@@ -256,7 +257,7 @@ class Claims:
         self, record: JobRecord, mine: Claim, blocking: tuple[Claim, tuple[str, ...]]
     ) -> PartitionClaimConflict:
         holder, shared = blocking
-        state = _state_of(JobRecords(self.store, self.dest), holder.job_id) or "gone"
+        state = _state_of(self.ctx.records, holder.job_id) or "gone"
         advice = (
             _ADVICE.get(state, "let it finish")
             if isinstance(state, JobState)

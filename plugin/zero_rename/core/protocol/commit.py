@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from zero_rename.core.data import manifests as manifest_sources
-from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.manifests import ManifestSource
 from zero_rename.core.data.model import CommitPlan, JobRecord, JobSummary, TaskManifest, dump
+from zero_rename.core.data.records import JobContext, JobRecords, step_finished, step_started
 from zero_rename.core.data.success import build_success, success_summary
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import (
@@ -46,12 +46,10 @@ from zero_rename.core.protocol.abort import (
     remove_temporary,
 )
 from zero_rename.core.protocol.claims import Claims
-from zero_rename.core.protocol.jobs import JobRecords, step_finished, step_started
 from zero_rename.core.protocol.planning import decided_plan, plan_digest, prepared_for
 from zero_rename.core.protocol.publish import ProgressCallback, delete_replaced, publish
 from zero_rename.core.protocol.rollback import roll_back
 from zero_rename.core.protocol.validate import Expected
-from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.writes import put_checked
 from zero_rename.errors import (
     CommitRolledBackError,
@@ -67,8 +65,7 @@ Progress = ProgressCallback
 
 
 def commit_job(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     job_id: str,
     manifests: Sequence[TaskManifest] | None = None,
     expected: Expected = None,
@@ -84,16 +81,16 @@ def commit_job(
         StoreError, CommitStateUnknownError: after it; retry the commit.
     """
     started = time.monotonic()
-    records = JobRecords(store, dest)
-    record = records.get(job_id)
-    store = store.with_profile(record.store_profile)
+    record = ctx.records.get(job_id)
+    ctx = ctx.profiled(record.store_profile)
+    store, dest, records = ctx.store, ctx.dest, ctx.records
     if record.state == states.ROLLING_BACK:
-        finish_rollback(store, dest, record)
+        finish_rollback(ctx, record)
         raise CommitRolledBackError(f"job {job_id} was rolled back: {record.error}")
     if record.state == states.ABORTED:
         raise JobDecidedError(f"job {job_id} was aborted; it cannot commit: {record.error}")
     if record.state == states.COMMITTED:
-        return _already_committed(store, dest, record)
+        return _already_committed(ctx, record)
     if record.options.threads > store.pool_size:
         # urllib3 would open and discard connections past the pool's size,
         # the bottleneck the zero-rename paper reports at job commit.
@@ -106,28 +103,28 @@ def commit_job(
         )
     resumed = record.state == states.COMMITTING
     if not resumed:
-        record = _seal(JobRecords(store, dest), record)
-        record, ours = _plan_and_decide(store, dest, record, manifests, expected)
+        record = _seal(records, record)
+        record, ours = _plan_and_decide(ctx, record, manifests, expected)
         if record.state != states.COMMITTING:  # another commit finished, or rolls back
-            return _decided_elsewhere(store, dest, record)
+            return _decided_elsewhere(ctx, record)
         # Another commit's plan: it may be completing it now, or have crashed.
         resumed = not ours
-    plan = decided_plan(store, dest, record)
+    plan = decided_plan(ctx, record)
     try:
-        first_files = publish(store, dest, record, plan, progress, resumed)
+        first_files = publish(ctx, record, plan, progress, resumed)
     except UploadRefusedError as refused:
-        return _refused(store, dest, record, refused)
+        return _refused(ctx, record, refused)
     decided = records.get(job_id)
     if decided.state != states.COMMITTING:
         # A commit of this job that was held up here (a paused zombie) while
         # another finished it: report that, and write no _SUCCESS over a later job's.
-        return _decided_elsewhere(store, dest, decided)
+        return _decided_elsewhere(ctx, decided)
     success = build_success(dest, record, plan, first_files, store.stats)
     put_checked(store, dest.bucket, dest.success_key, dump(success))
     summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
     committed, _ = records.advance(job_id, states.PUBLISHED, lambda r: _finished(r, summary))
-    delete_replaced(store, dest, committed)
-    _cleanup_after_commit(store, dest, record)
+    delete_replaced(ctx, committed)
+    _cleanup_after_commit(ctx, record)
     log.info(
         "committed job %s: %d file(s), %d bytes in %d partition(s) to %s",
         job_id,
@@ -139,44 +136,43 @@ def commit_job(
     return summary
 
 
-def _refused(
-    store: S3Store, dest: Destination, record: JobRecord, refused: UploadRefusedError
-) -> JobSummary:
+def _refused(ctx: JobContext, record: JobRecord, refused: UploadRefusedError) -> JobSummary:
     """S3 refused a planned file for good. If another commit of this job decided
     meanwhile (a zombie resumed after the job was committed, and perhaps replaced
     by a later job since), report that decision; else roll the job back."""
-    current = JobRecords(store, dest).get(record.job_id)
+    current = ctx.records.get(record.job_id)
     if current.state in states.FINAL:
-        return _decided_elsewhere(store, dest, current)
+        return _decided_elsewhere(ctx, current)
     reason = f"{refused} ({refused.refusal})"
     log.error("job %s: %s; rolling the job back", record.job_id, reason)
-    roll_back(store, dest, record.job_id, reason)
+    roll_back(ctx, record.job_id, reason)
     raise CommitRolledBackError(
         f"job {record.job_id} was rolled back: {reason}. Nothing of it is visible or "
         "pending and the files it would have replaced are untouched; run the job again"
     ) from refused
 
 
-def _decided_elsewhere(store: S3Store, dest: Destination, current: JobRecord) -> JobSummary:
+def _decided_elsewhere(ctx: JobContext, current: JobRecord) -> JobSummary:
     """The outcome another commit (or rollback) of the job decided while this one ran."""
     log.info("job %s was %s by another process meanwhile", current.job_id, current.state)
     if current.state == states.COMMITTED:
-        return _already_committed(store, dest, current)
+        return _already_committed(ctx, current)
     if current.state == states.ROLLING_BACK:
-        finish_rollback(store, dest, current)
+        finish_rollback(ctx, current)
     raise CommitRolledBackError(f"job {current.job_id} was rolled back: {current.error}")
 
 
-def _already_committed(store: S3Store, dest: Destination, record: JobRecord) -> JobSummary:
+def _already_committed(ctx: JobContext, record: JobRecord) -> JobSummary:
     """A retry of a committed job: report it, and finish the cleanup a crash may have cut."""
+    dest = ctx.dest
     if record.summary is None:
         raise ManifestError(
             f"job record of {record.job_id} at {dest.url} says committed but "
             "holds no summary; it was changed outside zero-rename"
         )
     log.info("job %s is already committed", record.job_id)
-    delete_replaced(store, dest, record)  # a crash may have cut them short
-    _cleanup_after_commit(store, dest, record)
+    delete_replaced(ctx, record)  # a crash may have cut them short
+    _cleanup_after_commit(ctx, record)
     return record.summary
 
 
@@ -191,42 +187,38 @@ def _seal(records: JobRecords, record: JobRecord) -> JobRecord:
 
 
 def manifest_source(
-    store: S3Store, dest: Destination, record: JobRecord, manifests: Sequence[TaskManifest] | None
+    ctx: JobContext, record: JobRecord, manifests: Sequence[TaskManifest] | None
 ) -> ManifestSource:
     if manifests is not None:
         return ManifestSource.given(manifests)
-    return manifest_sources.source(
-        store, dest, record.job_id, record.options.threads, record.stage_digest
-    )
+    return manifest_sources.source(ctx, record.job_id, record.options.threads, record.stage_digest)
 
 
 def _plan(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     record: JobRecord,
     manifests: Sequence[TaskManifest] | None,
     expected: Expected,
 ) -> tuple[CommitPlan, str]:
     """A resolved plan for the job: the one its earlier steps prepared if it still
     fits (its uploads checked again, by listing, to be pending), else a new one."""
-    source = manifest_source(store, dest, record, manifests)
-    plan, key = prepared_for(store, dest, record, source, expected, resolve=True)
+    source = manifest_source(ctx, record, manifests)
+    plan, key = prepared_for(ctx, record, source, expected, resolve=True)
     if plan.manifests_id == source.identity and record.prepared_plan:
         log.info("job %s: taking the plan its earlier steps prepared", record.job_id)
     return plan, key
 
 
 def _plan_and_decide(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     record: JobRecord,
     manifests: Sequence[TaskManifest] | None,
     expected: Expected,
 ) -> tuple[JobRecord, bool]:
     """Plan and pass the point of no return; the record, and whether the plan is ours."""
-    records = JobRecords(store, dest)
+    records = ctx.records
     try:
-        plan, key = _plan(store, dest, record, manifests, expected)
+        plan, key = _plan(ctx, record, manifests, expected)
     except ZeroRenameError as exc:
         # A decision racing this plan makes the uploads vanish under it: an abort
         # aborts them, another commit of the job completes them (and removes this
@@ -278,14 +270,14 @@ def _finished(record: JobRecord, summary: JobSummary) -> dict[str, Any]:
     }
 
 
-def _cleanup_after_commit(store: S3Store, dest: Destination, record: JobRecord) -> None:
+def _cleanup_after_commit(ctx: JobContext, record: JobRecord) -> None:
     """Release the claim, abort stray uploads (losing attempts) and remove temporary
     objects, best effort: the job is committed whatever happens here; the cleanup
     step can run it again."""
     try:
-        Claims(store, dest).release(record.job_id)
-        abort_uploads(store, dest, record.job_id, record.options.threads, record.file_columns)
-        remove_temporary(store, dest, record.job_id, decided_plan_keys(store, dest, record))
+        Claims(ctx).release(record.job_id)
+        abort_uploads(ctx, record.job_id, record.options.threads, record.file_columns)
+        remove_temporary(ctx, record.job_id, decided_plan_keys(ctx, record))
     except Exception:
         log.warning(
             "cleanup after committing job %s failed; run cleanup again",

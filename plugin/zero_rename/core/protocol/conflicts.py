@@ -21,8 +21,8 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from zero_rename.core.data.layout import Destination, file_job_id
 from zero_rename.core.data.manifests import bounded_map
 from zero_rename.core.data.model import JobRecord, ReplacedObject
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol.jobs import visible_objects
-from zero_rename.core.s3.client import S3Store
 from zero_rename.errors import ConflictError
 
 log = logging.getLogger(__name__)
@@ -39,13 +39,13 @@ def target_dirs(job: JobRecord, partition_dirs: Collection[str]) -> list[str]:
 
 
 def existing_files(
-    store: S3Store, dest: Destination, job: JobRecord, dirs: Sequence[str]
+    ctx: JobContext, job: JobRecord, dirs: Sequence[str]
 ) -> Iterator[ReplacedObject]:
     """Visible files in ``dirs`` that this job did not write, streamed: one huge
     directory page by page, many small ones listed in parallel."""
 
     def scan(relative: str) -> Iterator[ReplacedObject]:
-        for o in visible_objects(store, dest, relative):
+        for o in visible_objects(ctx, relative):
             if file_job_id(o.key) != job.job_id:
                 yield ReplacedObject(key=o.key, etag=o.etag, size=o.size)
 
@@ -57,22 +57,22 @@ def existing_files(
 
 
 def resolve_conflicts(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     job: JobRecord,
     dirs: Sequence[str],
     replaced: Callable[[ReplacedObject], None],
 ) -> int:
     """Apply the job's conflict mode to ``dirs``; each file to replace goes to
     ``replaced``. Returns how many; raises ConflictError for ``fail``."""
+    dest = ctx.dest
     mode = job.options.conflict_mode
     if mode == "append":
         return 0
     if mode == "fail":
-        _refuse_existing(dest, existing_files(store, dest, job, dirs))
+        _refuse_existing(dest, existing_files(ctx, job, dirs))
         return 0
     count = 0
-    for obj in existing_files(store, dest, job, dirs):
+    for obj in existing_files(ctx, job, dirs):
         replaced(obj)
         count += 1
     if count:

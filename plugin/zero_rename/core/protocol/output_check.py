@@ -29,9 +29,10 @@ from zero_rename.core.data.model import (
     OutputProblem,
     SuccessData,
 )
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.data.success import committed_files, files_committed
 from zero_rename.core.protocol import jobs
-from zero_rename.core.s3.client import ObjectInfo, S3Store
+from zero_rename.core.s3.client import ObjectInfo
 from zero_rename.errors import OutputCheckError
 
 log = logging.getLogger(__name__)
@@ -58,16 +59,16 @@ def scan_dirs(success: SuccessData) -> list[str]:
 
 
 def visible_objects(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     dirs: Sequence[str],
     threads: int,
     advance: Callable[[int], None] = lambda n: None,
 ) -> dict[str, ObjectInfo]:
     """Visible objects under each directory, by path relative to the destination."""
+    dest = ctx.dest
 
     def scan(relative: str) -> list[ObjectInfo]:
-        return list(jobs.visible_objects(store, dest, relative))
+        return list(jobs.visible_objects(ctx, relative))
 
     found: dict[str, ObjectInfo] = {}
     with ThreadPoolExecutor(max(1, min(threads, len(dirs)))) as pool:
@@ -119,14 +120,14 @@ def _bare(etag: str) -> str:
 
 
 def check_output(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     success: SuccessData,
     threads: int,
     advance: Callable[[int], None] = lambda n: None,
 ) -> list[Problem]:
-    found = visible_objects(store, dest, scan_dirs(success), threads, advance)
-    problems = compare(success, committed_files(store, dest, success), found)
+    dest = ctx.dest
+    found = visible_objects(ctx, scan_dirs(success), threads, advance)
+    problems = compare(success, committed_files(ctx, success), found)
     log.info(
         "checked %d file(s) of job %s at %s: %d problem(s)",
         files_committed(success),
@@ -138,8 +139,7 @@ def check_output(
 
 
 def check_job(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     record: JobRecord,
     success: SuccessData | None,
     threads: int,
@@ -157,7 +157,7 @@ def check_job(
         return OutputCheck(outcome="invalid", problem_count=1, problems=(gone,))
     if success.job_id != record.job_id:
         return OutputCheck(outcome="superseded", superseded_by=success.job_id)
-    problems = check_output(store, dest, success, threads)
+    problems = check_output(ctx, success, threads)
     listed = files_committed(success)
     if record.summary is not None and record.summary.files != listed:
         detail = f"lists {listed} file(s); the job committed {record.summary.files}"

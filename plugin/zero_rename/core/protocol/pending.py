@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from zero_rename.core.data.layout import HIDDEN_DIR, Destination, file_job_id
+from zero_rename.core.data.records import JobContext, JobRecords
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import abort_job, sweep_uploads
-from zero_rename.core.protocol.jobs import JobRecords
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.s3.client import S3Store, UploadInfo
 from zero_rename.errors import AbortRefusedError, JobNotFoundError
@@ -78,7 +78,9 @@ class Decision:
 class Owners:
     """Looks up (and remembers) the job record of each job id seen under DEST."""
 
-    def __init__(self, store: S3Store, dest: Destination) -> None:
+    def __init__(self, ctx: JobContext) -> None:
+        store, dest = ctx.store, ctx.dest
+        self.ctx = ctx
         self.store = store
         self.dest = dest
         self._known: dict[str, Owner] = {}
@@ -121,14 +123,14 @@ def candidate_destinations(dest: Destination, key: str) -> list[Destination]:
 
 
 def pending_uploads(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     owners: Owners,
     job_id: str | None = None,
     older_than: timedelta | None = None,
     now: datetime | None = None,
 ) -> list[Pending]:
     """Pending uploads under DEST (the listing prefix ends in '/': never DEST10's)."""
+    store, dest = ctx.store, ctx.dest
     now = now or datetime.now(UTC)
     found = []
     for upload in store.list_uploads(dest.bucket, dest.dir):
@@ -195,14 +197,14 @@ def _abort_reason(state: JobState | None) -> str:
     return "no job record: orphaned upload"
 
 
-def named_uploads(store: S3Store, dest: Destination, job_id: str) -> list[UploadInfo]:
+def named_uploads(ctx: JobContext, job_id: str) -> list[UploadInfo]:
     """Pending uploads under DEST whose file name carries the job id."""
+    store, dest = ctx.store, ctx.dest
     return [u for u in store.list_uploads(dest.bucket, dest.dir) if file_job_id(u.key) == job_id]
 
 
 def abort_job_uploads(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     job_id: str,
     first: Sequence[Pending],
     threads: int,
@@ -210,10 +212,11 @@ def abort_job_uploads(
 ) -> tuple[int, int]:
     """Abort the job's uploads under DEST (``first``: as listed), listing again until
     none is left; returns (aborted, already gone)."""
+    store, dest = ctx.store, ctx.dest
     aborted, gone = sweep_uploads(
         store,
         dest.bucket,
-        lambda: named_uploads(store, dest, job_id),
+        lambda: named_uploads(ctx, job_id),
         threads,
         [p.upload for p in first],
         advance,
@@ -255,7 +258,7 @@ def abort_abandoned_job(store: S3Store, job: JobSweep, reason: str) -> tuple[Job
     if owner.job_id is None or owner.destination is None:
         raise ValueError(f"a job is aborted only where its record was found: {owner}")
     try:
-        summary = abort_job(store.scoped(), owner.destination, owner.job_id, reason)
+        summary = abort_job(JobContext(store.scoped(), owner.destination), owner.job_id, reason)
     except AbortRefusedError as exc:
         return replace(job, decision=Decision(REFUSE, str(exc))), 0
     return job, summary.aborted_uploads

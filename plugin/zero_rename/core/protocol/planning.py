@@ -28,7 +28,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from zero_rename.core.data import shards
-from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.manifests import ManifestSource
 from zero_rename.core.data.model import (
     AttemptId,
@@ -39,6 +38,7 @@ from zero_rename.core.data.model import (
     dump,
     load,
 )
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.data.shards import (
     body_digest,
     check_digest,
@@ -106,9 +106,8 @@ def shard_digest(plan: CommitPlan, name: str, number: int) -> str:
     return digests[number] if number < len(digests) else ""
 
 
-def upload_shards(
-    store: S3Store, dest: Destination, plan: CommitPlan
-) -> Iterator[tuple[int, list[PendingUpload]]]:
+def upload_shards(ctx: JobContext, plan: CommitPlan) -> Iterator[tuple[int, list[PendingUpload]]]:
+    store, dest = ctx.store, ctx.dest
     for number in range(plan.upload_shards):
         key = shard_key(plan.shards_prefix, "uploads", number)
         yield (
@@ -119,14 +118,13 @@ def upload_shards(
         )
 
 
-def planned_uploads(store: S3Store, dest: Destination, plan: CommitPlan) -> Iterator[PendingUpload]:
-    for _, uploads in upload_shards(store, dest, plan):
+def planned_uploads(ctx: JobContext, plan: CommitPlan) -> Iterator[PendingUpload]:
+    for _, uploads in upload_shards(ctx, plan):
         yield from uploads
 
 
 def prepare(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     record: JobRecord,
     manifests: ManifestSource,
     expected: Expected = None,
@@ -138,9 +136,10 @@ def prepare(
     Raises:
         ValidationError, ConflictError (PartitionClaimConflict): nothing visible changed.
     """
+    dest = ctx.dest
     plan_id = uuid.uuid4().hex
     prefix = dest.job(record.job_id).plan_dir(plan_id)
-    validator, uploads, attempts, stats = _stream(store, dest, record, manifests, prefix, expected)
+    validator, uploads, attempts, stats = _stream(ctx, record, manifests, prefix, expected)
     starts, attempt_digests = attempts
     plan = CommitPlan(
         job_id=record.job_id,
@@ -158,8 +157,8 @@ def prepare(
         shard_digests={"uploads": tuple(uploads.digests), "attempts": attempt_digests},
     )
     if resolve:
-        plan = resolve_plan(store, dest, record, plan)
-    return plan, save_plan(store, dest, plan)
+        plan = resolve_plan(ctx, record, plan)
+    return plan, save_plan(ctx, plan)
 
 
 @dataclass
@@ -170,8 +169,7 @@ class _Totals:
 
 
 def _stream(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     record: JobRecord,
     manifests: ManifestSource,
     prefix: str,
@@ -180,6 +178,7 @@ def _stream(
     """One pass over the manifests: validate each, shard its uploads; then the checks
     across the job. Returns the validator, the upload shards, the first attempt id
     and the digest of each attempts shard, and the totals."""
+    store, dest = ctx.store, ctx.dest
     if expected is None:
         expected = record.expected_tasks
     validator = Validator(dest, record, expected)
@@ -195,12 +194,12 @@ def _stream(
         attempt_ids.append(manifest.task_attempt_id)
         totals.requests.merge_snapshot(manifest.stats)
     uploads.flush()
-    starts = _write_attempts(store, dest, prefix, attempt_ids)
-    written = _ShardedUploads(store, dest, prefix, uploads.written)
+    starts = _write_attempts(ctx, prefix, attempt_ids)
+    written = _ShardedUploads(ctx, prefix, uploads.written)
     validator.finish(written)
     if not validator.problem_count and record.options.verify_uploads:
         pending = pending_digests(
-            store, dest, record, sorted(validator.dirs), record.options.threads, validator.files
+            ctx, record, sorted(validator.dirs), record.options.threads, validator.files
         )
         check_pending(validator, pending, written)
     validator.raise_if_problems()
@@ -217,7 +216,9 @@ def _stream(
 class _ShardedUploads:
     """The uploads written so far, read back from their shards (to name problems)."""
 
-    def __init__(self, store: S3Store, dest: Destination, prefix: str, shards: int) -> None:
+    def __init__(self, ctx: JobContext, prefix: str, shards: int) -> None:
+        store, dest = ctx.store, ctx.dest
+        self.ctx = ctx
         self.store, self.dest, self.prefix, self.shards = store, dest, prefix, shards
 
     def __iter__(self) -> Iterator[PendingUpload]:
@@ -231,9 +232,10 @@ class _ShardedUploads:
 
 
 def _write_attempts(
-    store: S3Store, dest: Destination, prefix: str, attempt_ids: list[str]
+    ctx: JobContext, prefix: str, attempt_ids: list[str]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The attempts shards; returns the first attempt id and the digest of each."""
+    store, dest = ctx.store, ctx.dest
     ordered = sorted(attempt_ids)
     starts, digests = [], []
     for number, start in enumerate(range(0, len(ordered), shards.SHARD_SIZE)):
@@ -251,19 +253,20 @@ def _write_attempts(
 
 
 def resolve_plan(
-    store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan, recheck: bool = True
+    ctx: JobContext, record: JobRecord, plan: CommitPlan, recheck: bool = True
 ) -> CommitPlan:
     """Claim the plan's target directories, then resolve conflicts under the claim
     into replaced shards; returns the plan, resolved, under a fresh id (its
     uploads and attempts stay in the shards it names). With ``recheck``, a claim
     that had to wait for another job is followed by a listing that the planned
     uploads are still pending: they were confirmed before the wait, which can be long."""
+    store, dest = ctx.store, ctx.dest
     dirs = target_dirs(record, [p + "/" for p in plan.partitions])
-    if Claims(store, dest).acquire(record, dirs) and recheck:
-        recheck_pending(store, dest, record, plan)
+    if Claims(ctx).acquire(record, dirs) and recheck:
+        recheck_pending(ctx, record, plan)
     plan_id = uuid.uuid4().hex
     replaced = _Shards(store, dest.bucket, dest.job(record.job_id).plan_dir(plan_id), "replaced")
-    resolve_conflicts(store, dest, record, dirs, replaced.add)
+    resolve_conflicts(ctx, record, dirs, replaced.add)
     replaced.flush()
     return plan.model_copy(
         update={
@@ -278,7 +281,8 @@ def resolve_plan(
     )
 
 
-def save_plan(store: S3Store, dest: Destination, plan: CommitPlan) -> str:
+def save_plan(ctx: JobContext, plan: CommitPlan) -> str:
+    store, dest = ctx.store, ctx.dest
     key = dest.job(plan.job_id).plan_key(plan.plan_id)
     if create_once(store, dest.bucket, key, dump(plan)) is not None:
         raise ManifestError(f"plan key {key} of job {plan.job_id} already holds another plan")
@@ -291,11 +295,10 @@ def plan_digest(plan: CommitPlan) -> str:
     return body_digest(dump(plan))
 
 
-def load_plan(
-    store: S3Store, dest: Destination, job_id: str, key: str, expected_digest: str = ""
-) -> CommitPlan:
+def load_plan(ctx: JobContext, job_id: str, key: str, expected_digest: str = "") -> CommitPlan:
     """The plan's header; with ``expected_digest`` (what the job record keeps), one
     changed since it was written is refused."""
+    store, dest = ctx.store, ctx.dest
     found = store.get_object(dest.bucket, key)
     if found is None:
         raise ManifestError(f"plan {key} of job {job_id} is missing")
@@ -306,63 +309,60 @@ def load_plan(
     return plan
 
 
-def decided_plan(store: S3Store, dest: Destination, record: JobRecord) -> CommitPlan:
+def decided_plan(ctx: JobContext, record: JobRecord) -> CommitPlan:
     """The plan the job's point of no return named."""
     if not record.plan_key:
         raise ManifestError(f"job {record.job_id} is {record.state} but names no plan")
-    return load_plan(store, dest, record.job_id, record.plan_key, record.plan_digest)
+    return load_plan(ctx, record.job_id, record.plan_key, record.plan_digest)
 
 
-def attempt_committed(
-    store: S3Store, dest: Destination, record: JobRecord, attempt_id: str
-) -> bool:
+def attempt_committed(ctx: JobContext, record: JobRecord, attempt_id: str) -> bool:
     """Whether the job's decided plan commits this task attempt (for the fence)."""
     if attempt_id in record.committed_attempts:  # records of version 2
         return True
     if record.state not in states.PUBLISHING or not record.plan_key:
         return False
-    return attempt_in_plan(store, dest, decided_plan(store, dest, record), attempt_id)
+    return attempt_in_plan(ctx, decided_plan(ctx, record), attempt_id)
 
 
-def plan_attempts(store: S3Store, dest: Destination, plan: CommitPlan) -> Iterator[str]:
+def plan_attempts(ctx: JobContext, plan: CommitPlan) -> Iterator[str]:
     """The task attempts the plan commits, sorted."""
     for number in range(len(plan.attempt_starts)):
-        for attempt in _attempts_shard(store, dest, plan, number):
+        for attempt in _attempts_shard(ctx, plan, number):
             yield attempt.id
 
 
-def _attempts_shard(
-    store: S3Store, dest: Destination, plan: CommitPlan, number: int
-) -> list[AttemptId]:
+def _attempts_shard(ctx: JobContext, plan: CommitPlan, number: int) -> list[AttemptId]:
+    store, dest = ctx.store, ctx.dest
     key = shard_key(plan.shards_prefix, "attempts", number)
     return read_shard(store, dest.bucket, key, AttemptId, shard_digest(plan, "attempts", number))
 
 
-def attempt_in_plan(store: S3Store, dest: Destination, plan: CommitPlan, attempt_id: str) -> bool:
+def attempt_in_plan(ctx: JobContext, plan: CommitPlan, attempt_id: str) -> bool:
     """Whether the plan commits this task attempt: one GET of the shard it would be in."""
     number = bisect_right(plan.attempt_starts, attempt_id) - 1
     if number < 0:
         return False
-    return any(a.id == attempt_id for a in _attempts_shard(store, dest, plan, number))
+    return any(a.id == attempt_id for a in _attempts_shard(ctx, plan, number))
 
 
-def recheck_pending(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan) -> None:
+def recheck_pending(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> None:
     """Every planned upload still pending (``verify_uploads``), by listing: for a plan
     made earlier, whose uploads someone may have aborted since."""
+    dest = ctx.dest
     if not record.options.verify_uploads:
         return
     validator = Validator(dest, record, None)
-    for upload in planned_uploads(store, dest, plan):
+    for upload in planned_uploads(ctx, plan):
         validator.uploads.add(upload_digest(upload.key, upload.upload_id))
     dirs = [p + "/" for p in plan.partitions]
-    pending = pending_digests(store, dest, record, dirs, record.options.threads, plan.files)
-    check_pending(validator, pending, planned_uploads(store, dest, plan))
+    pending = pending_digests(ctx, record, dirs, record.options.threads, plan.files)
+    check_pending(validator, pending, planned_uploads(ctx, plan))
     validator.raise_if_problems()
 
 
 def prepared_for(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     record: JobRecord,
     source: ManifestSource,
     expected: Expected,
@@ -378,14 +378,12 @@ def prepared_for(
     """
     key = record.prepared_plan
     if not key:
-        return prepare(store, dest, record, source, expected, resolve)
-    plan = load_plan(store, dest, record.job_id, key, record.prepared_plan_digest)
+        return prepare(ctx, record, source, expected, resolve)
+    plan = load_plan(ctx, record.job_id, key, record.prepared_plan_digest)
     if plan.manifests_id != source.identity:
-        return prepare(store, dest, record, source, expected, resolve)
-    if resolve and (
-        not plan.resolved or not Claims(store, dest).holds(record.job_id, plan.claimed)
-    ):
-        plan = resolve_plan(store, dest, record, plan, recheck=False)
-        key = save_plan(store, dest, plan)
-    recheck_pending(store, dest, record, plan)
+        return prepare(ctx, record, source, expected, resolve)
+    if resolve and (not plan.resolved or not Claims(ctx).holds(record.job_id, plan.claimed)):
+        plan = resolve_plan(ctx, record, plan, recheck=False)
+        key = save_plan(ctx, plan)
+    recheck_pending(ctx, record, plan)
     return plan, key

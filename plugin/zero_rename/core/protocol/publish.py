@@ -23,7 +23,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from zero_rename.core.data.journal import Journal, read_progress
-from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.model import (
     CommitPlan,
     CommittedFile,
@@ -31,6 +30,7 @@ from zero_rename.core.data.model import (
     PendingUpload,
     ReplacedObject,
 )
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.data.shards import (
     KeySet,
     check_digest,
@@ -43,7 +43,6 @@ from zero_rename.core.data.success import file_shard_key
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.planning import decided_plan, shard_digest, upload_shards
 from zero_rename.core.protocol.validate import pending_digests, upload_digest
-from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.fanout import choose_path, complete_uploads, default_processes
 from zero_rename.errors import NoSuchUpload, StoreError, UploadRefusedError
 
@@ -57,8 +56,7 @@ _PARTS_REFUSED = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall"}
 
 
 def publish(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     record: JobRecord,
     plan: CommitPlan,
     progress: ProgressCallback | None,
@@ -67,12 +65,13 @@ def publish(
     """Make every planned file visible; returns the first FILES_LISTED committed
     files (the rest are in the file list's shards). The files the job replaces
     are deleted once its record says committed (:func:`delete_replaced`)."""
-    journal_state = read_progress(store, dest, plan)
-    pending = _pending(store, dest, record, plan) if resumed else None
-    journal = Journal(store, dest, plan, journal_state.next_seq)
+    store, dest = ctx.store, ctx.dest
+    journal_state = read_progress(ctx, plan)
+    pending = _pending(ctx, record, plan) if resumed else None
+    journal = Journal(ctx, plan, journal_state.next_seq)
     reporter = _Reporter(plan.job_id, plan.files, progress)
     first: list[CommittedFile] = []
-    for number, uploads in upload_shards(store, dest, plan):
+    for number, uploads in upload_shards(ctx, plan):
         if number in journal_state.done:
             reporter.skip(len(uploads))
             if len(first) < FILES_LISTED:
@@ -82,8 +81,7 @@ def publish(
                 first += files[: FILES_LISTED - len(first)]
             continue
         files = _publish_shard(
-            store,
-            dest,
+            ctx,
             plan,
             number,
             uploads,
@@ -98,14 +96,13 @@ def publish(
     return first
 
 
-def _pending(store: S3Store, dest: Destination, record: JobRecord, plan: CommitPlan) -> KeySet:
+def _pending(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> KeySet:
     dirs = [p + "/" for p in plan.partitions]
-    return pending_digests(store, dest, record, dirs, record.options.threads, plan.files)
+    return pending_digests(ctx, record, dirs, record.options.threads, plan.files)
 
 
 def _publish_shard(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     plan: CommitPlan,
     number: int,
     uploads: Sequence[PendingUpload],
@@ -115,9 +112,10 @@ def _publish_shard(
     journal: Journal,
     reporter: _Reporter,
 ) -> list[CommittedFile]:
+    store, dest = ctx.store, ctx.dest
     todo = [i for i in range(len(uploads)) if i not in done]
     reporter.skip(len(uploads) - len(todo))
-    etags = _complete(store, dest, uploads, todo, pending, threads, number, journal, reporter)
+    etags = _complete(ctx, uploads, todo, pending, threads, number, journal, reporter)
     journal.flush()
     files = [
         CommittedFile(
@@ -137,8 +135,7 @@ def _publish_shard(
 
 
 def _complete(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     uploads: Sequence[PendingUpload],
     todo: Sequence[int],
     pending: KeySet | None,
@@ -148,6 +145,7 @@ def _complete(
     reporter: _Reporter,
 ) -> dict[int, str]:
     """Complete ``todo`` (indexes into ``uploads``) in parallel; index -> ETag."""
+    store = ctx.store
     etags: dict[int, str] = {}
     if not todo:
         return etags
@@ -158,19 +156,17 @@ def _complete(
         for i in todo
         if pending is None or upload_digest(uploads[i].key, uploads[i].upload_id) in pending
     }
-    fanout = _fanout(store, dest, len(send))
+    fanout = _fanout(ctx, len(send))
     # What is not pending may be complete already: HEAD tells, on the store's client.
     checks = [i for i in todo if i not in send] if fanout else todo
     with ThreadPoolExecutor(workers) as pool:
         futures = {
-            pool.submit(complete_one, store, dest, uploads[i], not fanout and i in send): i
-            for i in checks
+            pool.submit(complete_one, ctx, uploads[i], not fanout and i in send): i for i in checks
         }
         try:
             if fanout is not None:
                 _complete_fanned_out(
-                    store,
-                    dest,
+                    ctx,
                     uploads,
                     sorted(send),
                     fanout,
@@ -194,9 +190,10 @@ def _done(
     reporter.advance()
 
 
-def _fanout(store: S3Store, dest: Destination, uploads: int) -> tuple[str, int] | None:
+def _fanout(ctx: JobContext, uploads: int) -> tuple[str, int] | None:
     """(request path, processes) when the completes can leave botocore or this
     process, else None: through the store's own client."""
+    store, dest = ctx.store, ctx.dest
     config = store.config
     if config is None or uploads == 0:
         return None  # a client made elsewhere: its credentials are its own
@@ -208,8 +205,7 @@ def _fanout(store: S3Store, dest: Destination, uploads: int) -> tuple[str, int] 
 
 
 def _complete_fanned_out(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     uploads: Sequence[PendingUpload],
     send: Sequence[int],
     how: tuple[str, int],
@@ -217,6 +213,7 @@ def _complete_fanned_out(
     done: Callable[[int, str], None],
 ) -> None:
     """Complete ``send`` by :func:`complete_uploads`; failures settled here, one by one."""
+    store, dest = ctx.store, ctx.dest
     assert store.config is not None
     path, processes = how
     items = ((i, uploads[i].key, uploads[i].upload_id, uploads[i].part_list()) for i in send)
@@ -236,32 +233,33 @@ def _complete_fanned_out(
                 done(completion.index, completion.etag or "")
                 continue
             error = completion.failure.error(f"s3://{dest.bucket}/{upload.key}")
-            done(completion.index, settle(store, dest, upload, error))
+            done(completion.index, settle(ctx, upload, error))
 
 
-def complete_one(store: S3Store, dest: Destination, upload: PendingUpload, is_pending: bool) -> str:
+def complete_one(ctx: JobContext, upload: PendingUpload, is_pending: bool) -> str:
+    store, dest = ctx.store, ctx.dest
     if not is_pending:
-        return check_completed(store, dest, upload, None)
+        return check_completed(ctx, upload, None)
     try:
         return store.complete_upload(dest.bucket, upload.key, upload.upload_id, upload.part_list())
     except StoreError as exc:
-        return settle(store, dest, upload, exc)
+        return settle(ctx, upload, exc)
 
 
-def settle(store: S3Store, dest: Destination, upload: PendingUpload, exc: Exception) -> str:
+def settle(ctx: JobContext, upload: PendingUpload, exc: Exception) -> str:
     """The ETag of an upload whose complete failed with ``exc``, if it is complete
     after all; else the error to raise."""
     if isinstance(exc, NoSuchUpload):
         # Completed by an earlier try whose response was lost, or gone:
         # the object's ETag tells which.
-        return check_completed(store, dest, upload, exc)
+        return check_completed(ctx, upload, exc)
     if isinstance(exc, StoreError):
         # Some stores answer a complete of a consumed upload with a 500; and a
         # 5xx may come after the complete took effect. Believe only the ETag.
         if exc.outcome_unknown:
-            return check_completed(store, dest, upload, exc)
+            return check_completed(ctx, upload, exc)
         if exc.code in _PARTS_REFUSED:
-            etag = is_complete(store, dest, upload)
+            etag = is_complete(ctx, upload)
             if etag is not None:
                 return etag  # an earlier try whose answer was lost completed it
             raise UploadRefusedError(
@@ -274,8 +272,9 @@ def settle(store: S3Store, dest: Destination, upload: PendingUpload, exc: Except
     raise exc
 
 
-def is_complete(store: S3Store, dest: Destination, upload: PendingUpload) -> str | None:
+def is_complete(ctx: JobContext, upload: PendingUpload) -> str | None:
     """The object's ETag if the upload already became it, else None."""
+    store, dest = ctx.store, ctx.dest
     info = store.head_object(dest.bucket, upload.key)
     expected = upload.expected_etag()
     if info is not None and (info.etag == expected if expected else info.size == upload.bytes):
@@ -283,21 +282,16 @@ def is_complete(store: S3Store, dest: Destination, upload: PendingUpload) -> str
     return None
 
 
-def check_completed(
-    store: S3Store, dest: Destination, upload: PendingUpload, error: StoreError | None
-) -> str:
+def check_completed(ctx: JobContext, upload: PendingUpload, error: StoreError | None) -> str:
     """The ETag of the object the upload became, or an error saying why it is not there:
     the complete's own (``error``) while the upload is still pending, for a retry;
     :class:`UploadRefusedError` once it is not, since nothing can complete it then."""
+    store, dest = ctx.store, ctx.dest
     info = store.head_object(dest.bucket, upload.key)
     expected = upload.expected_etag()
     if info is not None and (info.etag == expected if expected else info.size == upload.bytes):
         return info.etag
-    if (
-        error is not None
-        and not isinstance(error, NoSuchUpload)
-        and _still_pending(store, dest, upload)
-    ):
+    if error is not None and not isinstance(error, NoSuchUpload) and _still_pending(ctx, upload):
         raise error  # a failed complete of a pending upload: a retry may finish it
     raise UploadRefusedError(
         f"upload {upload.upload_id} of {upload.key} is no longer pending and the object "
@@ -308,9 +302,10 @@ def check_completed(
     ) from error
 
 
-def _still_pending(store: S3Store, dest: Destination, upload: PendingUpload) -> bool:
+def _still_pending(ctx: JobContext, upload: PendingUpload) -> bool:
     """Whether the upload is still pending. Some stores (moto, older Ceph) answer a
     complete of an unknown upload with a 500 rather than NoSuchUpload."""
+    store, dest = ctx.store, ctx.dest
     try:
         store.list_parts(dest.bucket, upload.key, upload.upload_id)
     except NoSuchUpload:
@@ -318,7 +313,7 @@ def _still_pending(store: S3Store, dest: Destination, upload: PendingUpload) -> 
     return True
 
 
-def delete_replaced(store: S3Store, dest: Destination, record: JobRecord) -> int:
+def delete_replaced(ctx: JobContext, record: JobRecord) -> int:
     """Delete the files a committed job replaced; safe to run again.
 
     Only once the record says ``committed``: from then on readers of the
@@ -327,9 +322,10 @@ def delete_replaced(store: S3Store, dest: Destination, record: JobRecord) -> int
     plan's shards of replaced files are removed by cleanup only after this
     succeeded, so a missing shard means its files are gone already.
     """
+    store, dest = ctx.store, ctx.dest
     if record.state != states.COMMITTED or not record.plan_key:
         return 0
-    plan = decided_plan(store, dest, record)
+    plan = decided_plan(ctx, record)
     deleted = 0
     prefix = dest.job(plan.job_id).plan_dir(plan.plan_id)
     for number in range(plan.replaced_shards):

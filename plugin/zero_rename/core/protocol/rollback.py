@@ -31,16 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from zero_rename.core.data.journal import read_progress
-from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.model import JobRecord, JobSummary, PendingUpload
+from zero_rename.core.data.records import JobContext, step_started
 from zero_rename.core.data.shards import KeySet
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import abort_job, abort_reason, finish_rollback
-from zero_rename.core.protocol.jobs import JobRecords, step_started
 from zero_rename.core.protocol.planning import decided_plan, upload_shards
 from zero_rename.core.protocol.publish import is_complete
 from zero_rename.core.protocol.validate import pending_digests, upload_digest
-from zero_rename.core.s3.client import S3Store
 from zero_rename.errors import RollbackRefusedError
 
 log = logging.getLogger(__name__)
@@ -49,14 +47,15 @@ log = logging.getLogger(__name__)
 LOST_SHOWN = 5
 
 
-def roll_back(store: S3Store, dest: Destination, job_id: str, reason: str) -> JobSummary:
+def roll_back(ctx: JobContext, job_id: str, reason: str) -> JobSummary:
     """Decide the rollback of a job stuck in ``committing`` and carry it out.
 
     Raises:
         JobDecidedError: the job is committed (nothing to roll back), or not past
             its point of no return (abort it instead).
     """
-    record, moved = JobRecords(store, dest).advance(
+    dest = ctx.dest
+    record, moved = ctx.records.advance(
         job_id,
         states.ROLL_BACK,
         lambda r: {
@@ -68,7 +67,7 @@ def roll_back(store: S3Store, dest: Destination, job_id: str, reason: str) -> Jo
         return JobSummary(job_id=job_id, destination=dest.url, state=states.ABORTED)
     if moved:
         log.warning("job %s at %s is rolling back: %s", job_id, dest.url, record.error)
-    return finish_rollback(store, dest, record)
+    return finish_rollback(ctx, record)
 
 
 @dataclass
@@ -98,20 +97,20 @@ class CommitOutlook:
         return text
 
 
-def commit_outlook(store: S3Store, dest: Destination, record: JobRecord) -> CommitOutlook:
+def commit_outlook(ctx: JobContext, record: JobRecord) -> CommitOutlook:
     """What a retry of the job's commit would find; reads, never writes."""
-    plan = decided_plan(store, dest, record)
-    progress = read_progress(store, dest, plan)
+    plan = decided_plan(ctx, record)
+    progress = read_progress(ctx, plan)
     pending = pending_digests(
-        store, dest, record, [p + "/" for p in plan.partitions], record.options.threads, plan.files
+        ctx, record, [p + "/" for p in plan.partitions], record.options.threads, plan.files
     )
     outlook = CommitOutlook(files=plan.files)
-    for number, uploads in upload_shards(store, dest, plan):
+    for number, uploads in upload_shards(ctx, plan):
         journaled = set(range(len(uploads))) if number in progress.done else set()
         journaled |= progress.completed_in(number)
         outlook.complete += len(journaled)
         rest = [u for i, u in enumerate(uploads) if i not in journaled]
-        for upload, state in zip(rest, _states(store, dest, rest, pending), strict=True):
+        for upload, state in zip(rest, _states(ctx, rest, pending), strict=True):
             if state == "lost":
                 outlook.lost += 1
                 if len(outlook.lost_keys) < LOST_SHOWN:
@@ -124,23 +123,21 @@ def commit_outlook(store: S3Store, dest: Destination, record: JobRecord) -> Comm
 
 
 def _states(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     uploads: list[PendingUpload],
     pending: KeySet,
 ) -> list[str]:
+
     def state(upload: PendingUpload) -> str:
         if upload_digest(upload.key, upload.upload_id) in pending:
             return "pending"
-        return "complete" if is_complete(store, dest, upload) is not None else "lost"
+        return "complete" if is_complete(ctx, upload) is not None else "lost"
 
     with ThreadPoolExecutor(max(1, min(16, len(uploads)))) as pool:
         return list(pool.map(state, uploads))
 
 
-def rollback_job(
-    store: S3Store, dest: Destination, job_id: str, force: bool = False, reason: str = ""
-) -> JobSummary:
+def rollback_job(ctx: JobContext, job_id: str, force: bool = False, reason: str = "") -> JobSummary:
     """An operator's rollback of a job, returning the destination to where it was
     before the job. A job rolling back is finished and an aborted one reported; a
     job that can still finish (``setup``, ``sealed``, or ``committing`` with every
@@ -152,19 +149,19 @@ def rollback_job(
         RollbackRefusedError: as above; nothing was changed.
         JobDecidedError: the job is committed.
     """
-    record = JobRecords(store, dest).get(job_id)
-    store = store.with_profile(record.store_profile)
+    record = ctx.records.get(job_id)
+    ctx = ctx.profiled(record.store_profile)
     why = reason or "rolled back by hand"
     if record.state in states.DECIDED - {states.COMMITTING}:
-        return roll_back(store, dest, job_id, why)  # finishes, reports, or refuses
+        return roll_back(ctx, job_id, why)  # finishes, reports, or refuses
     if record.state in states.UNDECIDED:
         if not force:
             raise RollbackRefusedError(
                 f"job {job_id} is {record.state}: nothing of it is visible and its commit can "
                 "still run. Abort it if it must not (or roll back with --force, which aborts it)"
             )
-        return abort_job(store, dest, job_id, why)
-    outlook = commit_outlook(store, dest, record)
+        return abort_job(ctx, job_id, why)
+    outlook = commit_outlook(ctx, record)
     if outlook.pending == 0 and outlook.lost == 0:
         raise RollbackRefusedError(
             f"job {job_id} is committed in all but its record ({outlook.describe()}): retry "
@@ -176,4 +173,4 @@ def rollback_job(
             "--force rolls it back anyway"
         )
     log.warning("job %s: rolling back by hand; %s", job_id, outlook.describe())
-    return roll_back(store, dest, job_id, f"{why}; {outlook.describe()}")
+    return roll_back(ctx, job_id, f"{why}; {outlook.describe()}")

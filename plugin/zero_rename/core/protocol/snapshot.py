@@ -31,9 +31,10 @@ from datetime import datetime
 
 from zero_rename.core.data.layout import Destination, file_job_id, partition_values
 from zero_rename.core.data.model import JobRecord
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol import states
-from zero_rename.core.protocol.jobs import JobRecords, visible_objects
-from zero_rename.core.s3.client import ObjectInfo, S3Store
+from zero_rename.core.protocol.jobs import visible_objects
+from zero_rename.core.s3.client import ObjectInfo
 from zero_rename.errors import JobNotFoundError, ZeroRenameError
 
 __all__ = ["SnapshotFile", "TableSnapshot", "committed_at", "file_job_id", "table_snapshot"]
@@ -77,14 +78,12 @@ class TableSnapshot:
         return ()
 
 
-def table_snapshot(
-    store: S3Store, dest: Destination, as_of_job: str | None = None
-) -> TableSnapshot:
+def table_snapshot(ctx: JobContext, as_of_job: str | None = None) -> TableSnapshot:
     """The committed state of ``dest`` now, or right after job ``as_of_job`` committed."""
-    jobs = JobRecords(store, dest)
+    dest, jobs = ctx.dest, ctx.records
     records = jobs.read_all()
     for round_number in range(1, SNAPSHOT_ROUNDS + 1):
-        listing = list(visible_objects(store, dest))
+        listing = list(visible_objects(ctx))
         again = jobs.read_all(known=records)
         if _same_states(records, again):
             return _snapshot(dest, again, listing, as_of_job)

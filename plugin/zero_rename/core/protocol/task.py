@@ -38,9 +38,9 @@ from zero_rename.core.data.layout import (
 )
 from zero_rename.core.data.model import JobRecord, TaskManifest, dump, load
 from zero_rename.core.data.options import JobOptions
+from zero_rename.core.data.records import JobContext, JobRecords
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.fence import shared_read
-from zero_rename.core.protocol.jobs import JobRecords
 from zero_rename.core.protocol.planning import attempt_committed
 from zero_rename.core.protocol.writers import (
     BackgroundUploads,
@@ -315,7 +315,7 @@ class TaskAttempt:
         record = fence.after(committed_at)
         while True:
             if record.state == states.SETUP or attempt_committed(
-                self.store, self.dest, record, self.attempt_id
+                JobContext(self.store, self.dest), record, self.attempt_id
             ):
                 return
             if record.state != states.SEALED or not published:

@@ -25,8 +25,8 @@ from zero_rename.core.data.layout import (
     partition_dir,
 )
 from zero_rename.core.data.model import JobRecord, PendingUpload, TaskManifest
+from zero_rename.core.data.records import JobContext
 from zero_rename.core.data.shards import KeySet, digest
-from zero_rename.core.s3.client import S3Store
 from zero_rename.errors import ConfigError, ValidationError
 
 log = logging.getLogger(__name__)
@@ -129,8 +129,7 @@ class Validator:
 
 
 def pending_digests(
-    store: S3Store,
-    dest: Destination,
+    ctx: JobContext,
     job: JobRecord,
     dirs: Sequence[str],
     threads: int,
@@ -140,6 +139,7 @@ def pending_digests(
     (a partition, or the whole destination), in parallel; or one listing of the
     whole destination where that costs fewer requests (many small partitions) or
     the store cannot list by prefix (MinIO: every listing is of the bucket)."""
+    store, dest = ctx.store, ctx.dest
     found = KeySet()
     columns = job.options.partition_columns
     by_prefix = store.profile is None or store.profile.uploads_by_prefix
@@ -189,33 +189,3 @@ def check_pending(validator: Validator, pending: KeySet, uploads: Iterable[Pendi
                 f"upload {upload.upload_id} of {upload.key} is no longer "
                 "pending (aborted, completed, or never of this job)"
             )
-
-
-def validate(
-    store: S3Store,
-    dest: Destination,
-    job: JobRecord,
-    manifests: Sequence[TaskManifest],
-    expected: Expected = None,
-) -> None:
-    """Raise ValidationError listing every problem, or return if the job can commit.
-
-    For manifests in memory; the job commit streams them through :class:`Validator`.
-    """
-    validator = Validator(dest, job, expected)
-    for manifest in manifests:
-        validator.check(manifest)
-    uploads = [u for m in manifests for u in m.uploads]
-    validator.finish(uploads)
-    if not validator.problem_count and job.options.verify_uploads:
-        pending = pending_digests(
-            store, dest, job, sorted(validator.dirs), job.options.threads, validator.files
-        )
-        check_pending(validator, pending, uploads)
-    validator.raise_if_problems()
-    log.info(
-        "validated job %s: %d task manifest(s), %d file(s)",
-        job.job_id,
-        len(manifests),
-        validator.files,
-    )

@@ -1,0 +1,204 @@
+"""Job records, and the context every step works in.
+
+The job record (``_zero_rename/jobs/<job id>/job.json``) is the job's one
+mutable object. It is created with If-None-Match and changed only by
+compare-and-swap (If-Match on the ETag read), so two processes can never both
+decide a job: one commit and one abort race, exactly one wins. Its state moves
+only by an event of the state machine (:mod:`zero_rename.core.protocol.states`),
+through :meth:`JobRecords.advance`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from zero_rename.core.data.layout import Destination
+from zero_rename.core.data.model import JobRecord, StepTiming, dump, load, utcnow
+from zero_rename.core.protocol import states
+from zero_rename.core.s3.client import S3Store
+from zero_rename.core.s3.profiles import StoreProfile
+from zero_rename.core.s3.writes import create_once, swap
+from zero_rename.errors import JobNotFoundError, ManifestError, ZeroRenameError
+
+log = logging.getLogger(__name__)
+
+RECORD_VERSION: int = JobRecord.model_fields["version"].default
+# Records read at once when reading them all (a table may have thousands of jobs).
+RECORD_THREADS = 16
+
+
+class JobRecords:
+    """Read, create and compare-and-swap job records of one destination."""
+
+    def __init__(self, store: S3Store, dest: Destination) -> None:
+        self.store = store
+        self.dest = dest
+
+    def read_raw(self, job_id: str) -> tuple[bytes, str]:
+        """The record's bytes and ETag; raises JobNotFoundError."""
+        key = self.dest.job(job_id).record_key
+        found = self.store.get_object(self.dest.bucket, key)
+        if found is None:
+            raise JobNotFoundError(f"no job {job_id} at {self.dest.url}")
+        return found
+
+    def parse(self, job_id: str, data: bytes) -> JobRecord:
+        key = self.dest.job(job_id).record_key
+        record = load(JobRecord, data, f"s3://{self.dest.bucket}/{key}")
+        if record.job_id != job_id:
+            raise ManifestError(f"job record at {key} names job {record.job_id}, not {job_id}")
+        return record
+
+    def read(self, job_id: str) -> tuple[JobRecord, str]:
+        data, etag = self.read_raw(job_id)
+        return self.parse(job_id, data), etag
+
+    def get(self, job_id: str) -> JobRecord:
+        return self.read(job_id)[0]
+
+    def create(self, record: JobRecord) -> JobRecord:
+        """Create the record; returns it, or the record already there (this job's,
+        perhaps written by an earlier try whose response was lost)."""
+        key = self.dest.job(record.job_id).record_key
+        existing = create_once(self.store, self.dest.bucket, key, dump(record))
+        return record if existing is None else self.parse(record.job_id, existing)
+
+    def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord:
+        """Apply ``change`` by compare-and-swap (:func:`~zero_rename.core.s3.writes.swap`):
+        it may raise, or return None for no change, and must be safe to call again
+        on a newer record. It may not change the state: only :meth:`advance` does."""
+
+        def keep_state(current: JobRecord) -> JobRecord | None:
+            new = change(current)
+            if new is not None and new.state != current.state:
+                raise ZeroRenameError(f"job {job_id}: its state changes only by an event")
+            return new
+
+        return self._swap(job_id, keep_state)
+
+    def advance(
+        self,
+        job_id: str,
+        event: states.Event,
+        changes: Callable[[JobRecord], dict[str, Any]] = lambda r: {},
+    ) -> tuple[JobRecord, bool]:
+        """Move the job by ``event`` (:mod:`zero_rename.core.protocol.states`), with
+        ``changes(current)`` (step timings, the plan...) in the same write. Returns
+        the record and whether this call moved it; a record in a state the event
+        stays in is returned as it is.
+
+        Raises:
+            the event's refusal of the state found (JobDecidedError, AbortRefusedError...).
+        """
+        moved = False
+
+        def move(current: JobRecord) -> JobRecord | None:
+            nonlocal moved
+            moved = event.applies(job_id, current.state)
+            if not moved:
+                return None
+            return current.model_copy(update={**changes(current), "state": event.target})
+
+        return self._swap(job_id, move), moved
+
+    def _swap(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord:
+        result: list[JobRecord] = []
+
+        def apply(data: bytes | None) -> bytes | None:
+            if data is None:
+                raise JobNotFoundError(f"no job {job_id} at {self.dest.url}")
+            current = self.parse(job_id, data)
+            new = change(current)
+            if new is not None:
+                # Written back in the current format, whatever version was read.
+                new = new.model_copy(update={"updated": utcnow(), "version": RECORD_VERSION})
+            result[:] = [new or current]
+            return None if new is None else dump(new)
+
+        def writer() -> S3Store:
+            # The swap goes as the record's store profile says (the ETag's form).
+            return self.store.with_profile(result[0].store_profile)
+
+        key = self.dest.job(job_id).record_key
+        swap(self.store, self.dest.bucket, key, apply, f"job record {job_id}", writer=writer)
+        return result[0]
+
+    def list(self) -> list[JobRecord]:
+        """Every job record under the destination, oldest first."""
+        return sorted(self.read_all().values(), key=lambda r: r.created)
+
+    def read_all(self, known: Mapping[str, JobRecord] | None = None) -> dict[str, JobRecord]:
+        """Every job record under the destination, by job id, read in parallel (one
+        GET each, after one listing per 1,000 jobs); with ``known``, a record whose
+        state can no longer change is taken from there rather than read again."""
+        keys = [
+            o.key
+            for o in self.store.list_objects(self.dest.bucket, self.dest.jobs_dir)
+            if o.key.endswith("/job.json")
+        ]
+        found: dict[str, JobRecord] = {}
+        wanted = []
+        for key in keys:
+            job_id = key[len(self.dest.jobs_dir) :].split("/", 1)[0]
+            old = (known or {}).get(job_id)
+            if old is not None and old.state in states.FINAL:
+                found[job_id] = old
+            else:
+                wanted.append(key)
+
+        def read(key: str) -> JobRecord | None:
+            body = self.store.get_object(self.dest.bucket, key)
+            return (
+                None if body is None else load(JobRecord, body[0], f"s3://{self.dest.bucket}/{key}")
+            )
+
+        with ThreadPoolExecutor(max(1, min(RECORD_THREADS, len(wanted)))) as pool:
+            for record in pool.map(read, wanted):
+                if record is not None:  # deleted since the listing
+                    found[record.job_id] = record
+        return found
+
+
+def step_started(record: JobRecord, step: str) -> dict[str, StepTiming]:
+    return {**record.steps, step: StepTiming(started=utcnow())}
+
+
+def step_finished(
+    record: JobRecord, step: str, ok: bool = True, detail: str = ""
+) -> dict[str, StepTiming]:
+    started = record.steps[step].started if step in record.steps else utcnow()
+    return {
+        **record.steps,
+        step: StepTiming(
+            started=started,
+            finished=utcnow(),
+            status="succeeded" if ok else "failed",
+            detail=detail,
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a step works on: the store, the destination, and the destination's job
+    records. Passed whole instead of a store and a destination side by side."""
+
+    store: S3Store
+    dest: Destination
+
+    @cached_property
+    def records(self) -> JobRecords:
+        return JobRecords(self.store, self.dest)
+
+    @property
+    def bucket(self) -> str:
+        return self.dest.bucket
+
+    def profiled(self, profile: StoreProfile | None) -> JobContext:
+        """The context whose store behaves as the job's store profile says."""
+        return JobContext(self.store.with_profile(profile), self.dest)
