@@ -24,8 +24,6 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, PartitionedAssetTimetable, conf, task
 
 from zero_rename.airflow.hooks import ZeroRenameHook
-from zero_rename.core import Destination
-from zero_rename.core.protocol.snapshot import table_snapshot
 
 DESTINATION = conf.get("zero_rename", "daily_destination", fallback="s3://warehouse/daily_events")
 AWS_CONN_ID = conf.get("zero_rename", "aws_conn_id", fallback="aws_default")
@@ -54,8 +52,7 @@ with DAG(
         day = params.get("date") or partition_key
         if not day:
             raise ValueError("no day to report: the run has no partition key and no params.date")
-        store = ZeroRenameHook(aws_conn_id=AWS_CONN_ID).store()
-        snapshot = table_snapshot(store, Destination.parse(DESTINATION))
+        snapshot = ZeroRenameHook(aws_conn_id=AWS_CONN_ID).committer(DESTINATION).snapshot()
         files = [f for f in snapshot.files if dict(f.partition).get("dt") == day]
         if not files:
             raise ValueError(f"{DESTINATION} has no committed files for dt={day}")

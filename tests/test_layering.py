@@ -214,3 +214,22 @@ def test_core_imports_without_spark_or_airflow() -> None:
         "print(bad); sys.exit(1 if bad else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_the_public_face_and_the_documented_import_paths() -> None:
+    """The names the front ends and users import keep working, and importing one
+    module of the store (a completes worker does) loads no room above it."""
+    code = (
+        "import sys\n"
+        "import zero_rename.core.s3.fanout\n"
+        "loaded = [m for m in sys.modules if m.startswith('zero_rename.core.')]\n"
+        "assert not [m for m in loaded if '.protocol.' in m or '.data.' in m], loaded\n"
+        "from zero_rename.core import Committer, StoreConfig, StepRunner, states, JobState\n"
+        "from zero_rename.core.committer import Committer as C\n"
+        "from zero_rename.core.store import StoreConfig as S, client_config\n"
+        "from zero_rename import read_table, read_dataset\n"
+        "from zero_rename.errors import ZeroRenameError, Retry, is_final\n"
+        "assert C is Committer and S is StoreConfig and states.COMMITTED is JobState.COMMITTED\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr

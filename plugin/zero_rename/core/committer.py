@@ -37,6 +37,7 @@ from zero_rename.core.protocol import commit as commit_mod
 from zero_rename.core.protocol import planning, rollback, states
 from zero_rename.core.protocol.jobs import setup_job, visible_objects
 from zero_rename.core.protocol.output_check import Problem, check_failed, check_job, check_output
+from zero_rename.core.protocol.snapshot import TableSnapshot, table_snapshot
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.protocol.task import TaskAttempt
 from zero_rename.core.protocol.validate import Expected
@@ -338,6 +339,11 @@ class Committer:
         return (
             next(iter(self.store.list_objects(self.dest.bucket, self.dest.dir)), None) is not None
         )
+
+    def snapshot(self, as_of_job: str | None = None) -> TableSnapshot:
+        """The committed state readers read: every file of committed jobs, now or right
+        after ``as_of_job`` committed (:mod:`zero_rename.core.protocol.snapshot`)."""
+        return table_snapshot(self.ctx, as_of_job)
 
     def read_success(self) -> SuccessData | None:
         found = self.store.get_object(self.dest.bucket, self.dest.success_key)
