@@ -6,6 +6,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from zero_rename.core.s3.client import S3Store, StoreConfig
+from zero_rename.core.s3.http import direct_unsupported
 from zero_rename.errors import DestinationError, NoSuchUpload, PreconditionFailed
 
 pytestmark = pytest.mark.s3
@@ -91,17 +92,35 @@ def test_a_store_paging_by_upload_id_alone_is_listed_in_one_streamed_answer(
     assert all(u.initiated is not None for u in store.list_uploads(bucket, "st/", page_size=2))
 
 
-def test_with_a_proxy_configured_the_pages_are_followed_instead(
+def test_a_no_proxy_setting_alone_keeps_the_streamed_listing(
     store: S3Store, bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """NO_PROXY configures no proxy (company environments set it everywhere), and a
+    proxy whose NO_PROXY names this host is one botocore does not use either: the
+    listing streams its answer as without them, in fewer requests than pages."""
     keys = sorted(f"st/k{i:02d}" for i in range(5))
     _uploads_paged_by_id_alone(store, bucket, keys)
-    # A proxy urllib3 would not use; botocore bypasses it for this loopback server.
-    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    before = store.stats.requests("ListMultipartUploads")
-    assert sorted(u.key for u in store.list_uploads(bucket, "st/", page_size=2)) == keys
-    assert store.stats.requests("ListMultipartUploads") - before >= 3
+    for proxy in ("", "http://127.0.0.1:9"):
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        before = store.stats.requests("ListMultipartUploads")
+        assert sorted(u.key for u in store.list_uploads(bucket, "st/", page_size=2)) == keys
+        assert store.stats.requests("ListMultipartUploads") - before <= 2
+
+
+@pytest.mark.unit
+def test_a_proxy_botocore_would_use_sends_the_requests_through_botocore(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "corp.example")
+    assert direct_unsupported("http://127.0.0.1:8333") is None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.corp.example:3128")
+    assert "HTTP proxy" in (direct_unsupported("http://127.0.0.1:8333") or "")
+    assert direct_unsupported("https://s3.amazonaws.com") is None  # no HTTPS proxy
+    monkeypatch.setenv("NO_PROXY", "corp.example,127.0.0.1")
+    assert direct_unsupported("http://127.0.0.1:8333") is None
 
 
 @pytest.mark.also_on("moto")

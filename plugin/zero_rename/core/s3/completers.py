@@ -227,14 +227,12 @@ def light_path_unsupported(config: StoreConfig, bucket: str) -> str | None:
     """Why the light path cannot send like botocore would here, or None if it can."""
     if bucket.endswith("--x-s3"):
         return "directory buckets (S3 Express One Zone) sign with session credentials"
-    unsupported = direct_unsupported()
-    if unsupported is not None:
-        return unsupported
     if config.endpoint_url is not None and not config.endpoint_url.startswith(
         ("http://", "https://")
     ):
         return f"endpoint {config.endpoint_url!r} is not http(s)"
-    return None
+    # Without an endpoint, botocore sends to AWS over https.
+    return direct_unsupported(config.endpoint_url or "https://s3.amazonaws.com")
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,23 @@ sends.
 from __future__ import annotations
 
 import os
-import urllib.request
+import urllib.parse
 import xml.etree.ElementTree as ET
 from typing import Any
 
 import botocore.session
 from botocore.httpsession import get_cert_path
+from botocore.utils import get_environ_proxies
 
 
-def direct_unsupported() -> str | None:
-    """Why a request sent over urllib3 could go elsewhere than botocore's, or None."""
-    if urllib.request.getproxies():
-        return "an HTTP proxy is configured"
+def direct_unsupported(url: str) -> str | None:
+    """Why a request to ``url`` sent over urllib3 could go elsewhere than botocore's,
+    or None. A proxy counts only where botocore would use one for ``url``: one set
+    for its scheme, its host not excepted by ``NO_PROXY`` (which alone, as many
+    company environments set it, configures no proxy at all)."""
+    scheme = urllib.parse.urlsplit(url).scheme
+    if get_environ_proxies(url).get(scheme):
+        return f"an {scheme.upper()} proxy is configured for {urllib.parse.urlsplit(url).hostname}"
     session = botocore.session.Session()
     if session.get_config_variable("ca_bundle") and not os.environ.get("AWS_CA_BUNDLE"):
         return "a CA bundle is set in the AWS configuration"

@@ -70,7 +70,7 @@ def streaming_unsupported(client: Any) -> str | None:
     """Why the answer cannot be fetched where botocore would fetch it, or None."""
     if not str(client.meta.endpoint_url).startswith(("http://", "https://")):
         return f"endpoint {client.meta.endpoint_url!r} is not http(s)"
-    return direct_unsupported()
+    return direct_unsupported(str(client.meta.endpoint_url))
 
 
 def streamed_uploads(
