@@ -85,7 +85,11 @@ class Committer:
         job_id: str | None = None,
         expected_tasks: int | None = None,
         origin: Mapping[str, str] | None = None,
+        table_schema: str = "",
     ) -> JobRecord:
+        """Job setup. ``table_schema``: the files' Arrow schema (IPC, base64), for a
+        ``table_format`` to check an existing table against before anything is
+        written (the Spark writer gives its DataFrame's)."""
         opts = options if isinstance(options, JobOptions) else parse_options(options)
         return setup_job(
             JobContext(self._job_store(), self.dest),
@@ -94,6 +98,7 @@ class Committer:
             expected_tasks,
             self.profile,
             origin,
+            table_schema,
         )
 
     def job(self, job_id: str) -> JobRecord:
