@@ -57,7 +57,12 @@ def published_to_table(ctx: JobContext, record: JobRecord) -> TableCommit | None
 
 
 def _publication(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Publication:
-    partitions = tuple(dict(partition_values(p) or ()) for p in plan.partitions) or ({},)
+    # An unpartitioned job writes (and a replace replaces) the whole table: ({},). A
+    # partitioned job that wrote no file has no partition: it replaces nothing.
+    if record.options.partition_columns:
+        partitions = tuple(dict(partition_values(p) or ()) for p in plan.partitions)
+    else:
+        partitions = ({},)
     return Publication(
         job_id=record.job_id,
         destination=ctx.dest.url,
