@@ -15,9 +15,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +28,29 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog import load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.conversions import from_bytes
 from pyiceberg.expressions import EqualTo
+from pyiceberg.io.pyarrow import StatisticsCollector, match_metrics_mode
 from pyiceberg.table import Table
+from pyiceberg.types import (
+    BinaryType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+)
 
 from tests.faults import CRASH_EXIT_CODE, run_until_crash
 from tests.helpers import pending_in_bucket, visible
 from tests.parquet_files import encoded_schema, write_parquet
 from zero_rename.core.committer import Committer
-from zero_rename.core.data.model import JobRecord
+from zero_rename.core.data.layout import Destination
+from zero_rename.core.data.model import ColumnStats, JobRecord
 from zero_rename.core.data.options import parse_options
 from zero_rename.core.protocol.rollback import roll_back
 from zero_rename.core.s3.client import StoreConfig
@@ -45,7 +61,9 @@ from zero_rename.core.tables.iceberg_catalog import (
     HOME_VARIABLE,
     derived_table_name,
     embedded_uri,
+    file_io_properties,
 )
+from zero_rename.core.tables.iceberg_files import column_bounds
 from zero_rename.errors import (
     CommitRolledBackError,
     CommitStateUnknownError,
@@ -113,8 +131,13 @@ def user_table(c: Committer) -> Table:
     return catalog.load_table(derived_table_name(c.dest))
 
 
+def ordered(rows: Iterable[tuple[str | None, int]]) -> Rows:
+    """Rows in one order, Spark's null partition first."""
+    return sorted(rows, key=lambda r: (r[0] is not None, r[0] or "", r[1]))
+
+
 def pyiceberg_rows(table: Table) -> Rows:
-    return sorted((r["dt"], r["id"]) for r in table.scan().to_arrow().to_pylist())
+    return ordered((r["dt"], r["id"]) for r in table.scan().to_arrow().to_pylist())
 
 
 def polars_rows(c: Committer, table: Table) -> Rows:
@@ -126,7 +149,7 @@ def polars_rows(c: Committer, table: Table) -> Rows:
         "aws_allow_http": "true",
     }
     frame = pl.scan_iceberg(table, storage_options=storage).collect()
-    return sorted(zip(frame["dt"].to_list(), frame["id"].to_list(), strict=True))
+    return ordered(zip(frame["dt"].to_list(), frame["id"].to_list(), strict=True))
 
 
 def job_ids(table: Table) -> list[str | None]:
@@ -135,7 +158,7 @@ def job_ids(table: Table) -> list[str | None]:
 
 
 def rows_of(files: dict[str | None, list[int]]) -> Rows:
-    return sorted((day, i) for day, ids in files.items() for i in ids)
+    return ordered((day, i) for day, ids in files.items() for i in ids)
 
 
 def assert_published(c: Committer, jobs: list[JobRecord], expected: Rows) -> Table:
@@ -163,19 +186,21 @@ def own_files(c: Committer, job: JobRecord) -> list[str]:
 def test_append_then_replace_read_back_exactly(committer: Committer) -> None:
     c = committer
     odd = "a b/c=d%e"  # escaped in the path (dt=a b%2Fc%3Dd%25e/), verbatim in the table
-    first = run(c, "append", {"2024-01-01": [1, 2], "2024-01-02": [3], odd: [4]})
+    first = run(c, "append", {"2024-01-01": [1, 2], "2024-01-02": [3], odd: [4], None: [8]})
     second = run(c, "append", {"2024-01-02": [5]})
-    replace = run(c, "replace", {"2024-01-02": [6, 7]})
+    replace = run(c, "replace", {"2024-01-02": [6, 7], None: [9]})
     table = assert_published(
-        c, [first, second, replace], rows_of({"2024-01-01": [1, 2], "2024-01-02": [6, 7], odd: [4]})
+        c,
+        [first, second, replace],
+        rows_of({"2024-01-01": [1, 2], "2024-01-02": [6, 7], odd: [4], None: [9]}),
     )
     operations = [s.summary.operation.value for s in table.snapshots() if s.summary]
     assert operations == ["append", "append", "overwrite"]
     summary = table.snapshots()[-1].summary
     assert summary is not None
-    assert (summary.get("added-data-files"), summary.get("deleted-data-files")) == ("1", "2")
+    assert (summary.get("added-data-files"), summary.get("deleted-data-files")) == ("2", "3")
     record = c.job(replace.job_id).table_commit
-    assert record is not None and (record.files, record.removed_files) == (1, 2)
+    assert record is not None and (record.files, record.removed_files) == (2, 3)
     # The table's own layout: metadata under _iceberg/, the partition an identity
     # on a string column the files do not have, a name mapping for their columns.
     assert table.location() == c.dest.url
@@ -187,10 +212,10 @@ def test_append_then_replace_read_back_exactly(committer: Committer) -> None:
     assert str(table.spec().fields[0].transform) == "identity"
     assert table.metadata.name_mapping() is not None
     # Replaced files stay for readers of the older snapshots until expiry.
-    assert len(visible(c)) == 5
-    before = table.scan(snapshot_id=table.snapshots()[1].snapshot_id).to_arrow().to_pylist()
-    assert sorted((r["dt"], r["id"]) for r in before) == rows_of(
-        {"2024-01-01": [1, 2], "2024-01-02": [3, 5], odd: [4]}
+    assert len(visible(c)) == 7
+    before = table.scan(snapshot_id=table.snapshots()[1].snapshot_id).to_arrow()
+    assert ordered((r["dt"], r["id"]) for r in before.to_pylist()) == rows_of(
+        {"2024-01-01": [1, 2], "2024-01-02": [3, 5], odd: [4], None: [8]}
     )
 
 
@@ -584,3 +609,87 @@ def test_requests_per_commit_do_not_grow_with_files(proxy: Any, dest: str) -> No
     # manifests of the partitions it replaces, so it grows with those, not with files.
     assert added["append"][0] == added["append"][1] <= 18, added
     assert added["replace"][0] <= added["replace"][1] <= 45, added
+
+
+# -- a user's own catalog --------------------------------------------------------
+def test_a_catalog_configured_as_pyiceberg_users_do(
+    committer: Committer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catalog in .pyiceberg.yaml with no S3 settings of its own: the job's
+    store's are added. Settings it has are its own (here an endpoint: ours)."""
+    c = committer
+    home = tmp_path / "pyiceberg"
+    home.mkdir()
+    uri = f"sqlite:///{tmp_path / 'mine.db'}"
+    (home / ".pyiceberg.yaml").write_text(f"catalog:\n  mine:\n    type: sql\n    uri: {uri}\n")
+    monkeypatch.setenv("PYICEBERG_HOME", str(home))
+    job = run(c, "append", {"2024-01-01": [1]}, iceberg_catalog="mine", iceberg_table="db.events")
+    assert c.job(job.job_id).table_commit is not None
+    catalog = load_catalog("mine", uri=uri, **{"s3.endpoint": c.store.endpoint_url})
+    assert job_ids(catalog.load_table("db.events")) == [job.job_id]
+    assert not (tmp_path / "iceberg").exists()  # the embedded catalog was not used
+    mine = {"type": "sql", "uri": uri, "s3.endpoint": "http://mine", "s3.access-key-id": "k"}
+    added = file_io_properties(c.store, mine)
+    assert added == {"s3.region": "us-east-1"}
+    assert set(file_io_properties(c.store, {"type": "sql"})) == {
+        "s3.endpoint",
+        "s3.region",
+        "s3.access-key-id",
+        "s3.secret-access-key",
+    }
+
+
+# -- naming and bounds, without a store -----------------------------------------
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [
+        ("s3://my-bucket/warehouse/events", "my_bucket.warehouse_events"),
+        ("s3://2024-data/7days", "n_2024_data.t_7days"),
+        ("s3://b.c--d/Daily Events/v2", "b_c_d.daily_events_v2"),
+    ],
+)
+def test_table_names_derived_from_the_destination(url: str, name: str) -> None:
+    assert derived_table_name(Destination.parse(url)) == name
+    parse_options({"iceberg_table": name})  # a name the option takes
+
+
+def test_a_long_destination_gets_a_short_distinct_name() -> None:
+    long = "events/" + "x" * 300
+    names = {derived_table_name(Destination.parse(f"s3://bucket/{long}{i}")) for i in (1, 2)}
+    assert len(names) == 2
+    for name in names:
+        assert len(name.split(".")[1]) == 128
+        parse_options({"iceberg_table": name})
+
+
+def _bounds(kind: Any, low: Any, high: Any, mode: str = "full") -> tuple[Any, Any]:
+    collector = StatisticsCollector(
+        field_id=1, iceberg_type=kind, mode=match_metrics_mode(mode), column_name="c"
+    )
+    lower, upper = column_bounds(collector, ColumnStats(nulls=0, min=low, max=high))
+    return (
+        from_bytes(kind, lower) if lower is not None else None,
+        from_bytes(kind, upper) if upper is not None else None,
+    )
+
+
+def test_bounds_never_narrower_than_the_data() -> None:
+    base = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z in microseconds
+    # Milliseconds (Delta's statistics): the max is raised to the end of its millisecond.
+    assert _bounds(TimestamptzType(), "2024-01-01T00:00:00.123Z", "2024-01-01T00:00:00.456Z") == (
+        base + 123_000,
+        base + 456_999,
+    )
+    assert _bounds(TimestampType(), "2024-01-01T00:00:00.000001", "2024-01-01T00:00:01") == (
+        base + 1,
+        base + 1_999_999,
+    )
+    assert _bounds(DateType(), "2024-01-01", "2024-01-03") == (19723, 19725)
+    assert _bounds(DecimalType(5, 2), "1.005", "2.001") == (Decimal("1.00"), Decimal("2.01"))
+    assert _bounds(StringType(), "a" * 20, "b" * 20, "truncate(16)") == ("a" * 16, "b" * 15 + "c")
+    assert _bounds(FloatType(), 0.5, 0.1) == (0.5, None)  # 0.1 is no float32
+    assert _bounds(IntegerType(), True, 2**31) == (None, None)
+    assert _bounds(LongType(), -5, "7") == (-5, None)
+    assert _bounds(DoubleType(), float("nan"), 1.5) == (None, 1.5)
+    assert _bounds(BinaryType(), "aa", "bb") == (None, None)
+    assert _bounds(TimestampType(), "not a time", "2024-01-01T00:00:00") == (None, base + 999_999)
