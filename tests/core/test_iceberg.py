@@ -52,6 +52,7 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.model import ColumnStats, JobRecord
 from zero_rename.core.data.options import parse_options
+from zero_rename.core.protocol import claims
 from zero_rename.core.protocol.rollback import roll_back
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.core.tables.base import JOB_ID_PROPERTY
@@ -439,8 +440,9 @@ def test_jobs_racing_on_different_partitions_both_land(
 
 
 def test_jobs_on_one_partition_are_serialized_by_their_claims(
-    committer: Committer, store_config: StoreConfig
+    committer: Committer, store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(claims, "WAIT_POLL_SECONDS", 0.05)
     c = committer
     held = written(c, "replace", {"2024-01-01": [1]})
     later = written(c, "replace", {"2024-01-01": [2]}, on_conflict="wait", wait_timeout=60)
@@ -460,7 +462,7 @@ def test_jobs_on_one_partition_are_serialized_by_their_claims(
             target=lambda: Committer(c.dest, store_config).commit_job(later.job_id)
         )
         second.start()
-        time.sleep(0.5)
+        time.sleep(0.3)
         assert c.job(later.job_id).state != "committed"  # waiting for the claim
         go.set()
         first.join(60)
@@ -515,6 +517,30 @@ def test_an_outside_replace_that_conflicts_rolls_the_job_back(committer: Committ
     assert record.state == "aborted" and record.table_commit is None
     assert "conflicts" in record.error
     assert own_files(c, job) == [] and pending_in_bucket(c) == []
+
+
+def test_a_table_that_cannot_take_the_job_rolls_it_back(committer: Committer) -> None:
+    """Refusals no retry can change, found at commit: the job is rolled back (with
+    every file complete, it could not be rolled back by hand otherwise)."""
+    c = committer
+    first = run(c, "append", {"2024-01-01": [1]})
+    changed = written(c, "append", {"2024-01-02": [2]})
+    with user_table(c).update_spec() as spec:  # another writer, after the job's setup
+        spec.add_identity("name")
+    with pytest.raises(CommitRolledBackError, match=r"partitioned by identity\(dt\), identity"):
+        c.commit_job(changed.job_id)
+    csv = setup(c, "append", partition_columns="dt,name")  # fits the table as it is now
+    attempt = c.task_attempt(csv, "00000")
+    with attempt.open({"dt": "2024-01-03", "name": "x"}, extension=".csv") as out:
+        out.write(b"id\n1\n")
+        out.rows = 1
+    attempt.commit()
+    with pytest.raises(CommitRolledBackError, match="is not a Parquet, ORC or Avro file"):
+        c.commit_job(csv.job_id)
+    assert job_ids(user_table(c)) == [first.job_id]
+    for job in (changed, csv):
+        assert c.job(job.job_id).state == "aborted" and own_files(c, job) == []
+    assert pending_in_bucket(c) == []
 
 
 def test_readers_see_one_committed_state_at_a_time(
@@ -625,7 +651,9 @@ def test_a_catalog_configured_as_pyiceberg_users_do(
     monkeypatch.setenv("PYICEBERG_HOME", str(home))
     job = run(c, "append", {"2024-01-01": [1]}, iceberg_catalog="mine", iceberg_table="db.events")
     assert c.job(job.job_id).table_commit is not None
-    catalog = load_catalog("mine", uri=uri, **{"s3.endpoint": c.store.endpoint_url})
+    # A region, or PyArrow asks AWS for the bucket's: zero-rename always gives one.
+    s3 = {"s3.endpoint": c.store.endpoint_url, "s3.region": "us-east-1"}
+    catalog = load_catalog("mine", uri=uri, **s3)
     assert job_ids(catalog.load_table("db.events")) == [job.job_id]
     assert not (tmp_path / "iceberg").exists()  # the embedded catalog was not used
     mine = {"type": "sql", "uri": uri, "s3.endpoint": "http://mine", "s3.access-key-id": "k"}

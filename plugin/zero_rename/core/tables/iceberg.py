@@ -178,22 +178,17 @@ class IcebergFormat:
     def _publish(self, publication: Publication) -> TableCommit:
         files = list(publication.files)
         table, self._found = self._found or self._load(), None
-        table = table or self._create(publication, files)
-        schema = arrow_schema(publication.table_schema) if publication.table_schema else None
-        problems = self._misfits(table.metadata, schema, publication.partition_columns)
-        if problems:
-            # The table fitted at setup (or did not exist): another writer changed it.
+        try:
+            table = table or self._create(publication, files)
+            added, removed, predicate = self._changes(table, publication, files)
+        except ConfigError as exc:
+            # The table can never take these files: a retry would fail alike and
+            # with every file complete the job could not be rolled back by hand
+            # either, so it is refused like a conflict, and rolled back.
             raise TableConflictError(
-                f"the Iceberg table {self.identifier} no longer fits the job: {'; '.join(problems)}"
-            )
-        builder = DataFiles(table.metadata, publication.destination)
-        added = [builder.data_file(f, self._rows(table.io, f)) for f in files]
-        predicate = None
-        if publication.replaces:
-            predicate = partition_predicate(
-                table.schema(), publication.partition_columns, publication.partitions
-            )
-        removed = list(self._current_files(table, predicate)) if predicate is not None else []
+                f"the Iceberg table {self.identifier} cannot take job {publication.job_id}'s "
+                f"files: {exc}"
+            ) from exc
         base = table.metadata.current_snapshot_id
         try:
             snapshot_id = self._commit(table, publication.job_id, added, removed, predicate)
@@ -206,6 +201,30 @@ class IcebergFormat:
             files=len(added),
             removed_files=len(removed),
         )
+
+    def _changes(
+        self, table: Table, publication: Publication, files: list[TableFile]
+    ) -> tuple[list[DataFile], list[DataFile], BooleanExpression | None]:
+        """The data files the job adds, those it removes, and the rows it replaces
+        (None for an append).
+
+        Raises:
+            ConfigError: the table does not fit the job (another writer changed it
+                since the job's setup, or made it since), or a file cannot be in it.
+        """
+        schema = arrow_schema(publication.table_schema) if publication.table_schema else None
+        problems = self._misfits(table.metadata, schema, publication.partition_columns)
+        if problems:
+            raise ConfigError(f"it no longer fits the job: {'; '.join(problems)}")
+        builder = DataFiles(table.metadata, publication.destination)
+        added = [builder.data_file(f, self._rows(table.io, f)) for f in files]
+        predicate = None
+        if publication.replaces:
+            predicate = partition_predicate(
+                table.schema(), publication.partition_columns, publication.partitions
+            )
+        removed = list(self._current_files(table, predicate)) if predicate is not None else []
+        return added, removed, predicate
 
     def _commit(
         self,
