@@ -24,7 +24,7 @@ a commit only until snapshot expiry removes it; the job record's
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -39,7 +39,7 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.expressions import BooleanExpression
 from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
@@ -63,6 +63,7 @@ from zero_rename.core.tables.iceberg_files import (
     iceberg_schema,
     identity_spec,
     partition_predicate,
+    replaced_files,
     schema_problems,
     spec_problem,
 )
@@ -223,7 +224,10 @@ class IcebergFormat:
             predicate = partition_predicate(
                 table.schema(), publication.partition_columns, publication.partitions
             )
-        removed = list(self._current_files(table, predicate)) if predicate is not None else []
+        removed = []
+        if predicate is not None:
+            columns, partitions = publication.partition_columns, publication.partitions
+            removed = replaced_files(table, columns, partitions, predicate)
         return added, removed, predicate
 
     def _commit(
@@ -261,17 +265,6 @@ class IcebergFormat:
         producer.commit()
         transaction.commit_transaction()
         return producer.snapshot_id
-
-    def _current_files(self, table: Table, predicate: BooleanExpression) -> Iterator[DataFile]:
-        """The data files of the partitions a replace drops. Reads the manifests
-        whose partition ranges match (not the data files)."""
-        if table.metadata.current_snapshot_id is None:
-            return iter(())
-        return (
-            task.file
-            for task in table.scan(row_filter=predicate).plan_files()
-            if task.file.content == DataFileContent.DATA
-        )
 
     def _rows(self, io: FileIO, file: TableFile) -> int:
         """The file's row count: the writer's, or its footer's (one request) for a

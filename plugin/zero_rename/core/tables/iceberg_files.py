@@ -31,6 +31,7 @@ import pyarrow as pa
 from pyiceberg.conversions import partition_to_py, to_bytes
 from pyiceberg.exceptions import ResolveError
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, IsNull, Or
+from pyiceberg.expressions.visitors import inclusive_projection, manifest_evaluator
 from pyiceberg.io.pyarrow import (
     MetricModeTypes,
     StatisticsCollector,
@@ -38,9 +39,10 @@ from pyiceberg.io.pyarrow import (
     _pyarrow_to_schema_without_ids,
     compute_statistics_plan,
 )
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestContent, ManifestFile
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema, assign_fresh_schema_ids, promote
+from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
@@ -62,6 +64,7 @@ from pyiceberg.types import (
     TimestampType,
     TimestamptzType,
 )
+from pyiceberg.utils.concurrent import ExecutorFactory
 from pyiceberg.utils.datetime import datetime_to_micros
 from pyiceberg.utils.truncate import truncate_upper_bound_text_string
 
@@ -233,6 +236,47 @@ def partition_value(schema: Schema, column: str, text: str | None) -> Any:
         raise ConfigError(
             f"partition value {text[:80]!r} is not a {field_type} for column {column!r}"
         ) from exc
+
+
+def replaced_files(
+    table: Table,
+    columns: Sequence[str],
+    partitions: Sequence[Mapping[str, str | None]],
+    predicate: BooleanExpression,
+) -> list[DataFile]:
+    """The current data files of these partitions (all of an unpartitioned job's
+    table), read from the manifests whose partition ranges match ``predicate``.
+
+    Not a scan's ``plan_files``: it works out every file's residual against every
+    partition, which took 40 s for 10,000 files. Here each manifest entry is one
+    lookup. Files of an older partition spec are not a partition's (their rows
+    may be of several), so a partitioned replace leaves them."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return []
+    schema, spec, spec_id = table.schema(), table.spec(), table.metadata.default_spec_id
+    wanted: set[Record] | None = None
+    if columns:
+        names = [str(schema.find_column_name(f.source_id)) for f in spec.fields]
+        wanted = {
+            Record(*(partition_value(schema, c, p[c]) for c in names))
+            for p in partitions
+            if set(p) == set(columns)
+        }
+    matches = manifest_evaluator(spec, schema, inclusive_projection(schema, spec)(predicate))
+
+    def files_of(manifest: ManifestFile) -> list[DataFile]:
+        if wanted is not None and (manifest.partition_spec_id != spec_id or not matches(manifest)):
+            return []
+        return [
+            e.data_file
+            for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+            if e.data_file.content == DataFileContent.DATA
+            and (wanted is None or e.data_file.partition in wanted)
+        ]
+
+    manifests = [m for m in snapshot.manifests(table.io) if m.content == ManifestContent.DATA]
+    return [f for found in ExecutorFactory.get_or_create().map(files_of, manifests) for f in found]
 
 
 class DataFiles:
