@@ -55,6 +55,7 @@ from zero_rename.core.data.options import parse_options
 from zero_rename.core.protocol import claims
 from zero_rename.core.protocol.rollback import roll_back
 from zero_rename.core.s3.client import StoreConfig
+from zero_rename.core.tables import iceberg_catalog
 from zero_rename.core.tables.base import JOB_ID_PROPERTY
 from zero_rename.core.tables.iceberg import IcebergFormat
 from zero_rename.core.tables.iceberg_catalog import (
@@ -305,6 +306,21 @@ def test_a_catalog_that_cannot_be_reached(
     assert "\n" not in str(raised.value)
     with pytest.raises(ConfigError, match="iceberg_catalog 'nowhere' is not configured"):
         c.setup_job({**OPTIONS, "iceberg_catalog": "nowhere"})
+
+    # PyIceberg quotes the properties in some errors: the store's secret is masked
+    # there, and the original error is not chained to be printed in a traceback.
+    def quoting(name: str, **properties: str) -> None:
+        raise ValueError(
+            f"Could not initialize catalog with the following properties: {properties}"
+        )
+
+    monkeypatch.setattr(iceberg_catalog, "load_catalog", quoting)
+    with pytest.raises(DestinationError) as raised:
+        c.setup_job({**OPTIONS})
+    key = os.environ["AWS_SECRET_ACCESS_KEY"]
+    failure = raised.value.__cause__
+    assert failure is not None and failure.__context__ is None and "'***'" in str(failure)
+    assert key not in str(raised.value) and key not in str(failure)
     assert c.jobs() == []
 
 

@@ -33,7 +33,7 @@ from pyiceberg.utils.config import Config
 
 from zero_rename.core.data.layout import Destination
 from zero_rename.core.s3.client import S3Store
-from zero_rename.core.s3.redact import redact
+from zero_rename.core.s3.redact import MASK, redact
 from zero_rename.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ _CREDENTIAL_KEYS = (
     "s3.anonymous",
     "s3.signer",
 )
+_SECRET_KEYS = ("s3.secret-access-key", "s3.session-token")
 _NAME_CHARS = re.compile(r"[^a-z0-9]+")
 _NAME_LIMIT = 128
 
@@ -112,10 +113,28 @@ def open_catalog(name: str, store: S3Store, bucket: str) -> Catalog:
     else:
         catalog_home().mkdir(parents=True, exist_ok=True)
         properties = {"type": "sql", "uri": embedded_uri(), "warehouse": f"s3://{bucket}"}
-    properties.update(file_io_properties(store, properties))
-    # Keyword properties win over the configuration PyIceberg read at import,
-    # so the fresh configuration above is the one in force.
-    return load_catalog(name or EMBEDDED_CATALOG, **properties)
+    added = file_io_properties(store, properties)
+    properties.update(added)
+    try:
+        # Keyword properties win over the configuration PyIceberg read at import,
+        # so the fresh configuration above is the one in force.
+        return load_catalog(name or EMBEDDED_CATALOG, **properties)
+    except Exception as exc:
+        masked = _masked(str(exc), [v for k, v in added.items() if k in _SECRET_KEYS])
+        if masked is None:
+            raise
+    # Raised here, not in the handler, so the original is not its context either.
+    raise ValueError(masked)
+
+
+def _masked(text: str, secrets: list[str]) -> str | None:
+    """``text`` with the secrets masked, None when it holds none (PyIceberg quotes
+    a catalog's properties in some errors)."""
+    if not any(secret in text for secret in secrets):
+        return None
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text
 
 
 def file_io_properties(store: S3Store, configured: dict[str, str]) -> dict[str, str]:
