@@ -45,7 +45,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from tests.faults import CRASH_EXIT_CODE, run_until_crash
+from tests.faults import CRASH_EXIT_CODE, inject, run_until_crash
 from tests.helpers import pending_in_bucket, visible
 from tests.parquet_files import encoded_schema, write_parquet
 from zero_rename.core.committer import Committer
@@ -626,6 +626,30 @@ def test_expire_deletes_the_files_only_expired_snapshots_read(committer: Committ
     # A retry of an expired job's commit can no longer find it in the table.
     assert tables.find(first.job_id) is None and tables.find(third.job_id) is not None
     assert polars_rows(c, table) == pyiceberg_rows(table)
+
+
+def test_an_expiry_that_died_before_its_deletes_is_finished_by_the_next(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    c = committer
+    first = run(c, "append", {"2024-01-01": [1]})
+    run(c, "replace", {"2024-01-01": [2]})
+    options = parse_options({**OPTIONS})
+
+    def child() -> None:
+        dying = Committer(c.dest, store_config)
+        inject(dying.store.client, "DeleteObjects", action="exit")
+        IcebergFormat(dying.ctx, options).expire(timedelta(0))
+
+    assert run_until_crash(child) == CRASH_EXIT_CODE
+    assert len(job_ids(user_table(c))) == 1  # expired: nothing names the file any more
+    assert len(own_files(c, first)) == 1
+    journal = c.dest.dir + "_iceberg/expiry/"
+    assert len(list(c.store.list_objects(c.dest.bucket, journal))) == 1
+    assert IcebergFormat(c.ctx, options).expire(timedelta(days=1)) == 1
+    assert own_files(c, first) == []
+    assert list(c.store.list_objects(c.dest.bucket, journal)) == []
+    assert pyiceberg_rows(user_table(c)) == [("2024-01-01", 2)]
 
 
 # -- requests ------------------------------------------------------------------

@@ -166,14 +166,21 @@ class IcebergFormat:
     def expire(self, older_than: timedelta) -> int:
         """Expire the snapshots older than ``older_than`` (never a branch's or tag's
         head), then delete the data files under the destination that only those
-        snapshots read, and their manifests and manifest lists under ``_iceberg/``.
+        snapshots read, and their manifests and manifest lists under ``_iceberg/``
+        (finishing first what an earlier run that died left).
         Returns how many data files were deleted."""
         if older_than < timedelta(0):
             raise ConfigError(f"older_than must not be negative, got {older_than}")
         table = self._load()
         if table is None:
             return 0
-        return expire_snapshots(self.ctx, table, datetime.now(UTC) - older_than)
+        try:
+            return expire_snapshots(self.ctx, table, datetime.now(UTC) - older_than)
+        except CommitFailedException as exc:
+            raise ContentionError(
+                f"the Iceberg table {self.identifier} changed while its snapshots were "
+                f"being expired; nothing was expired: {reason(exc)}"
+            ) from exc
 
     # -- publishing ----------------------------------------------------------
     def _publish(self, publication: Publication) -> TableCommit:
