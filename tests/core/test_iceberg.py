@@ -455,6 +455,48 @@ def test_jobs_racing_on_different_partitions_both_land(
     assert_published(c, [base, racer, held], [("2024-01-01", 10), ("2024-01-02", 20)])
 
 
+def test_two_commits_of_one_job_racing_publish_it_once(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    """A commit resumed beside its retry: both find nothing in the table and reach
+    the catalog together. The job's snapshot id is the same in both, so the
+    loser's retry finds it landed and stops."""
+    c = committer
+    first = run(c, "append", {"2024-01-01": [1]})
+    job = written(c, "append", {"2024-01-01": [2], "2024-01-02": [3]})
+    together = threading.Barrier(2, timeout=60)
+    original = SqlCatalog.commit_table
+    errors: list[BaseException] = []
+
+    calls: list[int] = []
+
+    def commit_table(self: SqlCatalog, table: Table, requirements: Any, updates: Any) -> Any:
+        if _job_of(updates) == job.job_id:
+            calls.append(1)
+            if len(calls) <= 2:  # the two commits' first attempts, together
+                together.wait()
+        return original(self, table, requirements, updates)
+
+    def commit() -> None:
+        try:
+            Committer(c.dest, store_config).commit_job(job.job_id)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    SqlCatalog.commit_table = commit_table  # type: ignore[method-assign]
+    try:
+        threads = [threading.Thread(target=commit) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        SqlCatalog.commit_table = original  # type: ignore[method-assign]
+    # The loser's retry found the id landed: it sent no second commit.
+    assert errors == [] and len(calls) == 2
+    assert_published(c, [first, job], [("2024-01-01", 1), ("2024-01-01", 2), ("2024-01-02", 3)])
+
+
 def test_jobs_on_one_partition_are_serialized_by_their_claims(
     committer: Committer, store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,6 +23,7 @@ a commit only until snapshot expiry removes it; the job record's
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -141,7 +142,7 @@ class IcebergFormat:
         if table is None:
             return None
         for snapshot in table.metadata.snapshots:
-            if snapshot.summary is not None and snapshot.summary.get(JOB_ID_PROPERTY) == job_id:
+            if _job_of(snapshot) == job_id:
                 return self._commit_of(snapshot)
         return None
 
@@ -269,6 +270,10 @@ class IcebergFormat:
                 producer.delete_data_file(old)
         for new in added:
             producer.append_data_file(new)
+        # The job's own snapshot id: two commits of one job racing (a zombie
+        # resumed beside its retry) both passed find(); the loser's retry finds
+        # the id landed and stops, as after a lost answer.
+        producer._snapshot_id = job_snapshot_id(job_id, table.metadata)
         producer.commit()
         transaction.commit_transaction()
         return producer.snapshot_id
@@ -386,6 +391,22 @@ class IcebergFormat:
         )
 
 
+def job_snapshot_id(job_id: str, metadata: TableMetadata) -> int:
+    """A snapshot id that is the job's in this table: from the job id and the
+    table's uuid, positive and 63 bits, as Iceberg's ids are. Another writer's
+    snapshot holding it (one chance in 2**63) gets a random one instead."""
+    digest = hashlib.sha256(f"{metadata.table_uuid}/{job_id}".encode()).digest()
+    snapshot_id = int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
+    taken = metadata.snapshot_by_id(snapshot_id)
+    if snapshot_id == 0 or (taken is not None and _job_of(taken) != job_id):
+        return metadata.new_snapshot_id()
+    return snapshot_id
+
+
+def _job_of(snapshot: Snapshot) -> str | None:
+    return snapshot.summary.get(JOB_ID_PROPERTY) if snapshot.summary is not None else None
+
+
 def _since(metadata: TableMetadata, base: int | None) -> Iterable[Snapshot]:
     """The main branch's snapshots after ``base``, newest first."""
     snapshot = metadata.current_snapshot()
@@ -396,9 +417,8 @@ def _since(metadata: TableMetadata, base: int | None) -> Iterable[Snapshot]:
 
 
 def _described(snapshot: Snapshot) -> str:
-    summary = snapshot.summary
-    operation = summary.operation.value if summary is not None else "commit"
-    job = summary.get(JOB_ID_PROPERTY) if summary is not None else None
+    operation = snapshot.summary.operation.value if snapshot.summary is not None else "commit"
+    job = _job_of(snapshot)
     by = f"zero-rename job {job}" if job else "another writer"
     when = datetime.fromtimestamp(snapshot.timestamp_ms / 1000, UTC).isoformat(timespec="seconds")
     return f"snapshot {snapshot.snapshot_id} ({operation} by {by} at {when})"
