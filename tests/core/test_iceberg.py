@@ -77,6 +77,7 @@ from zero_rename.errors import (
 pytestmark = pytest.mark.s3
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+SCHEMA_B64 = encoded_schema(SCHEMA)
 OPTIONS = {"partition_columns": "dt", "table_format": "iceberg", "threads": 2}
 Rows = list[tuple[str | None, int]]
 
@@ -97,9 +98,6 @@ def data(ids: list[int]) -> pa.Table:
 
 def setup(c: Committer, mode: str = "append", **options: Any) -> JobRecord:
     return c.setup_job({**OPTIONS, "conflict_mode": mode, **options}, table_schema=SCHEMA_B64)
-
-
-SCHEMA_B64 = encoded_schema(SCHEMA)
 
 
 def written(
