@@ -441,18 +441,27 @@ def test_store_down_at_commit_then_retry(proxy: S3Proxy, impatient: Committer) -
 # -- other writers ---------------------------------------------------------------------------
 
 
-def test_second_job_racing_on_other_partitions_both_land(
+@pytest.mark.parametrize(
+    "mode,days",
+    [("replace", ("2024-01-01", "2024-01-02")), ("append", ("2024-01-01",) * 2)],
+    ids=["replaces-of-two-partitions", "appends-to-one-partition"],
+)
+def test_second_job_racing_both_land(
     committer: Committer,
     store_config: StoreConfig,
     s3_backend: S3Server,
     monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+    days: tuple[str, str],
 ) -> None:
-    """Two replaces of different partitions read the same version and commit at
-    once: one takes the version, the other is built again on it."""
+    """Two jobs that their claims let commit side by side (replaces of different
+    partitions, appends anywhere) read the same version and commit at once: one
+    takes the next version, the other is built again on it and takes the one
+    after, and each record names its own."""
     c = committer
     c.commit_job(delta_job(c, "append", FIRST).job_id)
-    a = delta_job(c, "replace", {"2024-01-01": [10]})
-    b = delta_job(c, "replace", {"2024-01-02": [20]})
+    a = delta_job(c, mode, {days[0]: [10]})
+    b = delta_job(c, mode, {days[1]: [20]})
     together = threading.Barrier(2, timeout=60)
     calls = []
     real = DeltaTable.create_write_transaction
@@ -470,8 +479,12 @@ def test_second_job_racing_on_other_partitions_both_land(
             future.result(timeout=120)
     assert calls == [0, 0, 1]
     assert sorted([assert_published_once(c, a), assert_published_once(c, b)]) == [1, 2]
+    kept = {"2024-01-02": [3]} if mode == "append" else {}
     assert delta_rows(c, s3_backend) == expected(
-        {"2024-01-01": [10], "2024-01-02": [20]}, {None: [4]}
+        {"2024-01-01": [1, 2, 10] if mode == "append" else [10]},
+        {days[1]: [20]},
+        kept,
+        {None: [4]},
     )
 
 
