@@ -23,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
+from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
@@ -36,6 +37,7 @@ from tests.helpers import pending_in_bucket, visible
 from tests.s3proxy import S3Proxy
 from tests.servers import S3Server
 from zero_rename.core.committer import Committer
+from zero_rename.core.data.layout import is_visible
 from zero_rename.core.data.model import ColumnStats, FileStats, JobRecord, TableCommit
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.core.tables import delta as delta_module
@@ -179,10 +181,14 @@ def versions_of(c: Committer, job_id: str) -> list[int]:
 
 
 def assert_published_once(c: Committer, job: JobRecord) -> int:
-    """One version of the table per committed job, the record naming it, and no
-    upload left pending; returns the version."""
+    """One version of the table per committed job, adding exactly the job's files
+    in the bucket, the record naming it, and no upload left pending; returns the
+    version."""
     versions = versions_of(c, job.job_id)
     assert len(versions) == 1, versions
+    added = {unquote(a["add"]["path"]) for a in log_entries(c)[versions[0]] if "add" in a}
+    keys = (o.key[len(c.dest.dir) :] for o in c.store.list_objects(c.dest.bucket, c.dest.dir))
+    assert added == {k for k in keys if job.job_id in k and is_visible(k)}
     record = c.job(job.job_id)
     assert record.state == "committed"
     assert record.table_commit is not None
