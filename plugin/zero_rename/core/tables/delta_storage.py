@@ -64,7 +64,9 @@ def _limits(client: Any) -> dict[str, str]:
     """Timeouts and retries as the store's client has them: without them delta-rs
     retries a store that is down for three minutes."""
     config = client.meta.config
-    attempts = (config.retries or {}).get("total_max_attempts") or 3
+    retries = config.retries or {}
+    # botocore counts either every attempt or the retries alone.
+    attempts = retries.get("total_max_attempts") or retries.get("max_attempts", 2) + 1
     return {
         "connect_timeout": f"{max(1, int(config.connect_timeout or 10))}s",
         "timeout": f"{max(1, int(config.read_timeout or 60))}s",
