@@ -56,7 +56,7 @@ from zero_rename.core.protocol.abort import (
     remove_temporary,
 )
 from zero_rename.core.protocol.claims import Claims
-from zero_rename.core.protocol.formats import publish_table
+from zero_rename.core.protocol.formats import publish_table, published_to_table
 from zero_rename.core.protocol.planning import decided_plan, plan_digest, prepared_for
 from zero_rename.core.protocol.publish import ProgressCallback, delete_replaced, publish
 from zero_rename.core.protocol.rollback import roll_back
@@ -66,9 +66,9 @@ from zero_rename.errors import (
     CommitRolledBackError,
     JobDecidedError,
     ManifestError,
-    TableConflictError,
     UploadRefusedError,
     ZeroRenameError,
+    is_final,
 )
 
 log = logging.getLogger(__name__)
@@ -134,8 +134,12 @@ def commit_job(
     table_started = utcnow()
     try:
         table_commit = publish_table(ctx, record, plan)
-    except TableConflictError as conflict:
-        return _refused_by_table(ctx, record, conflict)
+    except ZeroRenameError as refused:
+        # A conflict, or any refusal no retry can change (the table's schema changed
+        # since setup, say): unless the commit landed after all, roll back.
+        if not is_final(refused) or published_to_table(ctx, record) is not None:
+            raise
+        return _refused_by_table(ctx, record, refused)
     success = build_success(dest, record, plan, first_files, store.stats)
     put_checked(store, dest.bucket, dest.success_key, dump(success))
     summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
@@ -173,12 +177,10 @@ def _refused(ctx: JobContext, record: JobRecord, refused: UploadRefusedError) ->
     ) from refused
 
 
-def _refused_by_table(
-    ctx: JobContext, record: JobRecord, conflict: TableConflictError
-) -> JobSummary:
-    """The table format refused the job's commit for another writer's: nothing of the
-    job is in the table, so the job is rolled back, and nothing of it stays in the
-    prefix either."""
+def _refused_by_table(ctx: JobContext, record: JobRecord, conflict: ZeroRenameError) -> JobSummary:
+    """The table format refused the job's commit for good (another writer's commit
+    conflicts, or the table no longer fits the job): nothing of the job is in the
+    table, so the job is rolled back, and nothing of it stays in the prefix either."""
     reason = f"the {record.options.table_format} table refused its commit: {conflict}"
     log.error("job %s: %s; rolling the job back", record.job_id, reason)
     roll_back(ctx, record.job_id, reason)

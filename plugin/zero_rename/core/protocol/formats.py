@@ -82,6 +82,7 @@ def _files(ctx: JobContext, plan: CommitPlan) -> Iterator[TableFile]:
                 path=upload.key[len(ctx.dest.dir) :],
                 size=upload.bytes,
                 rows=upload.rows,
-                partition=upload.partition,
+                # "" is Spark's null partition too: one directory for both.
+                partition={k: v or None for k, v in upload.partition.items()},
                 stats=upload.stats,
             )

@@ -50,6 +50,7 @@ from zero_rename.core.data.records import JobContext
 from zero_rename.core.s3.redact import redact
 from zero_rename.core.tables import delta_log
 from zero_rename.core.tables.base import JOB_ID_PROPERTY, Publication
+from zero_rename.core.tables.common import files_schema
 from zero_rename.core.tables.delta_storage import storage_options
 from zero_rename.errors import (
     ConfigError,
@@ -96,7 +97,7 @@ class DeltaFormat:
     # -- the protocol's calls ------------------------------------------------------------
 
     def check(self, table_schema: str, partition_columns: tuple[str, ...]) -> None:
-        schema = delta_log.files_schema(table_schema)
+        schema = files_schema(table_schema)
         delta_schema = (
             delta_log.table_schema(schema, partition_columns) if schema is not None else None
         )
@@ -127,7 +128,7 @@ class DeltaFormat:
         columns = publication.partition_columns
         now = int(time.time() * 1000)
         adds = [delta_log.add_action(f, columns, now) for f in publication.files]
-        schema = delta_log.files_schema(publication.table_schema)
+        schema = files_schema(publication.table_schema)
         table = self._table if self._read else self._open()
         for attempt in range(COMMIT_ATTEMPTS):
             if attempt:
@@ -281,7 +282,7 @@ class DeltaFormat:
         columns = publication.partition_columns
         what = delta_log.conflict(actions, publication, columns)
         if not what and any("metaData" in a for a in actions):
-            schema = delta_log.files_schema(publication.table_schema)
+            schema = files_schema(publication.table_schema)
             job_schema = delta_log.table_schema(schema, columns) if schema is not None else None
             problem = delta_log.incompatibility(fresh, job_schema, columns)
             what = f"changed the table, which now {problem}" if problem else ""

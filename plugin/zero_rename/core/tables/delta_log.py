@@ -9,8 +9,6 @@ to decide whether it conflicts with the job's.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 import time
@@ -162,20 +160,6 @@ def _partition_text(value: Any) -> str | None:
 
 
 # -- schemas ---------------------------------------------------------------------------
-
-
-def files_schema(table_schema: str) -> pa.Schema | None:
-    """The files' Arrow schema from its base64 Arrow IPC form; None for "".
-
-    Raises:
-        ConfigError: the text is not an Arrow schema.
-    """
-    if not table_schema:
-        return None
-    try:
-        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(table_schema, validate=True)))
-    except (binascii.Error, ValueError, pa.ArrowException) as exc:
-        raise ConfigError(f"the files' schema is not a base64 Arrow IPC schema ({exc})") from None
 
 
 def table_schema(files: pa.Schema, columns: Sequence[str]) -> Schema:

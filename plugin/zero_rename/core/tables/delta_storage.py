@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from zero_rename.core.s3.client import S3Store, botocore_session
+from zero_rename.core.s3.client import S3Store
+from zero_rename.core.tables.common import frozen_credentials
 
 
 def storage_options(store: S3Store, bucket: str) -> dict[str, str]:
@@ -45,15 +46,10 @@ def _endpoint(client: Any, bucket: str) -> dict[str, str]:
 
 
 def _credentials(client: Any) -> dict[str, str]:
-    """The credentials the store's client signs with, frozen now (refreshing ones
-    are read again for every table opened)."""
-    get = getattr(client, "_get_credentials", None)
-    credentials = get() if get is not None else None
-    if credentials is None:
-        credentials = botocore_session().get_credentials()
-    if credentials is None:
+    """The store's signing credentials as delta-rs takes them."""
+    frozen = frozen_credentials(client)
+    if frozen is None:
         return {"AWS_SKIP_SIGNATURE": "true"}
-    frozen = credentials.get_frozen_credentials()
     options = {"AWS_ACCESS_KEY_ID": frozen.access_key, "AWS_SECRET_ACCESS_KEY": frozen.secret_key}
     if frozen.token:
         options["AWS_SESSION_TOKEN"] = frozen.token

@@ -51,6 +51,7 @@ from zero_rename.core.data.model import TableCommit
 from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.tables.base import JOB_ID_PROPERTY, Publication, TableFile
+from zero_rename.core.tables.common import files_schema
 from zero_rename.core.tables.iceberg_catalog import (
     catalog_label,
     derived_table_name,
@@ -60,7 +61,6 @@ from zero_rename.core.tables.iceberg_catalog import (
 from zero_rename.core.tables.iceberg_expire import expire_snapshots
 from zero_rename.core.tables.iceberg_files import (
     DataFiles,
-    arrow_schema,
     iceberg_schema,
     identity_spec,
     partition_predicate,
@@ -108,7 +108,7 @@ class IcebergFormat:
 
     # -- the TableFormat protocol ------------------------------------------
     def check(self, table_schema: str, partition_columns: tuple[str, ...]) -> None:
-        files = arrow_schema(table_schema) if table_schema else None
+        files = files_schema(table_schema)
         if files is not None:
             iceberg_schema(files, partition_columns)  # a type Iceberg lacks: refused now
         try:
@@ -221,7 +221,7 @@ class IcebergFormat:
             ConfigError: the table does not fit the job (another writer changed it
                 since the job's setup, or made it since), or a file cannot be in it.
         """
-        schema = arrow_schema(publication.table_schema) if publication.table_schema else None
+        schema = files_schema(publication.table_schema)
         problems = self._misfits(table.metadata, schema, publication.partition_columns)
         if problems:
             raise ConfigError(f"it no longer fits the job: {'; '.join(problems)}")
@@ -357,7 +357,7 @@ class IcebergFormat:
         """The files' Arrow schema: the writer's, or a file's footer for a writer
         that gave none (one request, at the table's creation only)."""
         if publication.table_schema:
-            return arrow_schema(publication.table_schema)
+            return files_schema(publication.table_schema)
         if not files:
             raise ConfigError(
                 f"the Iceberg table {self.identifier} does not exist, and job "

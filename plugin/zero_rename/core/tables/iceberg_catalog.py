@@ -25,7 +25,6 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from pyiceberg.catalog import Catalog, load_catalog
@@ -34,6 +33,7 @@ from pyiceberg.utils.config import Config
 from zero_rename.core.data.layout import Destination
 from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.redact import MASK, redact
+from zero_rename.core.tables.common import frozen_credentials
 from zero_rename.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ def file_io_properties(store: S3Store, configured: dict[str, str]) -> dict[str, 
     if "s3.region" not in configured and "client.region" not in configured:
         added["s3.region"] = str(client.meta.region_name or "us-east-1")
     if not any(key in configured for key in _CREDENTIAL_KEYS):
-        credentials = _credentials(client)
+        credentials = frozen_credentials(client)
         if credentials is not None:
             added["s3.access-key-id"] = credentials.access_key
             added["s3.secret-access-key"] = credentials.secret_key
@@ -161,16 +161,6 @@ def file_io_properties(store: S3Store, configured: dict[str, str]) -> dict[str, 
 
 def _aws(host: str) -> bool:
     return host.endswith((".amazonaws.com", ".amazonaws.com.cn", ".api.aws"))
-
-
-def _credentials(client: Any) -> Any:
-    """The credentials the store's client signs with, frozen (a refreshing set is
-    read once: a commit takes seconds), or None where it has none."""
-    getter = getattr(client, "_get_credentials", None)
-    credentials = getter() if getter is not None else None
-    if credentials is None:
-        credentials = getattr(getattr(client, "_request_signer", None), "_credentials", None)
-    return credentials.get_frozen_credentials() if credentials is not None else None
 
 
 def reason(exc: BaseException) -> str:

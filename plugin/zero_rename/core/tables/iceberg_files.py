@@ -16,8 +16,6 @@ any concurrent commit to another.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import math
 import re
@@ -76,20 +74,6 @@ from zero_rename.errors import ConfigError
 _FIRST_PARTITION_FIELD_ID = 1000
 _FORMATS = {".parquet": FileFormat.PARQUET, ".orc": FileFormat.ORC, ".avro": FileFormat.AVRO}
 _FRACTION = re.compile(r"T[\d:]+\.(\d+)")
-
-
-def arrow_schema(encoded: str) -> pa.Schema:
-    """The files' Arrow schema from its base64 IPC bytes (a task manifest's ``table_schema``).
-
-    Raises:
-        ConfigError: for text that is not one.
-    """
-    try:
-        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(encoded, validate=True)))
-    except (binascii.Error, ValueError, pa.ArrowException) as exc:
-        raise ConfigError(
-            f"the files' schema is not a base64 Arrow IPC schema ({len(encoded)} characters)"
-        ) from exc
 
 
 def iceberg_schema(files: pa.Schema, partition_columns: Sequence[str]) -> Schema:
