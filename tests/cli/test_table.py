@@ -11,6 +11,7 @@ import pytest
 from tests import table_stub
 from tests.cli.conftest import Cli
 from tests.table_jobs import table_job
+from tests.table_readers import data_keys, read
 from zero_rename.core.committer import Committer
 
 pytestmark = pytest.mark.s3
@@ -121,8 +122,6 @@ def test_expire_needs_an_age(cli: Cli, dest: str) -> None:
 def test_expire_deletes_the_files_a_replace_removed_from_a_delta_table(
     cli: Cli, committer: Committer, dest: str
 ) -> None:
-    from deltalake import DeltaTable
-
     first = table_job(committer, {DAY: [1, 2], "2024-01-02": [3]}, table_format="delta")
     second = table_job(committer, {DAY: [4]}, "replace", table_format="delta")
     assert second.table_commit is not None and second.table_commit.removed_files == 1
@@ -136,25 +135,8 @@ def test_expire_deletes_the_files_a_replace_removed_from_a_delta_table(
     assert ran.code == 0, ran.err
     assert ran.json()["deleted_files"] == 1
     assert old[0] not in _data_keys(committer)
-    table = DeltaTable(dest, storage_options=_delta_options())
-    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == [3, 4]
+    assert sorted(read("delta", dest, "own").column("id").to_pylist()) == [3, 4]
 
 
 def _data_keys(c: Committer) -> list[str]:
-    return [
-        o.key
-        for o in c.store.list_objects(c.dest.bucket, c.dest.dir)
-        if o.key.endswith(".parquet") and "/_" not in o.key[len(c.dest.dir) - 1 :]
-    ]
-
-
-def _delta_options() -> dict[str, str]:
-    import os
-
-    return {
-        "AWS_ENDPOINT_URL": os.environ["AWS_ENDPOINT_URL"],
-        "AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
-        "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"],
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-    }
+    return data_keys(c.store, c.dest.bucket, c.dest.dir)
