@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
+import importlib
 import io
 import logging
 import multiprocessing
@@ -198,8 +199,14 @@ class ChildCommit:
     peak_rss: int  # bytes
 
 
-def commit_in_child(cfg: BenchConfig, dest: str, job_id: str) -> ChildCommit:
-    """``commit_job`` in this (fresh, spawned) process, with its requests counted."""
+def commit_in_child(
+    cfg: BenchConfig, dest: str, job_id: str, table_format: str = "none"
+) -> ChildCommit:
+    """``commit_job`` in this (fresh, spawned) process, with its requests counted.
+    A table format's library is imported first, untimed: a process pays that once
+    (PyIceberg's import takes seconds), not at each commit."""
+    if table_format != "none":
+        importlib.import_module(f"zero_rename.core.tables.{table_format}")
     committer = Committer(dest, cfg.store_config())
     with RequestCounter(committer.store.client) as counter:
         start = time.perf_counter()
@@ -236,7 +243,9 @@ def commit_and_check(
     then what is visible and what was left pending."""
     before = wire_counts()
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
-        result = child.submit(commit_in_child, cfg, committer.dest.url, job.job_id).result()
+        result = child.submit(
+            commit_in_child, cfg, committer.dest.url, job.job_id, job.options.table_format
+        ).result()
     # At the wire, every client's requests; else those botocore sent in the child.
     requests = dict(wire_counts() - before) if _wire is not None else result.requests
     # A file counts as committed when it is visible and the commit reported it.

@@ -313,8 +313,9 @@ def table_section(
         f"Rust's object_store), so {wire} requests are counted at the wire: the suite's "
         "S3 proxy (`tests/s3proxy.py`) runs in front of the server and counts every "
         "request it receives, by operation. Seconds include the proxy's forwarding (a "
-        "Python thread per connection) for the methods that go through it."
-        + (" " + load_note(load) if load else ""),
+        "Python thread per connection) for the methods that go through it, and not the "
+        "import of the format's library, which a process pays once (PyIceberg's takes "
+        "seconds)." + (" " + load_note(load) if load else ""),
         "",
         "```",
         command,

@@ -104,9 +104,12 @@ def test_table_format_methods_publish_once_and_count_the_formats_requests(
     plain = _run(runs, "committer")
     for method in TABLE_METHODS:
         run = _run(runs, method)
-        assert run.requests["CompleteMultipartUpload"] == FILES, method
+        # Every file completed once; PyIceberg writes its metadata files as
+        # multipart uploads too (manifest, manifest list, metadata.json).
+        completes = run.requests["CompleteMultipartUpload"]
+        assert FILES <= completes <= FILES + 6, (method, run.requests)
         added = run.total_requests - plain.total_requests
-        assert 0 < added < 100, (method, run.requests, plain.requests)
+        assert 0 < added < 60, (method, run.requests, plain.requests)
         # Their botocore steps are not all of it: the format's requests pass no hook.
         assert sum(s.requests for s in run.steps) < run.total_requests, method
     cfg, _ = bench_runs

@@ -316,4 +316,6 @@ def test_a_failed_stage_is_aborted_and_the_run_fails(
     assert visible(daily) == {}
     assert pending(daily) == []
     # Nothing of an aborted day reaches the table: there is none.
+    options = daily.job(job_id).options
+    assert (options.table_format, options.iceberg_table) == ("iceberg", daily_table)
     assert not iceberg_catalog().table_exists(daily_table)

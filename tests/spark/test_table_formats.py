@@ -143,7 +143,10 @@ def check_readers(
 def read_day(table_format: str, where: str, day: str) -> pa.Table:
     """One partition, through the format's own reader's filter."""
     if table_format == "delta":
-        return delta_table(where).to_pyarrow_table(filters=[("dt", "=", day)])
+        table = delta_table(where)
+        kind = table.to_pyarrow_dataset().schema.field("dt").type
+        value: Any = datetime.date.fromisoformat(day) if pa.types.is_date(kind) else day
+        return table.to_pyarrow_table(filters=[("dt", "=", value)])
     from pyiceberg.expressions import EqualTo
 
     return iceberg_table(where).scan(row_filter=EqualTo("dt", day)).to_arrow()
