@@ -212,6 +212,30 @@ def test_the_writer_checks_the_table_at_setup_and_records_stats_and_schema(
 
 
 @pytest.mark.s3
+def test_an_orchestrated_writer_checks_the_table_its_job_names(
+    dest: str, committer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The orchestrator's setup knew no schema: the writer, which does, checks."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from zero_rename.spark.datasource import ZeroRenameWriter
+
+    calls = table_stub.install(monkeypatch, "iceberg")
+    job = committer.setup_job(
+        {"partition_columns": "dt", "table_format": "iceberg", "iceberg_table": "ns.t"}
+    )
+    assert calls.checks == [("ns.t", "", ("dt",))]
+    schema = StructType([StructField("id", LongType()), StructField("dt", StringType())])
+    writer = ZeroRenameWriter(parse_writer_options({"path": dest, "job_id": job.job_id}), schema)
+    assert calls.checks[1:] == [("ns.t", writer.table_schema, ("dt",))]
+    with pytest.raises(ConfigError, match='table_format="delta" disagrees'):
+        ZeroRenameWriter(
+            parse_writer_options({"path": dest, "job_id": job.job_id, "table_format": "delta"}),
+            schema,
+        )
+
+
+@pytest.mark.s3
 def test_a_job_without_a_table_format_records_neither(dest: str) -> None:
     from pyspark.sql.types import LongType, StructField, StructType
 
