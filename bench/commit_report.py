@@ -315,7 +315,11 @@ def table_section(
         "request it receives, by operation. Seconds include the proxy's forwarding (a "
         "Python thread per connection) for the methods that go through it, and not the "
         "import of the format's library, which a process pays once (PyIceberg's takes "
-        "seconds)." + (" " + load_note(load) if load else ""),
+        "seconds).",
+        "",
+        f"Machine: {os.cpu_count()} cores, SeaweedFS {seaweedfs_version()} (`weed mini`) on "
+        f"loopback, Python {platform.python_version()}, {_table_libraries()}."
+        + (" " + load_note(load) if load else ""),
         "",
         "```",
         command,
@@ -354,3 +358,15 @@ def _added_requests(rows: Sequence[Row]) -> list[str]:
                 f"{sum(diff.values()):+,} | {shown or '-'} |"
             )
     return lines
+
+
+def _table_libraries() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("pyiceberg", "deltalake", "pyarrow"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return ", ".join(found)
