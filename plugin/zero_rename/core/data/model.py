@@ -275,6 +275,18 @@ class TableCommit(_Frozen):
     files: int = 0
     removed_files: int = 0
 
+    @property
+    def version(self) -> str:
+        """The commit as the format names it: ``snapshot 8061…`` or ``version 3``."""
+        return f"{'snapshot' if self.format == 'iceberg' else 'version'} {self.id}"
+
+    def describe(self) -> str:
+        """One line, for ``jobs show``, the Commits page, logs and metadata."""
+        return (
+            f"{self.format} table {self.table} {self.version}: {self.files} file(s) added, "
+            f"{self.removed_files} removed"
+        )
+
 
 class JobRecord(_Frozen):
     """The job's one mutable object, advanced only by compare-and-swap (If-Match).
