@@ -801,3 +801,26 @@ def test_bounds_never_narrower_than_the_data() -> None:
     assert _bounds(DoubleType(), float("nan"), 1.5) == (None, 1.5)
     assert _bounds(BinaryType(), "aa", "bb") == (None, None)
     assert _bounds(TimestampType(), "not a time", "2024-01-01T00:00:00") == (None, base + 999_999)
+
+
+@pytest.mark.unit
+def test_spark_partition_directories_of_dates_and_timestamps_are_read_as_values() -> None:
+    """Spark names date and timestamp partitions by their text; and a partition
+    column the DataFrame calls not-null is optional in the table (it is in the
+    path only, and a scan would look for a required one in the files)."""
+    import pyarrow as pa
+    from pyiceberg.types import DateType as D
+    from pyiceberg.types import TimestampType as T
+
+    from zero_rename.core.tables.iceberg_files import iceberg_schema, partition_value
+
+    files = pa.schema([pa.field("id", pa.int64()), pa.field("dt", pa.date32(), nullable=False)])
+    schema = iceberg_schema(files, ["dt", "hour"])
+    assert not schema.find_field("dt").required and isinstance(
+        schema.find_field("dt").field_type, D
+    )
+    assert partition_value(schema, "dt", "2024-01-01") == 19723
+    assert partition_value(schema, "dt", None) is None
+    ts = iceberg_schema(pa.schema([pa.field("at", pa.timestamp("us"))]), ["at"])
+    assert isinstance(ts.find_field("at").field_type, T)
+    assert partition_value(ts, "at", "2024-01-01 10:00:00") == 1_704_103_200_000_000

@@ -63,7 +63,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 from pyiceberg.utils.concurrent import ExecutorFactory
-from pyiceberg.utils.datetime import datetime_to_micros
+from pyiceberg.utils.datetime import date_str_to_days, datetime_to_micros
 from pyiceberg.utils.truncate import truncate_upper_bound_text_string
 
 from zero_rename.core.data.model import Bound, ColumnStats
@@ -88,7 +88,12 @@ def iceberg_schema(files: pa.Schema, partition_columns: Sequence[str]) -> Schema
         converted = _pyarrow_to_schema_without_ids(files)
     except (ValueError, TypeError, UnsupportedPyArrowTypeException) as exc:
         raise ConfigError(f"the files' schema has no Iceberg equivalent: {_one_line(exc)}") from exc
-    fields = list(converted.fields)
+    # A partition column lives in the path only: the files cannot hold it, so the
+    # table may not call it required (a scan would look for it in the files).
+    fields = [
+        f.model_copy(update={"required": False}) if f.name in partition_columns else f
+        for f in converted.fields
+    ]
     known = {f.name for f in fields}
     fields += [
         NestedField(field_id=0, name=column, field_type=StringType(), required=False)
@@ -215,6 +220,15 @@ def partition_value(schema: Schema, column: str, text: str | None) -> Any:
     if isinstance(field_type, StringType) or not isinstance(field_type, PrimitiveType):
         return text
     try:
+        # Spark writes dates and timestamps in directory names as text
+        # (2024-01-01, 2024-01-01 10:00:00); PyIceberg's own parser takes numbers.
+        if isinstance(field_type, DateType):
+            return date_str_to_days(text)
+        if isinstance(field_type, (TimestampType, TimestamptzType)):
+            moment = datetime.fromisoformat(text.replace(" ", "T", 1))
+            if moment.tzinfo is None and isinstance(field_type, TimestamptzType):
+                moment = moment.replace(tzinfo=UTC)
+            return datetime_to_micros(moment)
         return partition_to_py(field_type, text)
     except (ValueError, TypeError, ArithmeticError) as exc:
         raise ConfigError(
