@@ -10,7 +10,9 @@ PYTEST_ARGS ?=
 # make test runs the suite on this many pytest-xdist workers, grouped as
 # tests/conftest.py says (worker_group); 0 runs it in one process.
 TEST_WORKERS ?= 3
-# Options for the demos, e.g. DEMO_ARGS="--date 2024-02-01" or, for demo-core, "--keep".
+# Options for the demos, e.g. DEMO_ARGS="--date 2024-02-01", "--table-format delta"
+# (demo, demo-dagster: the day also published as a Delta version, read back) or,
+# for demo-core, "--keep".
 DEMO_ARGS ?=
 # The lint, as configured in pyproject.toml: `make lint` runs all three, `make
 # test` the two ruff checks first and mypy beside the tests.

@@ -17,6 +17,18 @@ Writing the files is preparation and is not timed; only the commit is. The
 commit's requests are counted, and for the committer the task attempts'
 requests too, so the whole protocol's requests per file are known.
 
+``committer-iceberg`` and ``committer-delta`` (not run by default) are the
+committer's job commit with ``table_format`` set: the same files, each a real
+Parquet file with the statistics of its own footer and the schema in every
+task manifest (as the Spark writer leaves them), published as one Iceberg
+snapshot (the embedded SQL catalog) or one Delta version. Their commits'
+requests are counted at the wire, through the suite's S3 proxy
+(``tests/s3proxy.py``) in front of the server: the formats' own requests
+(PyIceberg's pyarrow FileIO, delta-rs' object_store) pass no botocore hook.
+``--wire`` sends every method through that proxy, for times comparable with
+theirs. ``--methods committer,committer-iceberg,committer-delta --wire`` puts
+the three side by side, in a section of their own.
+
 ``--scale N,...`` runs the committer alone at larger counts, for its time,
 requests and peak memory; with 0-byte files (the default) the files are
 written by :mod:`bench.scale_prep`, which leaves what task attempts leave
@@ -27,28 +39,39 @@ written by :mod:`bench.scale_prep`, which leaves what task attempts leave
 from __future__ import annotations
 
 import argparse
+import base64
 import dataclasses
+import importlib
+import io
 import logging
 import multiprocessing
 import os
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from bench import commit_report, scale_prep
-from bench.commit_results import BenchConfig, Run, summarize
+from bench.commit_results import TABLE_METHODS, BenchConfig, Run, summarize
 from bench.counter import RequestCounter, Step
 from bench.objects import object_count, rename_prefix, visible_files
 from bench.page import write_section
 from bench.process import peak_rss
+from tests.s3proxy import S3Proxy, proxy_for
 from zero_rename.core.committer import Committer
-from zero_rename.core.data.model import JobRecord, PendingUpload, TaskManifest
+from zero_rename.core.data.model import FileStats, JobRecord, PendingUpload, TaskManifest
 from zero_rename.core.s3.client import DELETE_BATCH, make_client
 from zero_rename.embedded_s3 import EmbeddedS3
+from zero_rename.spark.parquet import file_stats
 
 # The file counts, repeats and methods of ``make bench``: the median of three
 # runs of 1,000 files, one run of 10,000. Preparing 10,000 uploads per method
@@ -61,8 +84,48 @@ DEFAULT_METHODS = ("committer", "committer-noverify", "floor", "copy-delete")
 
 Method = Callable[[BenchConfig, int, str], Run]
 
+# The proxy counting requests at the wire while a method runs through it, if any.
+_wire: S3Proxy | None = None
+
+
+@contextmanager
+def at_the_wire(cfg: BenchConfig) -> Iterator[BenchConfig]:
+    """``cfg`` with its endpoint behind a proxy that counts every request any client
+    sends (botocore, pyarrow, object_store), for as long as the block runs."""
+    global _wire
+    with proxy_for(cfg.endpoint_url) as proxy:
+        _wire = proxy
+        try:
+            yield dataclasses.replace(cfg, endpoint_url=proxy.endpoint_url)
+        finally:
+            _wire = None
+
+
+def wire_counts() -> Counter[str]:
+    return _wire.counts if _wire is not None else Counter()
+
 
 # -- preparation (not timed) ---------------------------------------------------
+@dataclass(frozen=True)
+class TableFiles:
+    """What the files of a table-format job are: one real Parquet file (every file of
+    the job has its bytes), its footer's statistics, and the schema of the files."""
+
+    body: bytes
+    stats: FileStats
+    schema: str  # Arrow IPC, base64, as TaskManifest.table_schema
+
+
+def table_files(rows: int = 10) -> TableFiles:
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    out = io.BytesIO()
+    footers: list[pq.FileMetaData] = []
+    with pq.ParquetWriter(out, schema, metadata_collector=footers) as writer:
+        writer.write_table(pa.table({"id": range(rows), "name": [f"n{i}" for i in range(rows)]}))
+    encoded = base64.b64encode(schema.serialize().to_pybytes()).decode()
+    return TableFiles(out.getvalue(), file_stats(footers[0]), encoded)
+
+
 def task_sizes(files: int, files_per_task: int) -> list[int]:
     """Files per task: full tasks, then the remainder."""
     full, rest = divmod(files, files_per_task)
@@ -70,16 +133,25 @@ def task_sizes(files: int, files_per_task: int) -> list[int]:
 
 
 def write_tasks(
-    committer: Committer, job: JobRecord, files: int, cfg: BenchConfig
+    committer: Committer,
+    job: JobRecord,
+    files: int,
+    cfg: BenchConfig,
+    table: TableFiles | None = None,
 ) -> list[TaskManifest]:
     """Write ``files`` small files in task attempts, ``cfg.threads`` tasks at a time,
-    each committed with a published manifest, as a job's tasks would."""
+    each committed with a published manifest, as a job's tasks would; with
+    ``table``, Parquet files with their statistics and schema."""
 
     def task(index: int, count: int) -> TaskManifest:
         attempt = committer.task_attempt(job, f"{index:05d}")
+        if table is not None:
+            attempt.table_schema = table.schema
         for _ in range(count):
             with attempt.open() as out:
-                out.write(cfg.body)
+                out.write(cfg.body if table is None else table.body)
+                if table is not None:
+                    out.rows, out.stats = 10, table.stats
         return attempt.commit(publish=True)
 
     sizes = task_sizes(files, cfg.files_per_task)
@@ -92,14 +164,21 @@ def job_options(cfg: BenchConfig, verify: bool = True) -> dict[str, Any]:
 
 
 def prepared_job(
-    cfg: BenchConfig, tag: str, files: int, verify: bool = True
+    cfg: BenchConfig, tag: str, files: int, verify: bool = True, table_format: str = "none"
 ) -> tuple[Committer, JobRecord, list[TaskManifest], int]:
     """A job whose task attempts wrote ``files`` files, and the requests they sent
-    (job setup included)."""
+    (job setup included): at the wire when a proxy counts them, else botocore's."""
     committer = Committer(f"s3://{cfg.bucket}/{tag}", cfg.store_config())
+    table = table_files() if table_format != "none" else None
+    before = wire_counts()
     with RequestCounter(committer.store.client) as counter:
-        job = committer.setup_job(job_options(cfg, verify))
-        manifests = write_tasks(committer, job, files, cfg)
+        job = committer.setup_job(
+            {**job_options(cfg, verify), "table_format": table_format},
+            table_schema=table.schema if table else "",
+        )
+        manifests = write_tasks(committer, job, files, cfg, table)
+    if _wire is not None:
+        return committer, job, manifests, (wire_counts() - before).total()
     return committer, job, manifests, counter.total
 
 
@@ -120,8 +199,14 @@ class ChildCommit:
     peak_rss: int  # bytes
 
 
-def commit_in_child(cfg: BenchConfig, dest: str, job_id: str) -> ChildCommit:
-    """``commit_job`` in this (fresh, spawned) process, with its requests counted."""
+def commit_in_child(
+    cfg: BenchConfig, dest: str, job_id: str, table_format: str = "none"
+) -> ChildCommit:
+    """``commit_job`` in this (fresh, spawned) process, with its requests counted.
+    A table format's library is imported first, untimed: a process pays that once
+    (PyIceberg's import takes seconds), not at each commit."""
+    if table_format != "none":
+        importlib.import_module(f"zero_rename.core.tables.{table_format}")
     committer = Committer(dest, cfg.store_config())
     with RequestCounter(committer.store.client) as counter:
         start = time.perf_counter()
@@ -156,8 +241,13 @@ def commit_and_check(
 ) -> Run:
     """``commit_job`` in a spawned child, so that its peak memory is measured alone;
     then what is visible and what was left pending."""
+    before = wire_counts()
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
-        result = child.submit(commit_in_child, cfg, committer.dest.url, job.job_id).result()
+        result = child.submit(
+            commit_in_child, cfg, committer.dest.url, job.job_id, job.options.table_format
+        ).result()
+    # At the wire, every client's requests; else those botocore sent in the child.
+    requests = dict(wire_counts() - before) if _wire is not None else result.requests
     # A file counts as committed when it is visible and the commit reported it.
     committed = min(
         visible_files(committer.store.client, cfg.bucket, committer.dest.dir), result.files
@@ -166,7 +256,7 @@ def commit_and_check(
         name,
         files,
         seconds=result.seconds,
-        requests=result.requests,
+        requests=requests,
         steps=result.steps,
         committed=committed,
         leftover=len(committer.pending_uploads(job.job_id)),
@@ -177,6 +267,25 @@ def commit_and_check(
 
 def committer_commit_noverify(cfg: BenchConfig, files: int, tag: str) -> Run:
     return committer_commit(cfg, files, tag, verify=False)
+
+
+def table_commit(cfg: BenchConfig, files: int, tag: str, table_format: str) -> Run:
+    """The committer's job commit publishing the job as one commit of ``table_format``
+    (Iceberg: the embedded catalog, a table named from the destination)."""
+    committer, job, _, writes = prepared_job(cfg, tag, files, table_format=table_format)
+    run = commit_and_check(cfg, committer, job, f"committer-{table_format}", files, writes)
+    published = committer.job(job.job_id).table_commit
+    if published is None or published.files != files:
+        raise RuntimeError(f"job {job.job_id} was not published whole: {published}")
+    return run
+
+
+def iceberg_commit(cfg: BenchConfig, files: int, tag: str) -> Run:
+    return table_commit(cfg, files, tag, "iceberg")
+
+
+def delta_commit(cfg: BenchConfig, files: int, tag: str) -> Run:
+    return table_commit(cfg, files, tag, "delta")
 
 
 def complete_floor(cfg: BenchConfig, files: int, tag: str) -> Run:
@@ -254,7 +363,10 @@ METHODS: dict[str, Method] = {
     "floor": complete_floor,
     "copy-delete": copy_then_delete,
     "copy-bulk": copy_then_bulk_delete,
+    "committer-iceberg": iceberg_commit,
+    "committer-delta": delta_commit,
 }
+assert set(TABLE_METHODS) <= set(METHODS)
 
 
 # -- running -------------------------------------------------------------------
@@ -269,6 +381,7 @@ def run_benchmark(
     progress: Progress | None = None,
     scale_counts: Sequence[int] = (),
     scale_file_size: int = 0,
+    wire: bool = False,
 ) -> list[Run]:
     """Every method for every file count, ``repeats[i]`` times for ``file_counts[i]``;
     then the committer alone, once for each of ``scale_counts``, with files of
@@ -276,7 +389,8 @@ def run_benchmark(
 
     Each method prepares its own files right before its timed phase, so no
     method's pending uploads or temporary objects are on the server during
-    another's commit.
+    another's commit. The table-format methods run through a counting proxy
+    (:func:`at_the_wire`); with ``wire`` every method does.
     """
     runs: list[Run] = []
     for files in scale_counts:
@@ -302,7 +416,11 @@ def run_benchmark(
         for round_ in range(repeat):
             for name in methods:
                 tag = f"{name}-{files}-{round_}-{uuid.uuid4().hex[:8]}"
-                run = METHODS[name](cfg, files, tag)
+                if wire or name in TABLE_METHODS:
+                    with at_the_wire(cfg) as counted:
+                        run = METHODS[name](counted, files, tag)
+                else:
+                    run = METHODS[name](cfg, files, tag)
                 runs.append(run)
                 if progress:
                     progress(
@@ -380,6 +498,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="bytes per file of the --scale runs (default: 0)",
     )
     parser.add_argument(
+        "--wire",
+        action="store_true",
+        help="send every method's requests through the counting S3 proxy, as the "
+        "table-format methods always are, and count them there (default: off)",
+    )
+    parser.add_argument(
         "--output",
         default="docs/benchmarks.md",
         help="Markdown file whose '## Job commit' section is replaced; "
@@ -419,6 +543,8 @@ def command_line(args: argparse.Namespace) -> str:
         if value != getattr(defaults, flag):
             text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
             parts.append(f"--{flag.replace('_', '-')} {text}")
+    if args.wire:
+        parts.append("--wire")
     return " ".join(parts)
 
 
@@ -432,27 +558,41 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     load_before = os.getloadavg()[0]
-    with EmbeddedS3() as server:
-        # The store layer finds credentials through boto3's standard chain.
-        os.environ.update(server.environment())
+    with EmbeddedS3() as server, tempfile.TemporaryDirectory(prefix="bench-iceberg-") as home:
+        # The store layer finds credentials through boto3's standard chain; the
+        # embedded Iceberg catalog lives for the run only.
+        os.environ.update({**server.environment(), "ZERO_RENAME_ICEBERG_HOME": home})
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
         server.create_bucket(bucket)
         cfg = BenchConfig(
             server.endpoint_url, bucket, args.threads, args.files_per_task, args.file_size
         )
         runs = run_benchmark(
-            cfg, args.files, args.repeat, args.methods, progress, args.scale, args.scale_file_size
+            cfg,
+            args.files,
+            args.repeat,
+            args.methods,
+            progress,
+            args.scale,
+            args.scale_file_size,
+            args.wire,
         )
     rows = summarize(runs)
     print(commit_report.stdout_table(rows))
     progress(f"whole run: {time.monotonic() - started:.0f} s")
     if args.output != "-":
         load = (load_before, os.getloadavg()[0])
-        section = commit_report.section(
-            rows, cfg, args, command_line(args), load, time.monotonic() - started
-        )
-        write_section(args.output, commit_report.HEADER, section)
-        progress(f"wrote the '{commit_report.HEADER}' section of {args.output}")
+        elapsed = time.monotonic() - started
+        tables = [r for r in rows if r.method in TABLE_METHODS]
+        if tables:
+            section = commit_report.table_section(rows, cfg, args, command_line(args), load)
+            write_section(args.output, commit_report.TABLE_HEADER, section)
+            progress(f"wrote the '{commit_report.TABLE_HEADER}' section of {args.output}")
+        if any(r.method == "floor" for r in rows):
+            rest = [r for r in rows if r.method not in TABLE_METHODS]
+            section = commit_report.section(rest, cfg, args, command_line(args), load, elapsed)
+            write_section(args.output, commit_report.HEADER, section)
+            progress(f"wrote the '{commit_report.HEADER}' section of {args.output}")
     return 0
 
 

@@ -282,3 +282,91 @@ def _rename_bullet(rows: Sequence[Row]) -> list[str]:
         "files written as plain objects under a `_temporary/` prefix, then listed, copied "
         f"to their final keys (CopyObject) and deleted, {', or '.join(ways)}."
     ]
+
+
+# -- the job commit to a table format -----------------------------------------------
+TABLE_HEADER = "## Job commit to a table format"
+_TABLE_ROWS = ("committer", "committer-iceberg", "committer-delta")
+
+
+def table_section(
+    rows: Sequence[Row],
+    cfg: BenchConfig,
+    args: argparse.Namespace,
+    command: str,
+    load: tuple[float, float] | None = None,
+) -> str:
+    """The ``## Job commit to a table format`` section: the commit with each format
+    beside the commit without one, and what publishing adds, request by request."""
+    shown = [r for r in rows if r.method in _TABLE_ROWS]
+    wire = "every method's" if getattr(args, "wire", False) else "the table-format methods'"
+    parts = [
+        TABLE_HEADER,
+        "",
+        "What it measures: the job commit with `table_format` set, beside the same commit "
+        "without one. The task attempts write real Parquet files of 10 rows, each with the "
+        "statistics of its own footer and the files' schema in the task manifests (what "
+        "the Spark writer records), so the commit describes every file to the format "
+        "without reading it: Iceberg through PyIceberg on the embedded SQL catalog (SQLite), "
+        "Delta through delta-rs, one commit each. The formats' own requests do not pass "
+        "through botocore (PyIceberg writes with pyarrow's S3 filesystem, delta-rs with "
+        f"Rust's object_store), so {wire} requests are counted at the wire: the suite's "
+        "S3 proxy (`tests/s3proxy.py`) runs in front of the server and counts every "
+        "request it receives, by operation. Seconds include the proxy's forwarding (a "
+        "Python thread per connection) for the methods that go through it, and not the "
+        "import of the format's library, which a process pays once (PyIceberg's takes "
+        "seconds).",
+        "",
+        f"Machine: {os.cpu_count()} cores, SeaweedFS {seaweedfs_version()} (`weed mini`) on "
+        f"loopback, Python {platform.python_version()}, {_table_libraries()}."
+        + (" " + load_note(load) if load else ""),
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        results_table(shown),
+        "",
+    ]
+    added = _added_requests(shown)
+    if added:
+        parts += [
+            "What publishing adds to the commit's requests, by operation (the format's "
+            "method minus the commit without a format, at the same file count):",
+            "",
+            "| files | format | added requests | by operation |",
+            "|---:|---|---:|---|",
+            *added,
+            "",
+        ]
+    return "\n".join(parts)
+
+
+def _added_requests(rows: Sequence[Row]) -> list[str]:
+    lines = []
+    for files in sorted({r.files for r in rows}):
+        plain = _find(rows, files, "committer")
+        for method in _TABLE_ROWS[1:]:
+            row = _find(rows, files, method)
+            if plain is None or row is None:
+                continue
+            ops = sorted(set(row.requests) | set(plain.requests))
+            diff = {op: row.requests.get(op, 0) - plain.requests.get(op, 0) for op in ops}
+            shown = ", ".join(f"{op} {n:+,}" for op, n in diff.items() if n)
+            lines.append(
+                f"| {files:,} | {method.removeprefix('committer-')} | "
+                f"{sum(diff.values()):+,} | {shown or '-'} |"
+            )
+    return lines
+
+
+def _table_libraries() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("pyiceberg", "deltalake", "pyarrow"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return ", ".join(found)

@@ -18,7 +18,11 @@ LABELS: dict[str, str] = {
     "copy-delete": "rename: CopyObject + DeleteObject per file",
     "copy-bulk": "rename: CopyObject per file + DeleteObjects per 1,000",
     "committer-scale": "zero-rename job commit alone, at scale (defaults)",
+    "committer-iceberg": "zero-rename job commit, published as one Iceberg snapshot",
+    "committer-delta": "zero-rename job commit, published as one Delta version",
 }
+# The methods that publish to a table format, whose requests are counted at the wire.
+TABLE_METHODS = ("committer-iceberg", "committer-delta")
 
 
 @dataclass(frozen=True)

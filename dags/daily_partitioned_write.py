@@ -4,6 +4,12 @@
         │           └───────────┴──────────────┴────────> abort_job ──┴──> cleanup_job
         └───────────────────────────────────────────────────────────────────────┘ (teardown)
 
+With ``[zero_rename] daily_table_format = iceberg`` (or ``delta``) each committed
+day is also published as one commit of that table format, inside ``commit``:
+readers of the Iceberg table (``daily_iceberg_catalog``, ``daily_iceberg_table``)
+or of the Delta table at the destination see a day whole or not at all. Off
+(``none``) by default.
+
 With ``[zero_rename] daily_validate_output = True`` a ``validate_output`` task
 follows ``commit`` (before ``cleanup_job``): the output check of the committed
 files against ``_SUCCESS``. Its failure fails the run but aborts nothing: the
@@ -55,6 +61,15 @@ VALIDATE_OUTPUT = conf.getboolean("zero_rename", "daily_validate_output", fallba
 # a backfill) are serialized by the job commit's partition claim: the second
 # commit waits for the first, then replaces its files.
 OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace", "on_conflict": "wait"}
+# Publish each committed day to a table format (none, iceberg, delta): an option
+# of the job's setup, which the writer takes from the job record.
+TABLE_OPTIONS = {
+    "table_format": conf.get("zero_rename", "daily_table_format", fallback="none") or "none",
+    "iceberg_catalog": conf.get("zero_rename", "daily_iceberg_catalog", fallback=""),
+    "iceberg_table": conf.get("zero_rename", "daily_iceberg_table", fallback=""),
+}
+if TABLE_OPTIONS["table_format"] != "none":
+    OPTIONS.update({k: v for k, v in TABLE_OPTIONS.items() if v})
 
 # A manual run may have no logical date: then the day it was triggered for.
 DAY = (

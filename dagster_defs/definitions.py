@@ -16,6 +16,11 @@
 Settings come from the environment: ``ZERO_RENAME_DAGSTER_DESTINATION``
 (default ``s3://warehouse/daily_events``), ``ZERO_RENAME_SPARK_MASTER``
 (``local[2]``), and boto3's own ``AWS_*`` variables for the store and credentials.
+``ZERO_RENAME_DAGSTER_TABLE_FORMAT`` (``none`` by default, ``iceberg`` or
+``delta``) publishes each committed day as one commit of that table format,
+with ``ZERO_RENAME_DAGSTER_ICEBERG_CATALOG`` and ``..._ICEBERG_TABLE`` naming the
+Iceberg catalog and table (default: the embedded catalog, a name from the
+destination); the materialization's metadata then names the table and its commit.
 """
 
 import datetime
@@ -51,6 +56,12 @@ DESTINATION = os.environ.get("ZERO_RENAME_DAGSTER_DESTINATION", "s3://warehouse/
 # The same job options as the Airflow DAG: a re-run of a day replaces it, and two
 # runs of one day are serialized by the job commit's partition claim.
 OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace", "on_conflict": "wait"}
+TABLE_FORMAT = os.environ.get("ZERO_RENAME_DAGSTER_TABLE_FORMAT") or "none"
+if TABLE_FORMAT != "none":
+    OPTIONS["table_format"] = TABLE_FORMAT
+    for option in ("iceberg_catalog", "iceberg_table"):
+        if value := os.environ.get(f"ZERO_RENAME_DAGSTER_{option.upper()}"):
+            OPTIONS[option] = value
 ROWS = 1000
 
 daily = DailyPartitionsDefinition(start_date="2024-01-01", timezone="UTC")

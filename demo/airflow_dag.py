@@ -1,12 +1,16 @@
 """Run the daily DAG once, end to end, on an embedded S3 server and local Spark.
 
     python -m demo.airflow_dag [--date 2024-01-01] [--rows 1000] [--dags DIR]
+                               [--table-format none|iceberg|delta]
 
 ``make demo`` runs it. It starts SeaweedFS on loopback, gives Airflow a
 throw-away home with a migrated SQLite database, runs
 ``daily_partitioned_write`` with ``dag.test()`` for one day, then reads the
 table back with pyarrow and prints the committed partitions with their row
-counts. Everything it started is stopped and removed at the end.
+counts. With ``--table-format`` (``make demo DEMO_ARGS="--table-format delta"``)
+the day is also published as one commit of that format (Iceberg: to the
+embedded catalog, kept in the throw-away home), and read back through the
+format's own reader. Everything it started is stopped and removed at the end.
 """
 
 from __future__ import annotations
@@ -20,13 +24,23 @@ import warnings
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from demo.common import DAILY_DESTINATION, REPOSITORY, daily_run, day_parser, print_committed
+from demo.common import (
+    DAILY_DESTINATION,
+    ICEBERG_HOME,
+    REPOSITORY,
+    daily_run,
+    day_parser,
+    print_committed,
+    print_table,
+)
 from zero_rename.embedded_s3 import EmbeddedS3
 
 DAG_ID = "daily_partitioned_write"
 
 
-def airflow_environment(home: Path, dags: Path, server: EmbeddedS3) -> dict[str, str]:
+def airflow_environment(
+    home: Path, dags: Path, server: EmbeddedS3, table_format: str = "none"
+) -> dict[str, str]:
     """What Airflow, the hook and spark-submit need, set before Airflow is imported."""
     spark_conf = home / "spark-conf"
     spark_conf.mkdir()
@@ -44,6 +58,8 @@ def airflow_environment(home: Path, dags: Path, server: EmbeddedS3) -> dict[str,
         # The demo prints its own summary; task logs would bury it.
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "ERROR",
         "AIRFLOW__ZERO_RENAME__DAILY_DESTINATION": DAILY_DESTINATION,
+        "AIRFLOW__ZERO_RENAME__DAILY_TABLE_FORMAT": table_format,
+        ICEBERG_HOME: str(home / "iceberg"),
         "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(
             {
                 "conn_type": "aws",
@@ -87,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (dags / f"{DAG_ID}.py").is_file():
         parser.error(f"no {DAG_ID}.py in {dags}")
     with daily_run("airflow") as (home, server):
-        os.environ.update(airflow_environment(home, dags, server))
+        os.environ.update(airflow_environment(home, dags, server, args.table_format))
         print(f"S3 at {server.endpoint_url}, Airflow home {home}")
         started = time.monotonic()
         subprocess.run(
@@ -106,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{t} {s}" for t, s in tasks.items())
         )
         print_committed(DAILY_DESTINATION, server)
+        print_table(DAILY_DESTINATION, server, args.table_format)
         return 0 if state == "success" else 1
 
 

@@ -1,12 +1,15 @@
 """Materialize one day of the Dagster asset, end to end, on an embedded S3 server and local Spark.
 
     python -m demo.dagster_asset [--date 2024-01-01] [--rows 1000] [--defs PATH]
+                                 [--table-format none|iceberg|delta]
 
 ``make demo-dagster`` runs it. It starts SeaweedFS on loopback, loads
 ``dagster_defs/definitions.py``, materializes ``daily_events`` for one day in
 process, then prints the asset's metadata and the committed partitions with
-their row counts, as ``make demo`` does for Airflow. Everything it started is
-stopped and removed at the end.
+their row counts, as ``make demo`` does for Airflow. With ``--table-format``
+the day is also published as one commit of that format and read back through
+the format's own reader, the metadata naming the table and its commit.
+Everything it started is stopped and removed at the end.
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ import time
 import warnings
 from pathlib import Path
 
-from demo.common import DAILY_DESTINATION, REPOSITORY, daily_run, day_parser, print_committed
+from demo.common import (
+    DAILY_DESTINATION,
+    ICEBERG_HOME,
+    REPOSITORY,
+    daily_run,
+    day_parser,
+    print_committed,
+    print_table,
+)
 
 SHOWN = (
     "job_id",
@@ -31,6 +42,9 @@ SHOWN = (
     "success_file",
     "stage_seconds",
     "commit_seconds",
+    "table_format",
+    "table",
+    "table_commit",
 )
 
 
@@ -52,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "DAGSTER_HOME": str(home),
                 "ZERO_RENAME_DAGSTER_DESTINATION": DAILY_DESTINATION,
+                "ZERO_RENAME_DAGSTER_TABLE_FORMAT": args.table_format,
+                ICEBERG_HOME: str(home / "iceberg"),
                 "SPARK_LOCAL_IP": "127.0.0.1",
                 "PYSPARK_PYTHON": sys.executable,
             }
@@ -68,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{k}={metadata[k]}" for k in SHOWN if k in metadata)
         )
         print_committed(DAILY_DESTINATION, server)
+        print_table(DAILY_DESTINATION, server, args.table_format)
         return 0 if ok else 1
 
 

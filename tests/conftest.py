@@ -278,8 +278,24 @@ def ceph_rgw() -> Iterator[CephRGW]:
         yield server
 
 
+@pytest.fixture(scope="session", autouse=True)
+def iceberg_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The embedded Iceberg catalog's directory (``ZERO_RENAME_ICEBERG_HOME``), one
+    per session (per xdist worker), never the user's home. Set before Spark's JVM
+    starts, so that its Python workers (the writer's job setup and commit) and
+    the processes Airflow starts find the same catalog as the test."""
+    given = os.environ.get("ZERO_RENAME_ICEBERG_HOME")
+    if given:
+        yield given
+        return
+    home = str(tmp_path_factory.mktemp("iceberg-home"))
+    os.environ["ZERO_RENAME_ICEBERG_HOME"] = home
+    yield home
+    os.environ.pop("ZERO_RENAME_ICEBERG_HOME", None)
+
+
 @pytest.fixture(scope="session")
-def spark(s3_server: EmbeddedS3) -> Iterator[Any]:
+def spark(s3_server: EmbeddedS3, iceberg_home: str) -> Iterator[Any]:
     """The one local SparkSession of the run (a JVM start takes seconds): the Spark
     tests', and the one the Dagster definitions' PySparkResource finds, as
     ``getOrCreate`` returns the running session.

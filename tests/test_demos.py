@@ -11,10 +11,12 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from demo import airflow_dag, dagster_asset, protocol
+from demo import airflow_dag, common, dagster_asset, protocol
+from tests.table_jobs import table_job
 from zero_rename.cli.main import build_parser
 from zero_rename.core.committer import Committer
 from zero_rename.core.s3.client import StoreConfig
@@ -94,3 +96,24 @@ def test_the_installed_package_holds_no_demo() -> None:
         a.choices for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
     )
     assert "s3" in commands and "demo" not in commands
+
+
+@pytest.mark.s3
+def test_the_demos_read_a_published_table_back_through_the_formats_reader(
+    committer: Committer, s3_server: Any
+) -> None:
+    """What ``--table-format delta`` prints after the run: the table as deltalake reads it."""
+    assert common.table_report(committer.dest.url, s3_server) == [
+        f"no job at {committer.dest.url} was published to a table format"
+    ]
+    table_job(committer, {"2024-01-01": [1, 2, 3], "2024-01-02": [4]}, table_format="delta")
+    last = table_job(committer, {"2024-01-02": [5, 6]}, "replace", table_format="delta")
+    version = last.table_commit.id  # type: ignore[union-attr]
+    assert common.table_report(committer.dest.url, s3_server) == [
+        f"delta table {committer.dest.url}, read through deltalake (version {version}; the "
+        f"last job's commit: version {version}):",
+        "  dt=2024-01-01: 3 row(s)",
+        "  dt=2024-01-02: 2 row(s)",
+    ]
+    args = airflow_dag.day_parser(airflow_dag.__doc__ or "").parse_args(["--table-format", "delta"])
+    assert args.table_format == "delta"

@@ -221,6 +221,18 @@ class CommitRolledBackError(JobDecidedError):
     refusal. Final: run the job again."""
 
 
+class TableConflictError(ZeroRenameError):
+    """A table format refused the job's commit: another writer's commit to the table
+    conflicts with it (``other`` names that commit). Nothing of the job was
+    committed to the table; the job commit rolls the job back."""
+
+    retry = Retry.FINAL
+
+    def __init__(self, message: str, other: str = "") -> None:
+        super().__init__(message)
+        self.other = other
+
+
 class JobNotFoundError(ZeroRenameError):
     """No job record exists for this job id at this destination."""
 

@@ -26,10 +26,11 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from tests import buckets
+from tests import buckets, table_stub
 from tests.airflow.browser import Browser
 from tests.airflow.environment import AIRFLOW_HOME, VENV_BIN
 from tests.helpers import write_task
+from tests.table_jobs import table_job
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
 from zero_rename.core.s3.client import StoreConfig
@@ -320,6 +321,32 @@ def test_the_page_links_jobs_to_their_run_and_says_why_one_was_aborted(
     assert re.search(
         r'class="step step-failed" title="1 problem\(s\)[^"]*">\s*validate_output', page
     )
+
+
+def test_the_page_shows_a_jobs_table_commit_after_its_commit_step(
+    api_server: ApiServer, committer: Committer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table_stub.install(monkeypatch, "delta")
+    published = table_job(committer, {"2024-07-04": [1, 2]}, table_format="delta")
+    replaced = table_job(committer, {"2024-07-04": [3]}, "replace", table_format="delta")
+    plain = table_job(committer, {"2024-07-05": [4]})
+    headers = {"Authorization": f"Bearer {api_server.token}"}
+    page = httpx.get(
+        page_url(api_server, committer, replaced.job_id), headers=headers, timeout=60
+    ).text
+    detail = page[page.index('id="job-detail"') :]
+    assert re.search(r'id="table-commit" data-format="delta" data-id="1">', detail)
+    assert f"delta table <code>{committer.dest.url}</code>, <strong>version 1</strong>" in detail
+    # Each published job's row names its version; a job without a format, none.
+    rows = {m[1]: m[2] for m in re.finditer(r'<tr id="job-([0-9a-f-]+)"(.*?)</tr>', page, re.S)}
+    assert "delta version 0" in rows[published.job_id]
+    assert "delta version 1" in rows[replaced.job_id]
+    assert "table-commit" not in rows[plain.job_id]
+    # publish_table comes after the commit step, with the commit as its detail.
+    steps = re.findall(r'class="step step-\w+" title="([^"]*)">\s*(\w+)', rows[replaced.job_id])
+    names = [name for _, name in steps]
+    assert names.index("publish_table") == names.index("commit") + 1
+    assert (f"delta {committer.dest.url}: 1", "publish_table") in steps
 
 
 def get_page(server: ApiServer, *dests: str) -> httpx.Response:

@@ -4,7 +4,9 @@ Every test checks what readers would find on S3 (files, rows, pending
 uploads), not only task states. Spark submits take about 20 s each, so each
 test runs the DAG as few times as its claims need: the first test's run of a
 day is killed half-way through its commit and finished by Airflow's retry, then
-a re-run of its day replaces it; two Spark submits for all of it.
+a re-run of its day replaces it; two Spark submits for all of it. Both tests
+run with ``[zero_rename] daily_table_format = iceberg``: each committed day is
+one snapshot of the Iceberg table, whatever was killed, and an aborted day none.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +38,8 @@ from tests.airflow.dagruns import (
 )
 from tests.faults import CRASH_EXIT_CODE
 from tests.helpers import pending, visible
+from tests.table_readers import iceberg_catalog, iceberg_snapshots, iceberg_table
+from zero_rename.cli.main import main as zero_rename_cli
 from zero_rename.core.committer import Committer
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.core.steps import run_job_id
@@ -64,6 +69,16 @@ def daily(
     yield Committer(destination, store_config)
 
 
+@pytest.fixture
+def daily_table(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each committed day also published to an Iceberg table of the embedded catalog
+    (tests/conftest.py: ``ZERO_RENAME_ICEBERG_HOME``), named by the DAG's settings."""
+    name = f"daily.events_{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("AIRFLOW__ZERO_RENAME__DAILY_TABLE_FORMAT", "iceberg")
+    monkeypatch.setenv("AIRFLOW__ZERO_RENAME__DAILY_ICEBERG_TABLE", name)
+    return name
+
+
 def rows_by_file(c: Committer) -> dict[str, int]:
     return {path: pq.read_table(io.BytesIO(body)).num_rows for path, body in visible(c).items()}
 
@@ -78,19 +93,21 @@ def test_a_day_killed_half_way_through_its_commit_is_committed_once_and_a_rerun_
     capfd: pytest.CaptureFixture[str],
     s3_server: EmbeddedS3,
     monkeypatch: pytest.MonkeyPatch,
+    daily_table: str,
 ) -> None:
     """A day's run whose worker dies at the commit's 4th completion; Airflow's
     retry finishes it once (with the report DAG downstream of its day), then a
-    second run of the same day, with the output check on, replaces it."""
+    second run of the same day, with the output check on, replaces it. Each
+    committed run is one snapshot of the day's Iceberg table."""
     day = "2024-01-01"
     unpause("daily_partition_report")
     crash = crash_the_commit(daily, day)
     result = run_dag(DAG_ID, day, {"rows": ROWS, "options": {"max_rows_per_file": 50}})
     check_the_retry_finished_the_commit(daily, result, crash)
-    first_files = check_the_first_run(daily, result, capfd, s3_server, crash.output)
+    first_files = check_the_first_run(daily, result, capfd, s3_server, crash.output, daily_table)
     # A second run for the same day (a re-run or a backfill): a new run, a new job.
     monkeypatch.setenv("AIRFLOW__ZERO_RENAME__DAILY_VALIDATE_OUTPUT", "true")
-    check_a_rerun_leaves_one_copy(daily, result, first_files)
+    check_a_rerun_leaves_one_copy(daily, result, first_files, daily_table)
 
 
 ROWS = 500  # at most 50 a file: 10 files or more, the worker dies at the 4th completion
@@ -145,6 +162,7 @@ def check_the_first_run(
     capfd: pytest.CaptureFixture[str],
     s3_server: EmbeddedS3,
     crash_output: str,
+    table_name: str,
 ) -> dict[str, int]:
     assert result.state == "success"
     assert result.states == {
@@ -164,8 +182,20 @@ def check_the_first_run(
     record = daily.job(job_id)
     assert record.state == "committed"
     # Every step in the record, the Spark stage included, in order.
-    assert list(record.steps) == ["setup", "stage", "validate", "resolve_conflicts", "commit"]
+    assert list(record.steps) == [
+        "setup",
+        "stage",
+        "validate",
+        "resolve_conflicts",
+        "commit",
+        "publish_table",
+    ]
     assert record.steps["stage"].detail.startswith("spark: 2 task(s)")
+    # The killed commit's retry published the day once: one snapshot, all its rows.
+    table = iceberg_table(table_name)
+    assert record.table_commit is not None and record.table_commit.files == len(files)
+    assert iceberg_snapshots(table) == {job_id: record.table_commit.id}
+    assert table.scan().to_arrow().num_rows == ROWS
 
     # Each step's summary is in XCom; the commit's counts match what S3 holds.
     summaries = {t: xcom(DAG_ID, result.run_id, t, "summary") for t in (*STEPS, "cleanup_job")}
@@ -174,12 +204,14 @@ def check_the_first_run(
     assert (commit["state"], commit["files"], commit["rows"]) == ("committed", len(files), ROWS)
     assert commit["partitions"] == ["dt=2024-01-01"]
     assert commit["requests"] > 0 and commit["seconds"] > 0
+    assert commit["table_commit"] == record.table_commit.model_dump(mode="json")
     assert summaries["stage"]["rows"] == ROWS and summaries["validate"]["files"] == len(files)
 
     # The asset event carries the committed partition and the summary.
     ((key, extra),) = asset_events(daily.dest.url)
     assert key == "2024-01-01"  # the day, as the daily schedule keys its runs
     assert extra["job_id"] == job_id and extra["rows"] == ROWS
+    assert extra["table_commit"]["id"] == record.table_commit.id  # for downstream readers
     # ... which the scheduler turns into a run of the DAG downstream of the day.
     assert schedule_partition_runs() == [("daily_partition_report", "2024-01-01")]
     report = run_dag("daily_partition_report", "2024-01-01", {"date": "2024-01-01"})
@@ -208,19 +240,35 @@ def check_the_first_run(
 
 
 def check_a_rerun_leaves_one_copy(
-    daily: Committer, first: RunResult, first_files: dict[str, int]
+    daily: Committer, first: RunResult, first_files: dict[str, int], table_name: str
 ) -> None:
-    """With [zero_rename] daily_validate_output on: the output check follows the commit."""
+    """With [zero_rename] daily_validate_output on: the output check follows the commit.
+    The table shows the rerun's rows only; the first run's files stay in the store
+    for the table's older snapshot until ``zero-rename table expire`` lets them go."""
     second = run_dag(DAG_ID, "2024-01-02", {"rows": 200, "date": "2024-01-01"})
 
     assert second.state == "success" and second.states["validate_output"] == "success"
     first_job = xcom(DAG_ID, first.run_id, "setup_job")
     second_job = xcom(DAG_ID, second.run_id, "setup_job")
     assert first_job != second_job
+    table = iceberg_table(table_name)
+    assert table.scan().to_arrow().num_rows == 200
+    record = daily.job(second_job)
+    assert record.table_commit is not None
+    assert record.table_commit.removed_files == len(first_files)
+    assert iceberg_snapshots(table) == {
+        first_job: daily.job(first_job).table_commit.id,  # type: ignore[union-attr]
+        second_job: record.table_commit.id,
+    }
+    before = rows_by_file(daily)
+    rerun = {p: n for p, n in before.items() if second_job in p}
+    assert sum(rerun.values()) == 200 and set(before) == set(first_files) | set(rerun)
+    assert zero_rename_cli(["table", "expire", daily.dest.url, "--older-than", "0s"]) == 0
     files = rows_by_file(daily)
     assert sum(files.values()) == 200
     assert all(p.startswith("dt=2024-01-01/") and second_job in p for p in files)
     assert not set(first_files) & set(files)
+    assert iceberg_table(table_name).scan().to_arrow().num_rows == 200
     assert xcom(DAG_ID, second.run_id, "commit", "summary")["replaced_files"] == len(first_files)
     assert pending(daily) == []
     assert daily.read_success().job_id == second_job  # type: ignore[union-attr]
@@ -240,7 +288,7 @@ def plant_stray_upload(c: Committer, job_id: str, day: str) -> str:
 
 
 def test_a_failed_stage_is_aborted_and_the_run_fails(
-    daily: Committer, capfd: pytest.CaptureFixture[str]
+    daily: Committer, capfd: pytest.CaptureFixture[str], daily_table: str
 ) -> None:
     day = "2024-02-01"
     job_id = run_job_id(DAG_ID, run_id_of(day), daily.dest.url)
@@ -267,3 +315,7 @@ def test_a_failed_stage_is_aborted_and_the_run_fails(
     assert "stage" in reason and result.run_id in reason
     assert visible(daily) == {}
     assert pending(daily) == []
+    # Nothing of an aborted day reaches the table: there is none.
+    options = daily.job(job_id).options
+    assert (options.table_format, options.iceberg_table) == ("iceberg", daily_table)
+    assert not iceberg_catalog().table_exists(daily_table)

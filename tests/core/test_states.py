@@ -127,6 +127,7 @@ MEANINGS = {
         "UploadRefusedError",
         "JobNotFoundError",
         "StageError",
+        "TableConflictError",
     ],
     Retry.RETRY: ["ZeroRenameError", "PartitionClaimConflict", "ContentionError"],
     Retry.UNKNOWN: ["CommitStateUnknownError", "TaskCommitUnknownError", "FanoutWorkerError"],

@@ -60,6 +60,31 @@ def get_provider_info() -> dict[str, Any]:
                         "example": None,
                         "default": "s3://warehouse/daily_events",
                     },
+                    "daily_table_format": {
+                        "description": "Table format the bundled daily DAG publishes each "
+                        "committed day to, as one commit: none, iceberg or delta.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "delta",
+                        "default": "none",
+                    },
+                    "daily_iceberg_catalog": {
+                        "description": "With daily_table_format = iceberg: the PyIceberg "
+                        "catalog's name (.pyiceberg.yaml, PYICEBERG_CATALOG__<NAME>__...); "
+                        "empty: the embedded SQL catalog.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "glue",
+                        "default": "",
+                    },
+                    "daily_iceberg_table": {
+                        "description": "With daily_table_format = iceberg: namespace.table; "
+                        "empty: derived from the destination.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "analytics.daily_events",
+                        "default": "",
+                    },
                     "daily_application": {
                         "description": "The Spark application of the bundled daily DAG; "
                         "default: apps/daily_partitioned_write.py beside it.",

@@ -81,8 +81,10 @@ class JobStepOperator(BaseOperator):
         with protocol_errors():
             return self.steps(context).before_commit(self.job, step)
 
-    def report(self, context: Context, summary: JobSummary) -> dict[str, Any]:
-        """Log and push the step's summary; returns it as pushed."""
+    def report(
+        self, context: Context, summary: JobSummary, extra: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Log and push the step's summary (and ``extra``); returns it as pushed."""
         self.log.info(
             "%s of job %s at %s: %s file(s), %s byte(s), %s row(s), %s partition(s), "
             "%s task(s), %s S3 request(s), %.3f s",
@@ -97,7 +99,7 @@ class JobStepOperator(BaseOperator):
             summary.requests,
             summary.seconds,
         )
-        pushed = xcom_summary(summary, self.step)
+        pushed = {**xcom_summary(summary, self.step), **(extra or {})}
         context["ti"].xcom_push(key=SUMMARY_KEY, value=pushed)
         return pushed
 
@@ -171,7 +173,10 @@ class CommitJobOperator(JobStepOperator):
     """Job commit: publishes every file of the job, resumably.
 
     A retry after any failure, even a killed worker, finishes the interrupted
-    commit; a retry after success reports the committed job again.
+    commit; a retry after success reports the committed job again. A job with a
+    ``table_format`` is published to it as one commit, before it is recorded
+    committed; the summary then carries ``table_commit`` (format, table, the
+    snapshot id or Delta version, files added and removed).
 
     :param asset: the destination as an asset; the commit emits an event for it
         with the committed partitions as partition keys (their values: ``2024-01-01``
@@ -191,7 +196,15 @@ class CommitJobOperator(JobStepOperator):
         with protocol_errors():
             # The core logs "completed n of total file(s)" every 10% or 10 s.
             summary = self.committer.commit_job(self.job)
-        pushed = self.report(context, summary)
+            # One GET: the record keeps the table format's commit, if the job has one.
+            table = self.committer.job(self.job).table_commit
+        if table is not None:
+            self.log.info("job %s is in the table: %s", self.job, table.describe())
+        pushed = self.report(
+            context,
+            summary,
+            {"table_commit": table.model_dump(mode="json")} if table is not None else None,
+        )
         if self.asset is not None:
             event = context["outlet_events"][self.asset]
             if summary.partitions:

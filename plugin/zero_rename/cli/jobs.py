@@ -201,6 +201,7 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
             ("error", record.error),
             ("set up by", ", ".join(f"{k}={v}" for k, v in record.origin.items()) or None),
             ("output check", _output_check(record)),
+            ("table commit", record.table_commit.describe() if record.table_commit else None),
         ]
     )
     check = record.output_check
@@ -247,7 +248,19 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
                 f"{o.on_conflict}"
                 + (f" (up to {o.wait_timeout} s)" if o.on_conflict == "wait" else ""),
             ),
+            ("table format", _table_format(record)),
         ]
+    )
+
+
+def _table_format(record: JobRecord) -> str:
+    """The job's table format, and for Iceberg its catalog and table as configured."""
+    o = record.options
+    if o.table_format != "iceberg":
+        return o.table_format
+    return (
+        f"iceberg (catalog {o.iceberg_catalog or 'embedded'}, "
+        f"table {o.iceberg_table or 'from the destination'})"
     )
 
 

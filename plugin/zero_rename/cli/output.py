@@ -151,6 +151,16 @@ class Output:
 
             yield advance
 
+    @contextmanager
+    def status(self, description: str) -> Iterator[None]:
+        """One line on stderr while work of unknown length runs (a spinner), only for
+        people at a terminal; gone when it ends."""
+        if self.json_mode or not self.err.is_terminal:
+            yield
+            return
+        with self.err.status(Text(terminal_safe(description))):
+            yield
+
     # -- for everyone ------------------------------------------------------
     def error(self, message: str) -> None:
         self.err.print(Text(f"error: {stderr_safe(message)}", style="red"))

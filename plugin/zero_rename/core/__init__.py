@@ -1,6 +1,8 @@
-"""zero-rename's core: the protocol, the commit data and the S3 store, in three rooms.
+"""zero-rename's core: the protocol, the commit data, the table formats and the S3
+store, in four rooms.
 
 - :mod:`zero_rename.core.protocol`: the steps and the job state machine;
+- :mod:`zero_rename.core.tables`: a committed job published to Iceberg or Delta;
 - :mod:`zero_rename.core.data`: what the protocol writes (records, manifests,
   plans, layout, shards);
 - :mod:`zero_rename.core.s3`: the S3 store (client, requests, listings,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from zero_rename.core.data import manifests
@@ -43,6 +43,7 @@ from zero_rename.core.protocol.task import TaskAttempt
 from zero_rename.core.protocol.validate import Expected
 from zero_rename.core.s3.client import ObjectInfo, S3Store, StoreConfig, UploadInfo
 from zero_rename.core.s3.profiles import AUTO, check_profile_name, named_profile
+from zero_rename.core.tables.base import open_format
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
@@ -85,7 +86,11 @@ class Committer:
         job_id: str | None = None,
         expected_tasks: int | None = None,
         origin: Mapping[str, str] | None = None,
+        table_schema: str = "",
     ) -> JobRecord:
+        """Job setup. ``table_schema``: the files' Arrow schema (IPC, base64), for a
+        ``table_format`` to check an existing table against before anything is
+        written (the Spark writer gives its DataFrame's)."""
         opts = options if isinstance(options, JobOptions) else parse_options(options)
         return setup_job(
             JobContext(self._job_store(), self.dest),
@@ -94,7 +99,37 @@ class Committer:
             expected_tasks,
             self.profile,
             origin,
+            table_schema,
         )
+
+    def check_table(self, options: JobOptions, table_schema: str) -> None:
+        """What job setup checks of a ``table_format``, again: its catalog (or log)
+        is reachable and an existing table fits ``table_schema`` and the partition
+        columns. For a writer whose job an orchestrator set up without the schema.
+
+        Raises:
+            ConfigError: the table does not fit, saying how.
+            DestinationError: the catalog or the table cannot be reached.
+        """
+        table = open_format(self.ctx, options)
+        if table is not None:
+            table.check(table_schema, options.partition_columns)
+
+    def expire_table(self, options: JobOptions, older_than: timedelta) -> tuple[str, int]:
+        """Expire what the retention of the table format ``options`` names allows:
+        files that no version younger than ``older_than`` reads (the files
+        ``replace`` jobs removed from the table) are deleted. Returns the table's
+        name and how many files were deleted.
+
+        Raises:
+            ConfigError: ``options`` name no table format.
+        """
+        table = open_format(self.ctx, options)
+        if table is None:
+            raise ConfigError(f"no table format to expire at {self.dest.url}")
+        deleted = table.expire(older_than)
+        log.info("expired %s at %s: %d file(s) deleted", table.table, self.dest.url, deleted)
+        return table.table, deleted
 
     def job(self, job_id: str) -> JobRecord:
         return self.records.get(job_id)

@@ -2,7 +2,8 @@
 
 :func:`commit_partition` is what a partitioned asset's body calls: job setup,
 the engine's write (``write(options)``), validation, conflict resolution and
-job commit, then the ``MaterializeResult`` with the job's metadata. A step that
+job commit, then the ``MaterializeResult`` with the job's metadata (with a
+``table_format`` option, the table and its commit too). A step that
 fails for good (an error no retry fixes, or the asset's last retry) aborts the
 job before the error propagates: nothing is left visible or pending. A failure
 after the commit's point of no return is never aborted; the asset's retry
@@ -69,6 +70,7 @@ def commit_partition(
         lambda: lifecycle.before_commit(committer, job_id, committer.resolve_conflicts),
     )
     summary = timed("commit", lambda: lifecycle.commit(committer, job_id))
+    table = lifecycle.table_metadata(committer, job_id)
     timed("cleanup", lambda: committer.cleanup_job(job_id))
     checked = {}
     if validate_output:
@@ -82,6 +84,7 @@ def commit_partition(
     return MaterializeResult(
         metadata={
             **lifecycle.metadata(summary, seconds, success=f"{committer.dest.url}/_SUCCESS"),
+            **table,
             **checked,
         }
     )

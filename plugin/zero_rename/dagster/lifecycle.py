@@ -95,6 +95,24 @@ def check_metadata(check: OutputCheck) -> dict[str, Any]:
     }
 
 
+def table_metadata(committer: Committer, job_id: str) -> dict[str, Any]:
+    """The table format's commit of a committed job, as Dagster metadata
+    (``table_format``, ``table``, ``table_commit``: the snapshot id or Delta
+    version); empty for a job without a format. One GET, of the job record."""
+    with protocol_errors():
+        record = committer.job(job_id)
+    table = record.table_commit
+    if table is None:
+        return {}
+    return {
+        "table_format": MetadataValue.text(table.format),
+        "table": MetadataValue.text(table.table),
+        "table_commit": MetadataValue.text(table.id),
+        "table_files_added": MetadataValue.int(table.files),
+        "table_files_removed": MetadataValue.int(table.removed_files),
+    }
+
+
 def metadata(
     summary: JobSummary, steps: Mapping[str, float] | None = None, success: str | None = None
 ) -> dict[str, Any]:

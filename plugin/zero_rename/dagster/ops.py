@@ -152,9 +152,13 @@ def resolve_conflicts(
 
 @op(retry_policy=COMMIT_RETRIES, ins={"job": In(JobRef)}, out=Out(JobRef))
 def commit(context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameResource) -> JobRef:
-    """Job commit, resumable: a retry after any failure finishes an interrupted commit."""
-    summary = lifecycle.commit(zero_rename.committer(job.destination), job.job_id)
+    """Job commit, resumable: a retry after any failure finishes an interrupted commit.
+    With a ``table_format``, its metadata names the table and the commit that
+    published the job."""
+    committer = zero_rename.committer(job.destination)
+    summary = lifecycle.commit(committer, job.job_id)
     _report(context, "commit", summary)
+    context.add_output_metadata(lifecycle.table_metadata(committer, job.job_id))
     return job
 
 

@@ -4,7 +4,11 @@ Spark's roles, in a Python data source:
 
 - ``DataSource.writer()`` runs once per write, in a Python worker on the
   driver. Without a ``job_id`` option it runs job setup here; with one it
-  reads the job record that an orchestrator (Airflow) set up.
+  reads the job record that an orchestrator (Airflow) set up. With a
+  ``table_format``, the DataFrame's schema is checked against an existing
+  table first (job setup does it), so an incompatible table fails the write
+  before anything is written; each file's footer statistics and the schema go
+  into the task manifests, for the job commit's one commit of the format.
 - The writer object is pickled to executors; its ``write()`` runs once per
   task attempt: the core task writer writes invisible pending uploads and
   task commit returns the manifest as the commit message
@@ -21,6 +25,7 @@ Spark's roles, in a Python data source:
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import resource
@@ -174,6 +179,9 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         self.config = config
         self.stage_started = utcnow()  # an orchestrated job records its stage step from here
         self.arrow_schema = _arrow_schema(schema)
+        # The files' schema as a table format takes it (partition columns
+        # included, as Spark has them): the same text in every task's manifest.
+        self.table_schema = base64.b64encode(self.arrow_schema.serialize().to_pybytes()).decode()
         # Checked before job setup, so a write refused here leaves no job behind.
         columns = resolve_columns(config.job.partition_columns, schema.fieldNames())
         self._check_partition_types(columns)
@@ -181,7 +189,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         self.job = (
             self._orchestrated_job(options)
             if config.orchestrated
-            else self._committer().setup_job(options)
+            else self._committer().setup_job(options, table_schema=self.table_schema)
         )
         partition_columns = self.job.options.partition_columns
         # Spark's own footer key: with it Spark reads back exactly the types
@@ -236,6 +244,8 @@ class ZeroRenameWriter(DataSourceArrowWriter):
                     "at job setup"
                 )
         self._check_partition_types(record.options.partition_columns)
+        # The orchestrator's setup could not know the DataFrame's schema.
+        self._committer().check_table(record.options, self.table_schema)
         return record
 
     @property
@@ -269,11 +279,15 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             self.config.spool_dir,
             self.config.upload_threads,
         )
+        with_table = self.job.options.table_format != "none"
+        if with_table:
+            task.table_schema = self.table_schema
         files = PartitionedParquetWriter(
             lambda values: task.open(values or None, self.config.files.extension),
             self.job.options.partition_columns,
             self.config.files,
             self.metadata,
+            collect_stats=with_table,
         )
         try:
             for batch in batches:

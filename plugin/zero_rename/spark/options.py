@@ -69,6 +69,9 @@ _JOB_KEYS = (
     "verify_uploads",
     "on_conflict",
     "wait_timeout",
+    "table_format",
+    "iceberg_catalog",
+    "iceberg_table",
 )
 # What Spark's refused save modes error/errorifexists and ignore would do.
 IF_EXISTS = {"error": "error", "errorifexists": "error", "ignore": "ignore"}
@@ -190,6 +193,9 @@ class WriterOptions(StoreOptions):
         "if_exists",
         "max_file_size",
         "max_rows_per_file",
+        "table_format",
+        "iceberg_catalog",
+        "iceberg_table",
     }
 
     partition_by: str | None = None
@@ -208,6 +214,10 @@ class WriterOptions(StoreOptions):
     verify_uploads: Flag | None = None
     on_conflict: str | None = None
     wait_timeout: str | int | None = None
+    # Publish the job as one commit of a table format (none, iceberg, delta).
+    table_format: str | None = None
+    iceberg_catalog: str | None = None
+    iceberg_table: str | None = None
     # The Parquet files.
     compression: Codec = "snappy"
     max_file_size: PositiveSize | None = None  # None: no limit (as Spark)

@@ -5,6 +5,9 @@ a writable binary file per partition (the core's ``TaskAttempt.open`` in the
 committer, a plain upload in the benchmark baselines), writes Parquet into
 it and closes it. Partition columns are left out of the files, as Spark does.
 
+For a table format, each file's column statistics are taken from the footer
+the writer has just written (:func:`file_stats`): no byte is read back.
+
 Memory is bounded three ways: rows wait in a per-file buffer only until they
 fill a row group; all buffers together stay under :data:`BUFFER_BUDGET`; and
 at most ``max_open_files`` files are open, the least recently used one being
@@ -14,16 +17,19 @@ then writes several files per partition rather than running out of memory).
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import io
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from zero_rename.core.data.model import Bound, ColumnStats, FileStats
 from zero_rename.spark.options import FileOptions
 from zero_rename.spark.partitions import PartitionValues, split_by_partition
 
@@ -41,9 +47,11 @@ SIZE_CHECK_FRACTION = 4
 
 
 class Sink(Protocol):
-    """What ``open_file`` returns: a writable binary file with a ``rows`` attribute."""
+    """What ``open_file`` returns: a writable binary file with ``rows`` and ``stats``
+    attributes, set before it is closed (``stats`` only when asked for)."""
 
     rows: int | None
+    stats: FileStats | None
 
     def write(self, data: bytes | bytearray | memoryview) -> int: ...
 
@@ -53,11 +61,94 @@ class Sink(Protocol):
 OpenFile = Callable[[PartitionValues], Sink]
 
 
+# The footer's statistics of one column chunk: null count, then bounds.
+_Chunk = tuple[int | None, Any, Any, bool]
+
+
+def file_stats(metadata: pq.FileMetaData) -> FileStats:
+    """A Parquet footer's column statistics, as a table format's commit takes them.
+
+    One entry per top-level column of the file (a struct, list or map column has
+    none: the footer counts its leaves, not it), merged over the row groups:
+
+    - ``nulls``: the sum of the row groups' null counts; None if one has none;
+    - ``min``/``max``: booleans, integers and strings as JSON's own; a date as
+      ``2024-01-31``; a timestamp as ``2024-01-31T10:00:00.123456+00:00`` (UTC,
+      microseconds), one without a time zone (Spark's ``TIMESTAMP_NTZ``) as the
+      same without the offset; a decimal as its text (``-4.50``, never in
+      exponent form). None where the footer has no exact bound: a row group
+      without statistics (a string over 4 KiB), a column of only nulls, and
+      for every column of another type: binary (whose bounds JSON cannot carry),
+      float and double (the footer's bounds leave NaN out, which Spark orders
+      above every number: a reader skipping files by them could miss NaN rows),
+      nanosecond timestamps (microseconds would round the bound).
+    """
+    schema = metadata.schema
+    columns: dict[str, ColumnStats] = {}
+    for index in range(metadata.num_columns):
+        column = schema.column(index)
+        if column.path != column.name:  # a leaf of a nested column
+            continue
+        chunks = [
+            _chunk(metadata.row_group(r).column(index)) for r in range(metadata.num_row_groups)
+        ]
+        columns[column.name] = _column_stats(chunks, column)
+    return FileStats(columns=columns)
+
+
+def _chunk(chunk: Any) -> _Chunk:
+    """(nulls, min, max, exact) of one column chunk; ``exact`` is False when the
+    chunk holds values its statistics do not bound."""
+    stats = chunk.statistics if chunk.is_stats_set else None
+    if stats is None:
+        return None, None, None, False
+    nulls = stats.null_count if stats.has_null_count else None
+    if stats.has_min_max:
+        return nulls, stats.min, stats.max, True
+    # No bounds: exact only if every value is null (nothing to bound).
+    return nulls, None, None, nulls is not None and nulls == chunk.num_values
+
+
+def _column_stats(chunks: list[_Chunk], column: Any) -> ColumnStats:
+    counts = [c[0] for c in chunks]
+    nulls = None if any(n is None for n in counts) else sum(n for n in counts if n is not None)
+    bounded = [c for c in chunks if c[1] is not None]
+    if not bounded or not all(c[3] for c in chunks) or _bound(bounded[0][1], column) is None:
+        return ColumnStats(nulls=nulls)
+    return ColumnStats(
+        nulls=nulls,
+        min=_bound(min(c[1] for c in bounded), column),
+        max=_bound(max(c[2] for c in bounded), column),
+    )
+
+
+def _bound(value: Any, column: Any) -> Bound | None:
+    """A footer's bound as JSON, or None for a type whose bounds are not given."""
+    logical, physical = column.logical_type.type, column.physical_type
+    if physical == "BOOLEAN":
+        return bool(value)
+    if logical in ("NONE", "INT") and physical in ("INT32", "INT64"):
+        return int(value)
+    if logical == "STRING" and isinstance(value, str):
+        return value
+    if logical == "DATE" and isinstance(value, datetime.date):
+        return value.isoformat()
+    # pandas' Timestamp (nanoseconds) is a subclass: those are left without bounds.
+    if logical == "TIMESTAMP" and type(value) is datetime.datetime:
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.UTC)
+        return value.isoformat(timespec="microseconds")
+    if logical == "DECIMAL" and isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    return None
+
+
 @dataclass(frozen=True)
 class WrittenFile:
     partition: PartitionValues
     rows: int
     bytes: int
+    stats: FileStats | None = None
 
 
 class _Counted(io.RawIOBase):
@@ -84,13 +175,26 @@ class _OpenParquet:
     """One Parquet file being written, with its buffer of rows not yet in a row group."""
 
     def __init__(
-        self, partition: PartitionValues, sink: Sink, schema: pa.Schema, options: FileOptions
+        self,
+        partition: PartitionValues,
+        sink: Sink,
+        schema: pa.Schema,
+        options: FileOptions,
+        collect_stats: bool = False,
     ) -> None:
         self.partition = partition
         self.sink = sink
         self.out = _Counted(sink)
         self.options = options
-        self.writer = pq.ParquetWriter(self.out, schema, compression=options.parquet_compression)
+        # The footer the writer builds, handed over at close: its statistics
+        # cost no read of the file.
+        self.footers: list[pq.FileMetaData] | None = [] if collect_stats else None
+        self.writer = pq.ParquetWriter(
+            self.out,
+            schema,
+            compression=options.parquet_compression,
+            metadata_collector=self.footers,
+        )
         self.buffer: list[pa.RecordBatch] = []
         self.buffered_rows = 0
         self.buffered_bytes = 0
@@ -144,8 +248,11 @@ class _OpenParquet:
         self.flush()
         self.writer.close()
         self.sink.rows = self.rows
+        stats = file_stats(self.footers[0]) if self.footers else None
+        if stats is not None:
+            self.sink.stats = stats
         self.sink.close()
-        return WrittenFile(self.partition, self.rows, self.out.bytes)
+        return WrittenFile(self.partition, self.rows, self.out.bytes, stats)
 
     def discard(self) -> None:
         self.out.discarded = True
@@ -157,7 +264,11 @@ class _OpenParquet:
 
 
 class PartitionedParquetWriter:
-    """Writes one task's batches into Parquet files, one or more per partition."""
+    """Writes one task's batches into Parquet files, one or more per partition.
+
+    ``collect_stats``: give each file's sink the column statistics of its footer
+    (``sink.stats``, :func:`file_stats`), for a table format's commit.
+    """
 
     def __init__(
         self,
@@ -165,11 +276,13 @@ class PartitionedParquetWriter:
         partition_columns: tuple[str, ...],
         options: FileOptions,
         metadata: Mapping[str, str] | None = None,
+        collect_stats: bool = False,
     ) -> None:
         self.open_file = open_file
         self.columns = partition_columns
         self.options = options
         self.metadata = dict(metadata or {})
+        self.collect_stats = collect_stats
         self.files: list[WrittenFile] = []
         self._open: OrderedDict[tuple[str | None, ...], _OpenParquet] = OrderedDict()
         self.rows = 0
@@ -206,7 +319,9 @@ class PartitionedParquetWriter:
         if len(self._open) >= self.options.max_open_files:
             oldest = next(iter(self._open))
             self._finish_key(oldest)
-        opened = _OpenParquet(values, self.open_file(values), self._schema(schema), self.options)
+        opened = _OpenParquet(
+            values, self.open_file(values), self._schema(schema), self.options, self.collect_stats
+        )
         self._open[key] = opened
         return opened
 

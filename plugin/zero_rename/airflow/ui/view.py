@@ -17,6 +17,7 @@ from urllib.parse import quote, urlsplit
 
 from zero_rename.core import Committer, JobRecord, JobSummary, OutputCheck, states
 from zero_rename.core.data.layout import file_job_id
+from zero_rename.core.data.model import TableCommit
 from zero_rename.core.data.success import files_committed
 from zero_rename.errors import ZeroRenameError
 
@@ -28,6 +29,7 @@ STEP_ORDER = (
     "validate",
     "resolve_conflicts",
     "commit",
+    "publish_table",
     "validate_output",
     "rollback",
     "abort",
@@ -64,6 +66,8 @@ class JobView:
     run_url: str = ""  # the Airflow DAG run that set the job up, in Airflow's UI
     run_text: str = ""
     output_check: OutputCheck | None = None  # the last check after its commit, if one ran
+    table_format: str = "none"  # the job's table format option
+    table_commit: TableCommit | None = None  # its commit of the table format, once published
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,8 @@ def job_view(committer: Committer, record: JobRecord, pending: Counter[str]) -> 
         error=record.error,
         requests=record.summary.requests if record.summary else None,
         output_check=record.output_check,
+        table_format=record.options.table_format,
+        table_commit=record.table_commit,
         **origin_link(record),
     )
 

@@ -65,8 +65,33 @@ class Part(_Frozen):
     size: int = Field(ge=0)
 
 
+# A column's bound as JSON: a number, a string, a boolean (a date, a timestamp
+# or a decimal as ISO or decimal text), as Delta's statistics write it.
+Bound = int | float | str | bool
+
+
+class ColumnStats(_Frozen):
+    """What a file's writer knows of one column: null count and bounds (None where
+    the writer has none, e.g. a binary column or a column of only nulls)."""
+
+    nulls: int | None = Field(default=None, ge=0)
+    min: Bound | None = None
+    max: Bound | None = None
+
+
+class FileStats(_Frozen):
+    """A file's column statistics as its writer recorded them at write time, so that a
+    table format's commit can describe the file without reading it."""
+
+    columns: dict[str, ColumnStats] = Field(default_factory=dict)
+
+
 class PendingUpload(_Frozen):
-    """One file of a task attempt: a multipart upload waiting to be completed."""
+    """One file of a task attempt: a multipart upload waiting to be completed.
+
+    ``stats``: what the writer knows of the file's columns (Parquet footers
+    carry it), for a table format's commit; None when the writer gave none.
+    """
 
     key: str = Field(min_length=1)
     upload_id: str = Field(min_length=1)
@@ -74,6 +99,7 @@ class PendingUpload(_Frozen):
     bytes: int = Field(ge=0)
     rows: int | None = Field(default=None, ge=0)
     partition: dict[str, str | None] = Field(default_factory=dict)
+    stats: FileStats | None = None
 
     @model_validator(mode="after")
     def _parts_in_order(self) -> PendingUpload:
@@ -121,6 +147,9 @@ class TaskManifest(_Frozen):
     created: Timestamp = Field(default_factory=utcnow)
     uploads: tuple[PendingUpload, ...] = ()
     stats: dict[str, Any] = Field(default_factory=dict)
+    # The files' schema, an Arrow IPC schema in base64 (empty: not known), for a
+    # table format's commit; every manifest of a job must carry the same one.
+    table_schema: str = ""
 
     @property
     def bytes(self) -> int:
@@ -235,6 +264,30 @@ class JobSummary(_Frozen):
     seconds: float = 0.0
 
 
+class TableCommit(_Frozen):
+    """The table format's commit that published a job: the Iceberg snapshot or the
+    Delta version, of which table; it carries the job id, so a retried commit finds
+    it instead of publishing twice."""
+
+    format: Literal["iceberg", "delta"]
+    table: str
+    id: str
+    files: int = 0
+    removed_files: int = 0
+
+    @property
+    def version(self) -> str:
+        """The commit as the format names it: ``snapshot 8061…`` or ``version 3``."""
+        return f"{'snapshot' if self.format == 'iceberg' else 'version'} {self.id}"
+
+    def describe(self) -> str:
+        """One line, for ``jobs show``, the Commits page, logs and metadata."""
+        return (
+            f"{self.format} table {self.table} {self.version}: {self.files} file(s) added, "
+            f"{self.removed_files} removed"
+        )
+
+
 class JobRecord(_Frozen):
     """The job's one mutable object, advanced only by compare-and-swap (If-Match).
 
@@ -252,7 +305,9 @@ class JobRecord(_Frozen):
     one: its options are unknown, so sweeps look for the job's files in any
     partition layout); and ``output_check``: the result of the output check
     after the commit (the ``validate_output`` step), written by
-    compare-and-swap like every change. Older records still load.
+    compare-and-swap like every change; and ``table_commit``: the table format's
+    commit that published the job (``publish_table`` step). Older records still
+    load.
     """
 
     kind: Literal["zero-rename/job"] = "zero-rename/job"
@@ -280,6 +335,7 @@ class JobRecord(_Frozen):
     error: str = ""
     origin: dict[str, str] = Field(default_factory=dict)
     output_check: OutputCheck | None = None
+    table_commit: TableCommit | None = None
 
     @field_validator("origin")
     @classmethod
@@ -352,6 +408,8 @@ class CommitPlan(_Frozen):
     resolved: bool = False
     task_stats: dict[str, Any] = Field(default_factory=dict)
     shard_digests: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # The files' schema (an Arrow IPC schema in base64), from the task manifests.
+    table_schema: str = ""
 
 
 class AttemptId(_Frozen):

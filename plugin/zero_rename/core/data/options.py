@@ -7,6 +7,7 @@ value it cannot use.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -26,6 +27,11 @@ CommitterMode = Literal["magic", "staging"]
 ConflictMode = Literal["fail", "replace", "append"]
 # What a job commit does when another job holds a claim on a partition it writes.
 OnConflict = Literal["fail", "wait"]
+# The table format each committed job is published to, as one commit of it.
+TableFormat = Literal["none", "iceberg", "delta"]
+# An Iceberg table identifier: namespace.table, each a SQL-safe name.
+_ICEBERG_TABLE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}(\.[A-Za-z_][A-Za-z0-9_]{0,127})+")
+_CATALOG_RE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 
 
 class JobOptions(BaseModel):
@@ -42,6 +48,31 @@ class JobOptions(BaseModel):
     on_conflict: OnConflict = "fail"
     # Seconds a job commit waits for another job's claim with on_conflict=wait.
     wait_timeout: int = Field(default=600, ge=0, le=7 * 24 * 3600)
+    # Publish each committed job as one commit of a table format (core/tables).
+    table_format: TableFormat = "none"
+    # Iceberg: the catalog's name as PyIceberg users configure it (.pyiceberg.yaml,
+    # PYICEBERG_CATALOG__<NAME>__...); empty: the embedded SQL catalog on SQLite.
+    iceberg_catalog: str = ""
+    # Iceberg: namespace.table; empty: derived from the destination.
+    iceberg_table: str = ""
+
+    @field_validator("iceberg_catalog")
+    @classmethod
+    def _check_catalog(cls, value: str) -> str:
+        if value and not _CATALOG_RE.fullmatch(value):
+            raise ValueError(
+                f"iceberg_catalog {value[:80]!r} must be 1-64 letters, digits, '-', '_'"
+            )
+        return value
+
+    @field_validator("iceberg_table")
+    @classmethod
+    def _check_table(cls, value: str) -> str:
+        if value and not _ICEBERG_TABLE_RE.fullmatch(value):
+            raise ValueError(
+                f"iceberg_table {value[:80]!r} must be namespace.table (letters, digits, '_')"
+            )
+        return value
 
     @field_validator("partition_columns", mode="before")
     @classmethod

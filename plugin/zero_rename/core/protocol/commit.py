@@ -31,11 +31,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from zero_rename.core.data import manifests as manifest_sources
 from zero_rename.core.data.manifests import ManifestSource
-from zero_rename.core.data.model import CommitPlan, JobRecord, JobSummary, TaskManifest, dump
+from zero_rename.core.data.model import (
+    CommitPlan,
+    JobRecord,
+    JobSummary,
+    StepTiming,
+    TableCommit,
+    TaskManifest,
+    dump,
+    utcnow,
+)
 from zero_rename.core.data.records import JobContext, JobRecords, step_finished, step_started
 from zero_rename.core.data.success import build_success, success_summary
 from zero_rename.core.protocol import states
@@ -46,6 +56,7 @@ from zero_rename.core.protocol.abort import (
     remove_temporary,
 )
 from zero_rename.core.protocol.claims import Claims
+from zero_rename.core.protocol.formats import publish_table, published_to_table
 from zero_rename.core.protocol.planning import decided_plan, plan_digest, prepared_for
 from zero_rename.core.protocol.publish import ProgressCallback, delete_replaced, publish
 from zero_rename.core.protocol.rollback import roll_back
@@ -57,6 +68,7 @@ from zero_rename.errors import (
     ManifestError,
     UploadRefusedError,
     ZeroRenameError,
+    is_final,
 )
 
 log = logging.getLogger(__name__)
@@ -119,10 +131,23 @@ def commit_job(
         # A commit of this job that was held up here (a paused zombie) while
         # another finished it: report that, and write no _SUCCESS over a later job's.
         return _decided_elsewhere(ctx, decided)
+    table_started = utcnow()
+    try:
+        table_commit = publish_table(ctx, record, plan)
+    except ZeroRenameError as refused:
+        # A conflict, or any refusal no retry can change (the table's schema changed
+        # since setup, say): unless the commit landed after all, roll back.
+        if not is_final(refused) or published_to_table(ctx, record) is not None:
+            raise
+        return _refused_by_table(ctx, record, refused)
     success = build_success(dest, record, plan, first_files, store.stats)
     put_checked(store, dest.bucket, dest.success_key, dump(success))
     summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
-    committed, _ = records.advance(job_id, states.PUBLISHED, lambda r: _finished(r, summary))
+    committed, _ = records.advance(
+        job_id,
+        states.PUBLISHED,
+        lambda r: _finished(r, summary, table_commit, table_started),
+    )
     delete_replaced(ctx, committed)
     _cleanup_after_commit(ctx, record)
     log.info(
@@ -150,6 +175,19 @@ def _refused(ctx: JobContext, record: JobRecord, refused: UploadRefusedError) ->
         f"job {record.job_id} was rolled back: {reason}. Nothing of it is visible or "
         "pending and the files it would have replaced are untouched; run the job again"
     ) from refused
+
+
+def _refused_by_table(ctx: JobContext, record: JobRecord, conflict: ZeroRenameError) -> JobSummary:
+    """The table format refused the job's commit for good (another writer's commit
+    conflicts, or the table no longer fits the job): nothing of the job is in the
+    table, so the job is rolled back, and nothing of it stays in the prefix either."""
+    reason = f"the {record.options.table_format} table refused its commit: {conflict}"
+    log.error("job %s: %s; rolling the job back", record.job_id, reason)
+    roll_back(ctx, record.job_id, reason)
+    raise CommitRolledBackError(
+        f"job {record.job_id} was rolled back: {reason}. Nothing of it is in the table or "
+        "the destination; run the job again"
+    ) from conflict
 
 
 def _decided_elsewhere(ctx: JobContext, current: JobRecord) -> JobSummary:
@@ -263,11 +301,18 @@ def _plan_and_decide(
     return decided, True
 
 
-def _finished(record: JobRecord, summary: JobSummary) -> dict[str, Any]:
-    return {
-        "summary": summary,
-        "steps": step_finished(record, "commit", detail=f"{summary.files} file(s)"),
-    }
+def _finished(
+    record: JobRecord, summary: JobSummary, table: TableCommit | None, table_started: datetime
+) -> dict[str, Any]:
+    steps = step_finished(record, "commit", detail=f"{summary.files} file(s)")
+    if table is not None:
+        steps["publish_table"] = StepTiming(
+            started=table_started,
+            finished=utcnow(),
+            status="succeeded",
+            detail=f"{table.format} {table.table}: {table.id}",
+        )
+    return {"summary": summary, "steps": steps, "table_commit": table}
 
 
 def _cleanup_after_commit(ctx: JobContext, record: JobRecord) -> None:

@@ -17,6 +17,7 @@ from zero_rename.core.protocol import states
 from zero_rename.core.s3.client import ObjectInfo
 from zero_rename.core.s3.probes import resolve_profile
 from zero_rename.core.s3.profiles import AUTO
+from zero_rename.core.tables.base import open_format
 from zero_rename.errors import (
     ConfigError,
     ConflictError,
@@ -56,6 +57,7 @@ def setup_job(
     expected_tasks: int | None = None,
     profile: str = AUTO,
     origin: Mapping[str, str] | None = None,
+    table_schema: str = "",
 ) -> JobRecord:
     """Job setup: check the destination and the store, and create the job record.
 
@@ -63,7 +65,11 @@ def setup_job(
     record, so an orchestrator may retry it. ``profile`` names the store's
     family, or ``auto`` to probe it (once per process and bucket); the job
     record keeps the result for every later step. ``origin`` names who set the
-    job up (say an Airflow DAG, run and task), for tools to link back to.
+    job up (say an Airflow DAG, run and task), for tools to link back to. With
+    a ``table_format``, its catalog (or log) is checked to be reachable and an
+    existing table to fit ``table_schema`` (the files' Arrow schema, base64;
+    empty: the columns are checked at the first commit) and the partition
+    columns, before anything is written.
 
     Raises:
         ConfigError: a bad job id or expected task count; the job id exists with
@@ -77,6 +83,9 @@ def setup_job(
     _check_expected_tasks(expected_tasks)
     check_destination(ctx)
     store_profile = resolve_profile(store, dest, profile).require_safe(dest.url)
+    table = open_format(ctx, options)
+    if table is not None:
+        table.check(table_schema, options.partition_columns)
     if options.conflict_mode == "fail" and not options.partition_columns:
         existing = visible_files(ctx)
         if existing:

@@ -155,6 +155,7 @@ def prepare(
         partitions=tuple(d.rstrip("/") for d in sorted(validator.dirs) if d),
         task_stats=stats.requests.snapshot(),
         shard_digests={"uploads": tuple(uploads.digests), "attempts": attempt_digests},
+        table_schema=validator.table_schema,
     )
     if resolve:
         plan = resolve_plan(ctx, record, plan)

@@ -321,9 +321,15 @@ def delete_replaced(ctx: JobContext, record: JobRecord) -> int:
     them never shows a reader a partition with neither old nor new files. The
     plan's shards of replaced files are removed by cleanup only after this
     succeeded, so a missing shard means its files are gone already.
+
+    A job published to a table format deletes none: readers of the table's
+    older versions may still read them, until the format's own retention
+    expires them (``zero-rename table expire``).
     """
     store, dest = ctx.store, ctx.dest
     if record.state != states.COMMITTED or not record.plan_key:
+        return 0
+    if record.options.table_format != "none":
         return 0
     plan = decided_plan(ctx, record)
     deleted = 0

@@ -36,6 +36,7 @@ from zero_rename.core.data.records import JobContext, step_started
 from zero_rename.core.data.shards import KeySet
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import abort_job, abort_reason, finish_rollback
+from zero_rename.core.protocol.formats import published_to_table
 from zero_rename.core.protocol.planning import decided_plan, upload_shards
 from zero_rename.core.protocol.publish import is_complete
 from zero_rename.core.protocol.validate import pending_digests, upload_digest
@@ -55,6 +56,7 @@ def roll_back(ctx: JobContext, job_id: str, reason: str) -> JobSummary:
             its point of no return (abort it instead).
     """
     dest = ctx.dest
+    _refuse_if_in_the_table(ctx, ctx.records.get(job_id))
     record, moved = ctx.records.advance(
         job_id,
         states.ROLL_BACK,
@@ -68,6 +70,20 @@ def roll_back(ctx: JobContext, job_id: str, reason: str) -> JobSummary:
     if moved:
         log.warning("job %s at %s is rolling back: %s", job_id, dest.url, record.error)
     return finish_rollback(ctx, record)
+
+
+def _refuse_if_in_the_table(ctx: JobContext, record: JobRecord) -> None:
+    """A job its table format has committed is never rolled back: deleting its files
+    would leave the table naming files that are gone. Its commit finishes it."""
+    if record.state != states.COMMITTING:
+        return
+    published = published_to_table(ctx, record)
+    if published is not None:
+        raise RollbackRefusedError(
+            f"job {record.job_id} is published to the {published.format} table "
+            f"{published.table} ({published.id}): a rollback would leave the table naming "
+            "deleted files. Retry its commit to finish it"
+        )
 
 
 @dataclass

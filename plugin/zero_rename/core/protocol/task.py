@@ -102,6 +102,8 @@ class TaskAttempt:
         self.store = store.scoped(self.stats)
         self._files: list[OutputFile] = []
         self._spool: Path | None = None
+        # The files' Arrow schema (IPC, base64), for a table format: set by the writer.
+        self.table_schema = ""
         self._spool_root = spool_dir
         self._state = "writing"
         self._uploads = (
@@ -275,6 +277,7 @@ class TaskAttempt:
             committer=self.options.mode_name,
             uploads=tuple(f.pending() for f in self._files),
             stats=self.stats.snapshot(),
+            table_schema=self.table_schema,
         )
 
     def _publish(self, manifest: TaskManifest) -> None:

@@ -53,6 +53,9 @@ class Validator:
         self.uploads = KeySet()
         self.dirs: set[str] = set()
         self.files = 0
+        # The files' schema, for a table format: every task's the same.
+        self.table_schema = ""
+        self._schema_task = ""
 
     def problem(self, text: str) -> None:
         self.problem_count += 1
@@ -66,6 +69,7 @@ class Validator:
                 f"{manifest.job_id}, not {self.job.job_id}"
             )
         self.tasks[manifest.task_id] += 1
+        self._check_schema(manifest)
         for upload in manifest.uploads:
             self.files += 1
             self.keys.add(digest(upload.key))
@@ -75,6 +79,17 @@ class Validator:
             ) or self._partition_problem(upload)
             if problem:
                 self.problem(f"task {manifest.task_id}: {problem}")
+
+    def _check_schema(self, manifest: TaskManifest) -> None:
+        if not manifest.table_schema:
+            return
+        if not self.table_schema:
+            self.table_schema, self._schema_task = manifest.table_schema, manifest.task_id
+        elif manifest.table_schema != self.table_schema:
+            self.problem(
+                f"task {manifest.task_id} wrote files of another schema than task "
+                f"{self._schema_task}; one job's files share one schema"
+            )
 
     def _partition_problem(self, upload: PendingUpload) -> str | None:
         try:

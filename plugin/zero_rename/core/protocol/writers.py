@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO
 
-from zero_rename.core.data.model import Part, PendingUpload
+from zero_rename.core.data.model import FileStats, Part, PendingUpload
 from zero_rename.core.data.options import MAX_PARTS
 from zero_rename.core.s3.client import S3Store
 from zero_rename.errors import StoreError, ZeroRenameError
@@ -119,7 +119,9 @@ class BackgroundUploads:
 class OutputFile(io.RawIOBase):
     """A writable binary file whose bytes become one pending upload.
 
-    Callers may set :attr:`rows` so the manifest and ``_SUCCESS`` report row counts.
+    Callers may set :attr:`rows` so the manifest and ``_SUCCESS`` report row counts,
+    and :attr:`stats` (what the writer knows of the file's columns) so that a
+    table format's commit describes the file without reading it.
     """
 
     def __init__(self, bucket: str, key: str, partition: dict[str, str | None]) -> None:
@@ -128,6 +130,7 @@ class OutputFile(io.RawIOBase):
         self.key = key
         self.partition = dict(partition)
         self.rows: int | None = None
+        self.stats: FileStats | None = None
         self.bytes = 0
 
     def writable(self) -> bool:
@@ -243,6 +246,7 @@ class MagicOutput(OutputFile):
             bytes=self.bytes,
             rows=self.rows,
             partition=self.partition,
+            stats=self.stats,
         )
 
     def abort(self, store: S3Store) -> None:
@@ -324,6 +328,7 @@ class StagingOutput(OutputFile):
             bytes=self.bytes,
             rows=self.rows,
             partition=self.partition,
+            stats=self.stats,
         )
 
     def abort(self, store: S3Store) -> None:

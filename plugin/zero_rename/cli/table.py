@@ -1,0 +1,109 @@
+"""``zero-rename table expire``: what a table format's retention lets go.
+
+With a ``table_format``, a ``replace`` job removes the files it replaces from
+the table but not from the store: readers of the table's older versions (time
+travel, a long query) may still read them. The format's own retention deletes
+them on request: Iceberg's snapshot expiry, Delta's vacuum. The format and its
+table come from the newest job at DEST that was published to one, or from the
+flags for a table whose jobs are gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_group, duration_arg
+from zero_rename.cli.context import Context
+from zero_rename.cli.durations import format_span
+from zero_rename.cli.exits import NotFound
+from zero_rename.cli.output import Result
+from zero_rename.core import Committer, JobOptions
+from zero_rename.core.data.options import parse_options
+from zero_rename.errors import ConfigError
+
+FORMATS = ("iceberg", "delta")
+
+
+def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
+    commands = command_group(groups, "table", "the table format's retention: expire")
+    expire = command(
+        commands,
+        "expire",
+        common,
+        run_expire,
+        dest=DEST_HELP,
+        help="delete what no table version younger than --older-than reads",
+        description="Expire what the table format's retention allows: Iceberg snapshots "
+        "older than --older-than (and the files only they read), Delta's vacuum of the "
+        "files removed from the table before then: the files replace jobs removed from "
+        "the table. The format and table are those of the newest job at DEST published "
+        "to one; --format (and for Iceberg --iceberg-catalog, --iceberg-table) name them "
+        "for a table without such a job.",
+    )
+    expire.add_argument(
+        "--older-than",
+        metavar="AGE",
+        type=duration_arg,
+        required=True,
+        help="keep every version younger than this, and the files they read (e.g. 7d)",
+    )
+    expire.add_argument(
+        "--format", choices=FORMATS, default=None, help="the table format (default: the jobs')"
+    )
+    expire.add_argument(
+        "--iceberg-catalog",
+        metavar="NAME",
+        default=None,
+        help="PyIceberg catalog name (default: the embedded one)",
+    )
+    expire.add_argument(
+        "--iceberg-table",
+        metavar="NS.TABLE",
+        default=None,
+        help="Iceberg table (default: derived from DEST)",
+    )
+
+
+def run_expire(ctx: Context, args: argparse.Namespace) -> Result:
+    committer = ctx.committer(args.dest)
+    options = _table_options(committer, args)
+    with ctx.out.status(f"expiring the {options.table_format} table of {committer.dest.url}"):
+        table, deleted = committer.expire_table(options, args.older_than)
+    data = {
+        "destination": committer.dest.url,
+        "format": options.table_format,
+        "table": table,
+        "older_than_seconds": int(args.older_than.total_seconds()),
+        "deleted_files": deleted,
+    }
+    return Result(
+        data,
+        lambda out: out.say(
+            f"expired the {options.table_format} table {table}: {deleted} file(s) no version "
+            f"younger than {format_span(args.older_than.total_seconds())} reads were deleted"
+        ),
+    )
+
+
+def _table_options(committer: Committer, args: argparse.Namespace) -> JobOptions:
+    """The flags' table, else the one the newest job published to a format names.
+
+    Raises:
+        ConfigError: Iceberg flags without ``--format iceberg``, or a bad table name.
+        NotFound: no flag, and no job at DEST was published to a table format.
+    """
+    iceberg = {"iceberg_catalog": args.iceberg_catalog, "iceberg_table": args.iceberg_table}
+    given = {k: v for k, v in iceberg.items() if v is not None}
+    if args.format is not None:
+        if given and args.format != "iceberg":
+            raise ConfigError("--iceberg-catalog and --iceberg-table go with --format iceberg")
+        return parse_options({"table_format": args.format, **given})
+    if given:
+        raise ConfigError("--iceberg-catalog and --iceberg-table need --format iceberg")
+    for record in reversed(committer.jobs()):
+        if record.table_commit is not None:
+            return record.options
+    raise NotFound(
+        f"no job at {committer.dest.url} was published to a table format; name the "
+        "table's with --format (and --iceberg-catalog, --iceberg-table)"
+    )
