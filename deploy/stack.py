@@ -43,8 +43,8 @@ from typing import Any
 
 import psutil
 
+from zero_rename.embedded_s3 import PORT_ATTEMPTS, PORT_TAKEN, free_ports
 from zero_rename.embedded_s3 import PORT_FLAGS as WEED_PORT_FLAGS
-from zero_rename.embedded_s3 import free_ports
 
 DEPLOY = Path(__file__).resolve().parent
 REPO = DEPLOY.parent
@@ -380,8 +380,21 @@ class Stack:
                     f"'up {' '.join(missing)} airflow'"
                 )
             self.stop(service)  # what is left of an earlier start
+            self.start_on_free_ports(service)
+
+    def start_on_free_ports(self, service: str) -> None:
+        """Start the service on ports free a moment ago. Another process (an outgoing
+        connection's source port, often) may take one before the service binds it:
+        then it starts again on other ports, a few times."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
             try:
                 self.start(service)
+                return
+            except StackError as exc:
+                self.stop(service)
+                if attempt == PORT_ATTEMPTS or not PORT_TAKEN.search(str(exc)):
+                    raise
+                say(f"{service}: a port was taken before it bound it; starting on others")
             except BaseException:
                 self.stop(service)
                 raise

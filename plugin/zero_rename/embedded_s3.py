@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -97,6 +98,12 @@ def stop_process_group(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> 
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=5)
+
+
+# A server whose port another process took between its pick and its bind starts
+# again on others, this many times in all.
+PORT_ATTEMPTS = 3
+PORT_TAKEN = re.compile(r"Port allocation failed|[Aa]ddress already in use|is not available")
 
 
 def free_ports(count: int) -> list[int]:
@@ -219,8 +226,47 @@ class EmbeddedS3(ServerProcess):
         if self.data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="zero-rename-s3-")
             self.data_dir = self._tmp
-        self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS)), strict=True))
         log_path = Path(self.data_dir) / "weed.log"
+        # SeaweedFS creates the identity it finds in its environment at start.
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+        }
+        try:
+            self._start_on_free_ports(env, log_path)
+            for bucket in self.buckets:
+                self.create_bucket(bucket)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_on_free_ports(self, env: dict[str, str], log_path: Path) -> None:
+        """Start on ports free a moment ago; another process (an outgoing connection's
+        source port, often) may take one before SeaweedFS binds it: then again, on
+        other ports, a few times."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self._ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS)), strict=True))
+            self._spawn(self._command(), env, log_path)
+            assert self._proc is not None
+            log.info("starting SeaweedFS (pid %s) in %s", self._proc.pid, self.data_dir)
+            try:
+                self._wait_ready(log_path)
+                return
+            except Exception:
+                taken = log_path.exists() and PORT_TAKEN.search(
+                    log_path.read_text("utf-8", "replace")
+                )
+                if attempt == PORT_ATTEMPTS or not taken:
+                    raise
+                proc, self._proc = self._proc, None
+                if proc is not None:  # its data directory stays for the next try
+                    stop_process_group(proc, timeout=0)
+                log_path.unlink(missing_ok=True)
+                log.info("a port of SeaweedFS was taken before it bound it; starting on others")
+
+    def _command(self) -> list[str]:
         cmd = [
             find_weed(),
             "mini",
@@ -237,24 +283,7 @@ class EmbeddedS3(ServerProcess):
             f"-master.volumeSizeLimitMB={VOLUME_SIZE_MB}",
             f"-volume.max={MAX_VOLUMES}",
         ]
-        cmd += [f"-{flag}={port}" for flag, port in self._ports.items()]
-        # SeaweedFS creates the identity it finds in its environment at start.
-        env = {
-            **os.environ,
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-        }
-        self._spawn(cmd, env, log_path)
-        assert self._proc is not None
-        log.info("starting SeaweedFS (pid %s) in %s", self._proc.pid, self.data_dir)
-        try:
-            self._wait_ready(log_path)
-            for bucket in self.buckets:
-                self.create_bucket(bucket)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        return cmd + [f"-{flag}={port}" for flag, port in self._ports.items()]
 
     def create_bucket(self, name: str) -> None:
         """Create a bucket; the gateway may refuse for a moment after start, so retry."""
