@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from zero_rename.core.data.model import JobRecord, utcnow
@@ -34,6 +34,11 @@ STUCK_AFTER = timedelta(minutes=15)
 STUCK_STATES = frozenset({states.SEALED, states.COMMITTING, states.ROLLING_BACK})
 # Partitions each history entry names (the count says how many in all).
 PARTITIONS_NAMED = 10
+
+
+def iso(value: datetime | None) -> str | None:
+    """A time for JSON: ISO 8601 in UTC, ``Z``."""
+    return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def is_stuck(record: JobRecord, now: datetime, after: timedelta = STUCK_AFTER) -> bool:
@@ -67,6 +72,7 @@ class HistoryEntry:
     job_id: str
     state: JobState
     created: datetime
+    updated: datetime  # when its record last changed
     at: datetime  # :func:`entry_time`
     committed_at: datetime | None
     aborted_at: datetime | None
@@ -87,9 +93,8 @@ class HistoryEntry:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values, times as ISO 8601 UTC."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("created", "at", "committed_at", "aborted_at"):
-            value = data[name]
-            data[name] = None if value is None else value.isoformat().replace("+00:00", "Z")
+        for name in ("created", "updated", "at", "committed_at", "aborted_at"):
+            data[name] = iso(data[name])
         data["state"] = str(self.state)
         data["first_partitions"] = list(self.first_partitions)
         return data
@@ -102,6 +107,7 @@ def history_entry(record: JobRecord, now: datetime, stuck_after: timedelta) -> H
         job_id=record.job_id,
         state=record.state,
         created=record.created,
+        updated=record.updated,
         at=entry_time(record),
         committed_at=ended if record.state == states.COMMITTED else None,
         aborted_at=ended if record.state == states.ABORTED else None,

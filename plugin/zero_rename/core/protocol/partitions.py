@@ -35,15 +35,16 @@ import logging
 import math
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from zero_rename.core.data.model import CommittedFile, JobRecord, utcnow
 from zero_rename.core.data.records import RECORD_THREADS, JobContext
 from zero_rename.core.data.shards import SHARD_SIZE, read_shard
 from zero_rename.core.data.success import file_shard_key
 from zero_rename.core.protocol.claims import Claim, Claims
-from zero_rename.core.protocol.history import STUCK_AFTER, is_stuck
+from zero_rename.core.protocol.history import STUCK_AFTER, is_stuck, iso
 from zero_rename.core.protocol.snapshot import CommittedState, SnapshotFile, gather
 from zero_rename.core.protocol.states import FINAL
 from zero_rename.errors import ZeroRenameError
@@ -62,6 +63,17 @@ class Holder:
     hostname: str
     stuck: bool
     dirs: tuple[str, ...]  # the partitions it claims ("" the whole destination)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "state": self.state,
+            "mode": self.mode,
+            "since": iso(self.since),
+            "hostname": self.hostname,
+            "stuck": self.stuck,
+            "partitions": len(self.dirs),
+        }
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,14 @@ class PartitionInfo:
     @property
     def stuck(self) -> bool:
         return any(h.stuck for h in self.holders)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values, times as ISO 8601 UTC."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["written_at"] = iso(self.written_at)
+        data["holders"] = [h.to_json() for h in self.holders]
+        data["stuck"] = self.stuck
+        return data
 
 
 @dataclass(frozen=True)
