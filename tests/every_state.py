@@ -11,13 +11,14 @@ setup (``d8``) leave nothing readers see.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 
 from tests.faults import clear, inject
 from tests.helpers import write_task
 from zero_rename.core.committer import Committer
-from zero_rename.core.data.model import JobRecord
+from zero_rename.core.data.model import JobRecord, dump
 from zero_rename.errors import PartitionClaimConflict, StoreError
 
 D1, D2, D3, D4, D5, D6, D7, D8 = (f"2024-05-0{i}" for i in range(1, 9))
@@ -97,3 +98,15 @@ def every_state(c: Committer) -> EveryState:
             )
         )
     )
+
+
+def age(c: Committer, *jobs: JobRecord, hours: int = 2) -> None:
+    """Rewrite the jobs' records as last changed ``hours`` ago, as a commit that
+    crashed then would have left them: stuck by any threshold below that."""
+    for job in jobs:
+        key = c.dest.job(job.job_id).record_key
+        found = c.store.get_object(c.dest.bucket, key)
+        assert found is not None
+        record = JobRecord.model_validate_json(found[0])
+        then = record.updated - timedelta(hours=hours)
+        c.store.put_object(c.dest.bucket, key, dump(record.model_copy(update={"updated": then})))

@@ -81,6 +81,12 @@ def test_the_partition_view_shows_each_partitions_writer_and_holders(
     marked = {p.partition: p.stuck for p in later.partitions}
     assert marked == {f"dt={d}": d == D5 for d in (D1, D2, D3, D5, D6)}
 
+    # Past max_objects no partition is summed; the holders are still shown.
+    bounded = committer.partitions(known=view.records, max_objects=3)
+    assert not bounded.complete and bounded.partitions == ()
+    assert {h.job_id for h in bounded.holders} == {h.job_id for h in view.holders}
+    assert committer.partitions(known=view.records, max_objects=100).complete
+
 
 def test_the_views_cost_requests_per_job_not_per_file(
     committer: Committer, made: EveryState

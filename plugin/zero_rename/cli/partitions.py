@@ -10,17 +10,8 @@ from zero_rename.cli.durations import format_span
 from zero_rename.cli.exits import NotFound
 from zero_rename.cli.output import Output, Result, human_bytes
 from zero_rename.core import Committer
-from zero_rename.core.protocol.history import STUCK_AFTER
+from zero_rename.core.protocol.history import STUCK_AFTER, stuck_advice
 from zero_rename.core.protocol.partitions import Holder, PartitionInfo, PartitionView
-
-# What to do about a stuck job, by its state ({dest}, {job}).
-ADVICE = {
-    "committing": "finish its commit (zero-rename jobs commit {dest} {job}) or, if S3 "
-    "refuses its files, roll it back (zero-rename jobs rollback {dest} {job})",
-    "rolling_back": "finish its rollback (zero-rename jobs rollback {dest} {job})",
-    "sealed": "its commit stopped before deciding: rerun its orchestrator's commit step, "
-    "or abort it (zero-rename jobs abort {dest} {job})",
-}
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -121,9 +112,8 @@ def _holder(h: Holder) -> str:
 
 
 def _stuck_line(holder: Holder, dest: str) -> str:
-    advice = ADVICE.get(holder.state, "look at it: zero-rename jobs show {dest} {job}")
     return (
         f"stuck: job {holder.job_id} is {holder.state.replace('_', ' ')} and holds "
         f"{len(holder.dirs)} partition(s) since {holder.since:%Y-%m-%d %H:%M}Z on "
-        f"{holder.hostname}; " + advice.format(dest=dest, job=holder.job_id)
+        f"{holder.hostname}; " + stuck_advice(holder.state, dest, holder.job_id)
     )

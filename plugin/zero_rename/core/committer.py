@@ -159,11 +159,15 @@ class Committer:
         self,
         known: Mapping[str, JobRecord] | None = None,
         stuck_after: timedelta = history_mod.STUCK_AFTER,
+        max_objects: int | None = None,
     ) -> PartitionView:
         """Every partition: its files, bytes and rows as readers read them, the job
-        that last wrote it, and the running or stuck jobs whose claims hold it.
+        that last wrote it, and the running or stuck jobs whose claims hold it;
+        none past ``max_objects`` objects listed (``complete`` is then False).
         Cost: :mod:`zero_rename.core.protocol.partitions`."""
-        return partition_view(JobContext(self._job_store(), self.dest), known, stuck_after)
+        return partition_view(
+            JobContext(self._job_store(), self.dest), known, stuck_after, max_objects
+        )
 
     def task_attempt(
         self,

@@ -36,6 +36,22 @@ STUCK_STATES = frozenset({states.SEALED, states.COMMITTING, states.ROLLING_BACK}
 PARTITIONS_NAMED = 10
 
 
+# What to do about a stuck job, by its state; ``{dest}`` and ``{job}`` name it.
+STUCK_ADVICE = {
+    states.COMMITTING: "finish its commit (zero-rename jobs commit {dest} {job}) or, if S3 "
+    "refuses its files, roll it back (zero-rename jobs rollback {dest} {job})",
+    states.ROLLING_BACK: "finish its rollback (zero-rename jobs rollback {dest} {job})",
+    states.SEALED: "its commit stopped before deciding: rerun its orchestrator's commit "
+    "step, or abort it (zero-rename jobs abort {dest} {job})",
+}
+
+
+def stuck_advice(state: str, dest: str, job_id: str) -> str:
+    """What a person does about a job stuck in ``state``."""
+    advice = STUCK_ADVICE.get(JobState(state), "look at it (zero-rename jobs show {dest} {job})")
+    return advice.format(dest=dest, job=job_id)
+
+
 def iso(value: datetime | None) -> str | None:
     """A time for JSON: ISO 8601 in UTC, ``Z``."""
     return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")

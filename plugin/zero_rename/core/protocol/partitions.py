@@ -112,6 +112,9 @@ class PartitionView:
     stuck_jobs: tuple[str, ...]  # every stuck job, holding a claim or not
     records: Mapping[str, JobRecord] = field(repr=False)  # those read, for the next view
     requests: int = 0  # S3 requests it took
+    # False: the destination held more than ``max_objects`` objects, so no
+    # partition is shown (the holders and stuck jobs are).
+    complete: bool = True
 
 
 @dataclass
@@ -121,13 +124,25 @@ class _Sum:
     newest: datetime | None = None
 
 
-class _ByDirectory:
-    """The committed state summed by (directory, job id)."""
+class _TooMany(Exception):
+    """More objects than the caller wants listed."""
 
-    def __init__(self) -> None:
+
+class _ByDirectory:
+    """The committed state summed by (directory, job id), up to ``limit`` objects."""
+
+    def __init__(self, limit: int | None = None) -> None:
         self.sums: dict[tuple[str, str | None], _Sum] = {}
+        self.limit = limit
+        self.seen = 0
+
+    def _count(self) -> None:
+        self.seen += 1
+        if self.limit is not None and self.seen > self.limit:
+            raise _TooMany
 
     def add(self, file: SnapshotFile) -> None:
+        self._count()
         directory = file.relative.rsplit("/", 1)[0] if "/" in file.relative else ""
         found = self.sums.setdefault((directory, file.job_id), _Sum())
         found.files += 1
@@ -138,18 +153,23 @@ class _ByDirectory:
             found.newest = file.last_modified
 
     def skip(self, reason: str) -> None:
-        pass
+        self._count()
 
 
 def partition_view(
     ctx: JobContext,
     known: Mapping[str, JobRecord] | None = None,
     stuck_after: timedelta = STUCK_AFTER,
+    max_objects: int | None = None,
 ) -> PartitionView:
-    """Every partition of the destination, by directory (see the module's docstring)."""
-    found, state = gather(ctx, _ByDirectory, known=known)
-    now = utcnow()
-    holders = _holders(Claims(ctx).read()[0].claims, state.records, now, stuck_after)
+    """Every partition of the destination, by directory (see the module's docstring).
+    With ``max_objects``, a destination holding more objects for readers is not
+    summed: the view then holds only the claims' holders and the stuck jobs."""
+    try:
+        found, state = gather(ctx, lambda: _ByDirectory(max_objects), known=known)
+    except _TooMany:
+        records = ctx.records.read_all(known)
+        return _view(ctx, [], records, stuck_after, complete=False)
     rows = _rows(ctx, found.sums, state)
     by_dir: dict[str, dict[str | None, _Sum]] = {}
     for (directory, job_id), sums in found.sums.items():
@@ -157,13 +177,26 @@ def partition_view(
     partitions = [
         _partition(directory, jobs, state, rows) for directory, jobs in sorted(by_dir.items())
     ]
+    return _view(ctx, partitions, state.records, stuck_after)
+
+
+def _view(
+    ctx: JobContext,
+    partitions: list[PartitionInfo],
+    records: Mapping[str, JobRecord],
+    stuck_after: timedelta,
+    complete: bool = True,
+) -> PartitionView:
+    now = utcnow()
+    holders = _holders(Claims(ctx).read()[0].claims, records, now, stuck_after)
     return PartitionView(
         ctx.dest.url,
-        _mark(partitions, holders),
+        _mark(partitions, holders) if complete else (),
         tuple(holders),
-        tuple(sorted(r.job_id for r in state.records.values() if is_stuck(r, now, stuck_after))),
-        state.records,
+        tuple(sorted(r.job_id for r in records.values() if is_stuck(r, now, stuck_after))),
+        records,
         ctx.store.stats.sent_requests,
+        complete,
     )
 
 
