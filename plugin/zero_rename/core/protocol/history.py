@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from zero_rename.core.data.model import JobRecord, utcnow
+from zero_rename.core.data.model import JobRecord, JobSummary, utcnow
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.snapshot import committed_at
@@ -50,6 +50,11 @@ def stuck_advice(state: str, dest: str, job_id: str) -> str:
     """What a person does about a job stuck in ``state``."""
     advice = STUCK_ADVICE.get(JobState(state), "look at it (zero-rename jobs show {dest} {job})")
     return advice.format(dest=dest, job=job_id)
+
+
+def partition_count(summary: JobSummary) -> int:
+    """How many partitions a commit wrote (an older summary has only their list)."""
+    return max(summary.partition_count, len(summary.partitions))
 
 
 def iso(value: datetime | None) -> str | None:
@@ -131,7 +136,7 @@ def history_entry(record: JobRecord, now: datetime, stuck_after: timedelta) -> H
         files=summary.files if summary else None,
         rows=summary.rows if summary else None,
         bytes=summary.bytes if summary else None,
-        partitions=summary.partition_count if summary else None,
+        partitions=partition_count(summary) if summary else None,
         first_partitions=summary.partitions[:PARTITIONS_NAMED] if summary else (),
         replaced_files=summary.replaced_files if summary else None,
         requests=summary.requests if summary else None,

@@ -44,7 +44,7 @@ from zero_rename.core.data.records import RECORD_THREADS, JobContext
 from zero_rename.core.data.shards import SHARD_SIZE, read_shard
 from zero_rename.core.data.success import file_shard_key
 from zero_rename.core.protocol.claims import Claim, Claims
-from zero_rename.core.protocol.history import STUCK_AFTER, is_stuck, iso
+from zero_rename.core.protocol.history import STUCK_AFTER, is_stuck, iso, partition_count
 from zero_rename.core.protocol.snapshot import CommittedState, SnapshotFile, gather
 from zero_rename.core.protocol.states import FINAL
 from zero_rename.errors import ZeroRenameError
@@ -293,7 +293,7 @@ def _rows(
         if job_id is None or job_id not in state.order:
             continue
         summary = state.records[job_id].summary
-        if summary is not None and summary.partition_count <= 1 and summary.files == found.files:
+        if summary is not None and partition_count(summary) <= 1 and summary.files == found.files:
             rows[(directory, job_id)] = summary.rows
         elif summary is not None:
             wanted[job_id] = state.records[job_id]
