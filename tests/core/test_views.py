@@ -35,6 +35,11 @@ def test_the_partition_view_shows_each_partitions_writer_and_holders(
     committer: Committer, made: EveryState
 ) -> None:
     view = committer.partitions()
+    live = [made.committing, made.sealed, made.running, made.claiming]
+    # What it cost: the 9 jobs listed and read; the destination listed; the live
+    # records again; the claims; the file list of the one committed job read in
+    # two partitions. Nothing per file or per partition.
+    assert view.requests == (1 + 9) + 1 + (1 + len(live)) + 1 + 1
     parts = {p.partition: p for p in view.partitions}
     assert list(parts) == [f"dt={d}" for d in (D1, D2, D3, D5, D6)]
 
@@ -75,8 +80,10 @@ def test_the_partition_view_shows_each_partitions_writer_and_holders(
     assert {h.job_id for h in view.holders} == {made.committing.job_id, made.claiming.job_id}
     assert view.stuck_jobs == ()
 
-    # Once their records have not changed for long enough, sealed and committing are stuck.
+    # Once their records have not changed for long enough, sealed and committing are
+    # stuck. Records known final are not read again.
     later = committer.partitions(known=view.records, stuck_after=timedelta(0))
+    assert later.requests == (1 + len(live)) + 1 + (1 + len(live)) + 1 + 1
     assert set(later.stuck_jobs) == {made.committing.job_id, made.sealed.job_id}
     marked = {p.partition: p.stuck for p in later.partitions}
     assert marked == {f"dt={d}": d == D5 for d in (D1, D2, D3, D5, D6)}
@@ -86,22 +93,6 @@ def test_the_partition_view_shows_each_partitions_writer_and_holders(
     assert not bounded.complete and bounded.partitions == ()
     assert {h.job_id for h in bounded.holders} == {h.job_id for h in view.holders}
     assert committer.partitions(known=view.records, max_objects=100).complete
-
-
-def test_the_views_cost_requests_per_job_not_per_file(
-    committer: Committer, made: EveryState
-) -> None:
-    jobs = 9
-    live = [made.committing, made.sealed, made.running, made.claiming]
-    view = committer.partitions()
-    # jobs listed and read; the destination listed; the live records again; the
-    # claims; the file list of the one committed job read in two partitions.
-    assert view.requests == (1 + jobs) + 1 + (1 + len(live)) + 1 + 1
-    # Records known final are not read again.
-    again = committer.partitions(known=view.records)
-    assert again.requests == (1 + len(live)) + 1 + (1 + len(live)) + 1 + 1
-    history = committer.history(known=view.records)
-    assert history.requests == 1 + len(live) and history.total == jobs
 
 
 def test_the_history_has_every_job_with_its_commits_numbers(
@@ -157,6 +148,11 @@ def test_the_history_has_every_job_with_its_commits_numbers(
     newest = committer.history(limit=2, newest_first=True)
     assert [e.job_id for e in newest.entries] == [made.claiming.job_id, made.running.job_id]
     assert newest.total == 9
+    # One listing and a GET per record; none again for those known final.
+    assert history.requests == 1 + 9
+    live = [made.committing, made.sealed, made.running, made.claiming]
+    again = committer.history(known=history.records)
+    assert again.requests == 1 + len(live) and again.total == 9
 
 
 def test_the_newest_jobs_are_read_without_reading_every_record(
