@@ -116,6 +116,34 @@ class Browser:
         )["data"]
         path.write_bytes(base64.b64decode(data))
 
+    def screenshot_of(self, path: Path, selector: str, margin: int = 8) -> None:
+        """Only the element ``selector`` finds (with a margin), at its place on the page."""
+        box = self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+            ".getBoundingClientRect(); return [r.left + scrollX, r.top + scrollY, "
+            "r.width, r.height]; })()"
+        )
+        x, y, width, height = box
+        clip = {
+            "x": max(0, x - margin),
+            "y": max(0, y - margin),
+            "width": width + 2 * margin,
+            "height": height + 2 * margin,
+            "scale": 1,
+        }
+        data = self.send(
+            "Page.captureScreenshot",
+            {"format": "png", "captureBeyondViewport": True, "clip": clip},
+        )["data"]
+        path.write_bytes(base64.b64decode(data))
+
+    def prefer_color_scheme(self, scheme: str) -> None:
+        """What the page's ``prefers-color-scheme`` says from now on: light or dark."""
+        self.send(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+        )
+
     def close(self) -> None:
         try:
             self.ws.close()

@@ -18,9 +18,10 @@ import secrets
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -29,6 +30,7 @@ import pytest
 from tests import buckets, table_stub
 from tests.airflow.browser import Browser
 from tests.airflow.environment import AIRFLOW_HOME, VENV_BIN
+from tests.every_state import D1, D2, D3, D5, D6, age, every_state
 from tests.helpers import write_task
 from tests.table_jobs import table_job
 from zero_rename.core.committer import Committer
@@ -264,28 +266,146 @@ def test_the_page_shows_jobs_counts_and_success_in_a_browser(
     assert "Cannot read" not in refused_page and "Traceback" not in refused_page
 
 
-def test_airflow_ui_shows_the_page_under_browse(api_server: ApiServer, page_bucket: str) -> None:
+# The page's elements as the browser drew them: the chart's marks, the partition
+# rows and their holders, the stuck jobs, the theme and its colours.
+PAGE_DOM = """(() => {
+  const q = (s, e) => [...(e || document).querySelectorAll(s)];
+  const svg = document.querySelector('figure.chart svg.history');
+  return {
+    role: svg.getAttribute('role'),
+    title: svg.querySelector('title').textContent,
+    desc: svg.querySelector('desc').textContent,
+    labelled: svg.getAttribute('aria-labelledby').split(' ')
+      .map(id => document.getElementById(id) ? document.getElementById(id).tagName : null),
+    points: Object.fromEntries(q('g.panel', svg).map(g =>
+      [g.dataset.measure, q('circle.point', g).map(c => c.dataset.jobId)])),
+    pointTitle: svg.querySelector('circle.point title').textContent,
+    marks: q('g.mark', svg).map(m => [m.dataset.jobId, m.dataset.kind]),
+    abortLines: q('line.abort-line', svg).length,
+    numbers: q('details.numbers tbody tr').length,
+    partitions: q('tr.partition').map(r => ({
+      partition: r.dataset.partition, held: r.dataset.held,
+      ...Object.fromEntries(q('[data-field]', r).map(c => [c.dataset.field, c.innerText.trim()])),
+      holders: q('.held-by', r).map(h => [h.dataset.jobId, h.className.split(' ')[1]])})),
+    stuck: q('#stuck-jobs li').map(li => li.dataset.jobId),
+    alertRole: document.getElementById('stuck-jobs').getAttribute('role'),
+    theme: document.documentElement.className,
+    background: getComputedStyle(document.body).backgroundColor,
+    series: getComputedStyle(svg.querySelector('polyline.series')).stroke,
+  };
+})()"""
+WHITE, DARK = "rgb(255, 255, 255)", "rgb(13, 17, 23)"
+
+
+def test_the_page_draws_the_partitions_and_the_history_chart_light_and_dark(
+    api_server: ApiServer, committer: Committer, tmp_path: Path
+) -> None:
+    made = every_state(committer)
+    age(committer, made.committing, made.sealed)  # unchanged for hours: stuck
+    shots = {}
     with Browser() as browser:
         browser.set_cookie("_token", api_server.token, api_server.url)
+        doms = {}
+        for scheme in ("light", "dark"):
+            browser.prefer_color_scheme(scheme)
+            browser.goto(page_url(api_server, committer))
+            shots[scheme] = tmp_path / f"commits-{scheme}.png"
+            browser.screenshot(shots[scheme])
+            browser.screenshot_of(tmp_path / f"history-{scheme}.png", "figure.chart")
+            doms[scheme] = browser.evaluate(PAGE_DOM)
+        # Airflow's own theme (its UI keeps the choice) wins over the browser's.
+        browser.evaluate("localStorage.setItem('theme', 'light')")
+        browser.goto(page_url(api_server, committer))
+        chosen = browser.evaluate(PAGE_DOM)
+        browser.evaluate("localStorage.removeItem('theme')")
+
+    light, dark = doms["light"], doms["dark"]
+    committed = [j.job_id for j in made.committed()]
+    assert light["points"] == {m: committed for m in ("seconds", "files", "rows", "bytes")}
+    assert dict(light["marks"]) == {
+        made.aborted.job_id: "aborted",
+        made.rolled_back.job_id: "rolled-back",
+        made.committing.job_id: "stuck",
+        made.sealed.job_id: "stuck",
+        made.running.job_id: "running",
+        made.claiming.job_id: "running",
+    }
+    assert light["abortLines"] == 2 and light["numbers"] == 9
+    assert light["role"] == "img" and light["labelled"] == ["title", "desc"]
+    assert light["title"] == f"Job history of {committer.dest.url}"
+    assert "9 job(s)" in light["desc"] and "3 committed" in light["desc"]
+    assert "1 aborted; 1 rolled back; 2 stuck; 2 running" in light["desc"]
+    assert light["pointTitle"].startswith(f"job {made.first.job_id}, committed ")
+
+    rows = {r["partition"]: r for r in light["partitions"]}
+    assert list(rows) == [f"dt={D5}", f"dt={D6}", f"dt={D3}", f"dt={D2}", f"dt={D1}"]
+    assert rows[f"dt={D5}"]["held"] == "stuck"
+    assert rows[f"dt={D5}"]["holders"] == [[made.committing.job_id, "stuck"]]
+    assert rows[f"dt={D6}"]["held"] == "claimed"
+    assert rows[f"dt={D6}"]["holders"] == [[made.claiming.job_id, "claimed"]]
+    d1 = rows[f"dt={D1}"]
+    assert (d1["held"], d1["files"], d1["rows"], d1["bytes"], d1["mode"], d1["jobs"]) == (
+        "",
+        "3",
+        "18",
+        "180 B",
+        "append",
+        "2",
+    )
+    assert d1["job"] == made.append.job_id and rows[f"dt={D3}"]["job"] == "another tool's files"
+    assert sorted(light["stuck"]) == sorted([made.committing.job_id, made.sealed.job_id])
+    assert light["alertRole"] == "alert"
+
+    # The same page in both themes, each readable: its own background and series colour.
+    assert light["theme"] == dark["theme"] == ""  # no choice of Airflow's: the browser's
+    assert (light["background"], dark["background"]) == (WHITE, DARK)
+    assert light["series"] != dark["series"]
+    assert light["points"] == dark["points"] and light["partitions"] == dark["partitions"]
+    assert chosen["theme"] == "light" and chosen["background"] == WHITE
+    assert all(p.stat().st_size > 20_000 for p in shots.values())
+    assert shots["light"].read_bytes() != shots["dark"].read_bytes()
+
+
+def test_airflow_ui_shows_the_page_under_browse_in_its_theme(
+    api_server: ApiServer, page_bucket: str, tmp_path: Path
+) -> None:
+    frame = "document.querySelector('iframe')"
+    inside = f"{frame} && {frame}.contentDocument && {frame}.contentDocument.body"
+    framed = (
+        f"[({inside}) ? {frame}.contentDocument.body.innerText : '', "
+        f"({inside}) ? {frame}.contentDocument.documentElement.className : '', "
+        f"({inside}) ? getComputedStyle({frame}.contentDocument.body).backgroundColor : '', "
+        "document.documentElement.className]"
+    )
+    with Browser() as browser:
+        browser.set_cookie("_token", api_server.token, api_server.url)
+        # Airflow's UI keeps the user's theme and marks its page with it.
+        browser.goto(f"{api_server.url}/")
+        browser.evaluate("localStorage.setItem('theme', 'dark')")
         browser.goto(f"{api_server.url}/plugin/commits")
         # The UI renders the external view in a frame once its scripts have run.
-        frame = "document.querySelector('iframe')"
-        deadline = time.monotonic() + 60
-        text = ""
-        while time.monotonic() < deadline and "Commits" not in text:
-            text = (
-                browser.evaluate(
-                    f"{frame} && {frame}.contentDocument && "
-                    f"{frame}.contentDocument.body ? "
-                    f"{frame}.contentDocument.body.innerText : ''"
-                )
-                or ""
-            )
-            time.sleep(0.3)
+        text, theme, background, host = wait_for(browser, framed, lambda v: "Commits" in v[0])
         src = browser.evaluate(f"{frame}.src")
+        browser.screenshot(tmp_path / "airflow-ui-dark.png")
+        # The theme switched in Airflow's UI: the page follows at once.
+        browser.evaluate("document.documentElement.classList.replace('dark', 'light')")
+        _, switched, switched_background, _ = wait_for(browser, framed, lambda v: v[1] == "light")
+        browser.evaluate("localStorage.removeItem('theme')")
     assert src == f"{api_server.url}/zero-rename/commits"
     # Opened without a destination: the configured one.
     assert "Commits" in text and f"s3://{page_bucket}/configured" in text
+    assert "dark" in host.split() and theme == "dark" and background == DARK
+    assert switched == "light" and switched_background == WHITE
+
+
+def wait_for(browser: Browser, expression: str, done: Callable[[Any], bool]) -> Any:
+    """The expression's value once ``done`` says so (within a minute)."""
+    deadline = time.monotonic() + 60
+    value = browser.evaluate(expression)
+    while not done(value) and time.monotonic() < deadline:
+        time.sleep(0.3)
+        value = browser.evaluate(expression)
+    return value
 
 
 def test_the_page_links_jobs_to_their_run_and_says_why_one_was_aborted(

@@ -53,7 +53,8 @@ def test_a_materialized_day_is_committed_once_with_its_metadata(
     files = job_files(daily)
     assert files and all(p.startswith(f"dt={DAY}/") and job_id in p for p in files)
     assert rows_of(daily) == 300 and meta["rows"] == 300 and meta["files"] == len(files)
-    assert meta["partitions"] == [f"dt={DAY}"] and meta["s3_requests"] > 0
+    assert meta["partitions"] == 1 and meta["first_partitions"] == [f"dt={DAY}"]
+    assert meta["s3_requests"] > 0 and meta["replaced_files"] == 0
     assert meta["success_file"] == f"{daily.dest.url}/_SUCCESS"
     assert {"setup_seconds", "stage_seconds", "commit_seconds"} <= set(meta)
     assert pending_in_bucket(daily) == []

@@ -23,8 +23,22 @@ STARTUP_SECONDS = 120
 RUN_QUERY = """{ runsOrError { ... on Runs { results { runId jobName status
   stepStats { stepKey status } } } } }"""
 ASSET_QUERY = """{ assetOrError(assetKey: {path: ["daily_events"]}) { ... on Asset {
-  assetMaterializations(limit: 5) { partition runId metadataEntries { label
-    ... on IntMetadataEntry { intValue } ... on TextMetadataEntry { text } } } } } }"""
+  assetMaterializations(limit: 5) { partition runId metadataEntries { label __typename
+    ... on IntMetadataEntry { intValue } ... on FloatMetadataEntry { floatValue }
+    ... on TextMetadataEntry { text } } } } } }"""
+# What Dagster's asset page plots across materializations: numeric entries.
+NUMERIC = {"IntMetadataEntry", "FloatMetadataEntry"}
+PLOTTED = (
+    "files",
+    "rows",
+    "bytes",
+    "tasks",
+    "partitions",
+    "replaced_files",
+    "s3_requests",
+    "seconds",
+    "commit_seconds",
+)
 
 
 @pytest.fixture
@@ -111,7 +125,13 @@ def test_the_webserver_shows_the_steps_and_the_materialization(
 
     found = graphql(webserver, ASSET_QUERY)["assetOrError"]["assetMaterializations"]
     (event,) = [m for m in found if m["runId"] == asset.run_id]
-    meta = {e["label"]: e.get("intValue", e.get("text")) for e in event["metadataEntries"]}
+    meta = {
+        e["label"]: e.get("intValue", e.get("floatValue", e.get("text")))
+        for e in event["metadataEntries"]
+    }
+    kinds = {e["label"]: e["__typename"] for e in event["metadataEntries"]}
+    assert {name: kinds[name] in NUMERIC for name in PLOTTED} == dict.fromkeys(PLOTTED, True)
+    assert meta["partitions"] == 1 and meta["seconds"] > 0 and meta["commit_seconds"] > 0
     assert event["partition"] == "2024-01-04"
     assert meta["rows"] == 200 and meta["files"] >= 1 and meta["s3_requests"] > 0
     assert meta["state"] == "committed" and meta["job_id"] == daily.read_success().job_id

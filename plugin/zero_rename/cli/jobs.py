@@ -1,10 +1,12 @@
-"""``zero-rename jobs list|show|abort|commit|rollback``: the job records of a destination."""
+"""``zero-rename jobs list|show|abort|commit|rollback``: the job records of a destination
+(``jobs history``: :mod:`zero_rename.cli.history`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from zero_rename.cli import history
 from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_group
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
@@ -15,7 +17,9 @@ from zero_rename.errors import JobNotFoundError
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
-    commands = command_group(groups, "jobs", "job records: list, show, abort, commit, rollback")
+    commands = command_group(
+        groups, "jobs", "job records: list, show, history, abort, commit, rollback"
+    )
     command(
         commands,
         "list",
@@ -84,6 +88,7 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="roll back even though the check says the commit could still finish",
     )
+    history.register(commands, common)
 
 
 # -- list ------------------------------------------------------------------

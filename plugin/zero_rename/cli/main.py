@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import NoReturn
 
 from zero_rename import __version__
-from zero_rename.cli import doctor, jobs, lifecycle, serve, success, table, uploads
+from zero_rename.cli import doctor, jobs, lifecycle, partitions, serve, success, table, uploads
 from zero_rename.cli.arguments import store_profile_arg
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import EPILOG, ExitCode, exit_code_for
@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     common = common_options(suppress=True)
-    for module in (uploads, jobs, success, table, lifecycle, doctor, serve):
+    for module in (uploads, jobs, partitions, success, table, lifecycle, doctor, serve):
         module.register(groups, common)
     _share_epilog(parser)
     return parser

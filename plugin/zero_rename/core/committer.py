@@ -34,9 +34,11 @@ from zero_rename.core.data.records import JobContext, step_finished, step_starte
 from zero_rename.core.data.success import PARTITIONS_LISTED, committed_files
 from zero_rename.core.protocol import abort as abort_mod
 from zero_rename.core.protocol import commit as commit_mod
+from zero_rename.core.protocol import history as history_mod
 from zero_rename.core.protocol import planning, rollback, states
 from zero_rename.core.protocol.jobs import setup_job, visible_objects
 from zero_rename.core.protocol.output_check import Problem, check_failed, check_job, check_output
+from zero_rename.core.protocol.partitions import PartitionView, partition_view
 from zero_rename.core.protocol.snapshot import TableSnapshot, table_snapshot
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.protocol.task import TaskAttempt
@@ -136,6 +138,36 @@ class Committer:
 
     def jobs(self) -> list[JobRecord]:
         return self.records.list()
+
+    def history(
+        self,
+        limit: int | None = None,
+        newest_first: bool = False,
+        known: Mapping[str, JobRecord] | None = None,
+        stuck_after: timedelta = history_mod.STUCK_AFTER,
+    ) -> history_mod.History:
+        """Every job (or the newest ``limit``) with what its commit did: state,
+        when, commit seconds, files, rows, bytes, partitions, replaced files,
+        mode, why it was aborted; from the job records alone. ``known``: records
+        read before (those in a final state are not read again). Cost:
+        :mod:`zero_rename.core.protocol.history`."""
+        return history_mod.job_history(
+            JobContext(self._job_store(), self.dest), limit, newest_first, known, stuck_after
+        )
+
+    def partitions(
+        self,
+        known: Mapping[str, JobRecord] | None = None,
+        stuck_after: timedelta = history_mod.STUCK_AFTER,
+        max_objects: int | None = None,
+    ) -> PartitionView:
+        """Every partition: its files, bytes and rows as readers read them, the job
+        that last wrote it, and the running or stuck jobs whose claims hold it;
+        none past ``max_objects`` objects listed (``complete`` is then False).
+        Cost: :mod:`zero_rename.core.protocol.partitions`."""
+        return partition_view(
+            JobContext(self._job_store(), self.dest), known, stuck_after, max_objects
+        )
 
     def task_attempt(
         self,

@@ -17,6 +17,7 @@ from typing import Any
 from dagster import AssetExecutionContext, MetadataValue, OpExecutionContext
 
 from zero_rename.core import Committer, JobRecord, JobSummary, OutputCheck, StepRunner
+from zero_rename.core.protocol.history import PARTITIONS_NAMED, partition_count
 from zero_rename.dagster.failures import protocol_errors
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,12 @@ def table_metadata(committer: Committer, job_id: str) -> dict[str, Any]:
 def metadata(
     summary: JobSummary, steps: Mapping[str, float] | None = None, success: str | None = None
 ) -> dict[str, Any]:
-    """A step's summary as Dagster metadata: counts, requests, seconds; never a credential."""
+    """A step's summary as Dagster metadata: counts, requests, seconds; never a credential.
+
+    Every number is a numeric entry (int or float), so Dagster's asset page plots
+    it across materializations: files, rows, bytes, tasks, partitions (how
+    many), replaced files, S3 requests, seconds, and each step's seconds.
+    """
     values: dict[str, Any] = {
         "job_id": MetadataValue.text(summary.job_id),
         "destination": MetadataValue.url(summary.destination),
@@ -125,7 +131,9 @@ def metadata(
         "rows": MetadataValue.int(summary.rows),
         "bytes": MetadataValue.int(summary.bytes),
         "tasks": MetadataValue.int(summary.tasks),
-        "partitions": MetadataValue.json(list(summary.partitions)),
+        "partitions": MetadataValue.int(partition_count(summary)),
+        "first_partitions": MetadataValue.json(list(summary.partitions[:PARTITIONS_NAMED])),
+        "replaced_files": MetadataValue.int(summary.replaced_files),
         "s3_requests": MetadataValue.int(summary.requests),
         "seconds": MetadataValue.float(float(summary.seconds)),
     }

@@ -1,7 +1,8 @@
 """What the Commits page shows about a destination, read from S3 only.
 
-Reads job records, stage manifests, the pending-upload listing and ``_SUCCESS``:
-the protocol's own metadata, never data files. Nothing here carries a
+Reads job records, stage manifests, the pending-upload listing, ``_SUCCESS``,
+the claims, committed file lists and one listing of the destination (the
+partition view): the protocol's own metadata, never a data file's contents. Nothing here carries a
 credential or the endpoint: an error is shown through :func:`shown_error`,
 which hides every URL but the destination's and the connection's endpoint.
 """
@@ -15,13 +16,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import quote, urlsplit
 
+from zero_rename.airflow.ui.chart import Chart, history_chart
 from zero_rename.core import Committer, JobRecord, JobSummary, OutputCheck, states
 from zero_rename.core.data.layout import file_job_id
 from zero_rename.core.data.model import TableCommit
 from zero_rename.core.data.success import files_committed
+from zero_rename.core.protocol.history import HistoryEntry, stuck_advice
+from zero_rename.core.protocol.partitions import Holder, PartitionInfo
 from zero_rename.errors import ZeroRenameError
 
 log = logging.getLogger(__name__)
+
+# Partitions the page lists (those held by a job first); the command line lists all.
+PAGE_PARTITIONS = 100
+# A destination holding more objects is not listed for its partitions on every
+# page view (a thousand objects a request): the command line does it.
+PAGE_OBJECTS = 100_000
 
 STEP_ORDER = (
     "setup",
@@ -81,6 +91,17 @@ class SuccessView:
     partitions: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class StuckView:
+    """A stuck job, what it holds and what to do about it."""
+
+    job_id: str
+    state: str
+    updated: datetime
+    partitions: int  # how many its claim holds
+    advice: str
+
+
 @dataclass
 class DestinationView:
     url: str
@@ -88,6 +109,13 @@ class DestinationView:
     total_jobs: int = 0
     success: SuccessView | None = None
     error: str = ""
+    history: tuple[HistoryEntry, ...] = ()  # the jobs of the table, oldest first
+    chart: Chart | None = None
+    partitions: list[PartitionInfo] = field(default_factory=list)  # those shown
+    total_partitions: int = 0
+    partitions_listed: bool = True  # False: too many objects to list here
+    holders: tuple[Holder, ...] = ()
+    stuck: list[StuckView] = field(default_factory=list)
 
 
 def step_views(record: JobRecord) -> tuple[StepView, ...]:
@@ -173,19 +201,50 @@ def success_view(committer: Committer) -> SuccessView | None:
 def destination_view(
     committer: Committer, limit: int, job_id: str | None = None
 ) -> DestinationView:
-    """The newest ``limit`` jobs (and ``job_id`` if older), newest first."""
+    """The newest ``limit`` jobs (and ``job_id`` if older), newest first, their
+    history chart, and the partition view; every job record is read once."""
     view = DestinationView(url=committer.dest.url)
     try:
-        records = committer.jobs()
+        parts = committer.partitions(max_objects=PAGE_OBJECTS)
+        records = sorted(parts.records.values(), key=lambda r: r.created)
         view.total_jobs = len(records)
         shown = records[::-1][:limit]
         shown += [r for r in records if r.job_id == job_id and r not in shown]
         pending = pending_by_job(committer)
         view.jobs = [job_view(committer, r, pending) for r in shown]
         view.success = success_view(committer)
+        history = committer.history(limit=limit, known=parts.records)
+        view.history = history.entries
+        view.chart = history_chart(history.entries, job_id)
+        view.partitions = page_partitions(parts.partitions)
+        view.total_partitions = len(parts.partitions)
+        view.partitions_listed = parts.complete
+        view.holders = parts.holders
+        view.stuck = [
+            stuck_view(committer, parts.records[j], parts.holders) for j in parts.stuck_jobs
+        ]
     except Exception as exc:
         view.error = shown_error(exc, committer.store.endpoint_url)
     return view
+
+
+def page_partitions(partitions: tuple[PartitionInfo, ...]) -> list[PartitionInfo]:
+    """Those the page lists: every one held by a job, then the newest by name
+    (``dt=`` dates sort as days), at most PAGE_PARTITIONS."""
+    held = [p for p in partitions if p.holders]
+    rest = [p for p in reversed(partitions) if not p.holders]
+    return (held + rest)[: max(PAGE_PARTITIONS, len(held))]
+
+
+def stuck_view(committer: Committer, record: JobRecord, holders: tuple[Holder, ...]) -> StuckView:
+    held = next((h for h in holders if h.job_id == record.job_id), None)
+    return StuckView(
+        job_id=record.job_id,
+        state=record.state.label,
+        updated=record.updated,
+        partitions=len(held.dirs) if held else 0,
+        advice=stuck_advice(record.state, committer.dest.url, record.job_id),
+    )
 
 
 # Any URL but a destination's (s3://, s3a://): botocore puts the endpoint's in

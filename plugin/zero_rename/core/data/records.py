@@ -10,17 +10,19 @@ through :meth:`JobRecords.advance`.
 
 from __future__ import annotations
 
+import builtins
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
 from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.model import JobRecord, StepTiming, dump, load, utcnow
 from zero_rename.core.protocol import states
-from zero_rename.core.s3.client import S3Store
+from zero_rename.core.s3.client import ObjectInfo, S3Store
 from zero_rename.core.s3.profiles import StoreProfile
 from zero_rename.core.s3.writes import create_once, swap
 from zero_rename.errors import JobNotFoundError, ManifestError, ZeroRenameError
@@ -30,6 +32,9 @@ log = logging.getLogger(__name__)
 RECORD_VERSION: int = JobRecord.model_fields["version"].default
 # Records read at once when reading them all (a table may have thousands of jobs).
 RECORD_THREADS = 16
+# How far a writer's clock may run ahead of the store's: S3 refuses a request
+# signed more than 15 minutes off the server's time (RequestTimeTooSkewed).
+CLOCK_SKEW = timedelta(minutes=15)
 
 
 class JobRecords:
@@ -136,20 +141,61 @@ class JobRecords:
         """Every job record under the destination, by job id, read in parallel (one
         GET each, after one listing per 1,000 jobs); with ``known``, a record whose
         state can no longer change is taken from there rather than read again."""
-        keys = [
-            o.key
+        return {r.job_id: r for r in self._read(self._listed(), known)}
+
+    def read_newest(
+        self,
+        limit: int,
+        when: Callable[[JobRecord], datetime],
+        known: Mapping[str, JobRecord] | None = None,
+    ) -> tuple[builtins.list[JobRecord], int]:
+        """The ``limit`` records latest by ``when``, newest first, and how many
+        records the destination holds.
+
+        ``when`` must be a time the record's writer took before writing it (its
+        creation, its commit): the store's LastModified of the record is then no
+        earlier than ``when`` less :data:`CLOCK_SKEW`. So records are read in
+        order of LastModified, newest first, and the reading stops once the next
+        one's LastModified is too early for it to be among the newest: about
+        ``limit`` GETs, plus those of records written within ``CLOCK_SKEW`` of the
+        oldest one returned, after one listing per 1,000 jobs.
+        """
+        listed = sorted(self._listed(), key=_modified, reverse=True)
+        found: builtins.list[JobRecord] = []
+        start, batch = 0, limit
+        while start < len(listed):
+            found += self._read(listed[start : start + batch], known)
+            start += batch
+            batch = RECORD_THREADS
+            if len(found) >= limit and start < len(listed):
+                found.sort(key=when, reverse=True)
+                following = listed[start].last_modified
+                if following is not None and following + CLOCK_SKEW < when(found[limit - 1]):
+                    break
+        found.sort(key=when, reverse=True)
+        return found[:limit], len(listed)
+
+    def _listed(self) -> builtins.list[ObjectInfo]:
+        """The destination's job records as listed: one LIST per 1,000 jobs."""
+        return [
+            o
             for o in self.store.list_objects(self.dest.bucket, self.dest.jobs_dir)
             if o.key.endswith("/job.json")
         ]
-        found: dict[str, JobRecord] = {}
+
+    def _read(
+        self, listed: Sequence[ObjectInfo], known: Mapping[str, JobRecord] | None
+    ) -> builtins.list[JobRecord]:
+        """The listed records, RECORD_THREADS at a time; a final one from ``known``."""
+        found: builtins.list[JobRecord] = []
         wanted = []
-        for key in keys:
-            job_id = key[len(self.dest.jobs_dir) :].split("/", 1)[0]
+        for obj in listed:
+            job_id = obj.key[len(self.dest.jobs_dir) :].split("/", 1)[0]
             old = (known or {}).get(job_id)
             if old is not None and old.state in states.FINAL:
-                found[job_id] = old
+                found.append(old)
             else:
-                wanted.append(key)
+                wanted.append(obj.key)
 
         def read(key: str) -> JobRecord | None:
             body = self.store.get_object(self.dest.bucket, key)
@@ -158,10 +204,14 @@ class JobRecords:
             )
 
         with ThreadPoolExecutor(max(1, min(RECORD_THREADS, len(wanted)))) as pool:
-            for record in pool.map(read, wanted):
-                if record is not None:  # deleted since the listing
-                    found[record.job_id] = record
+            # None: deleted since the listing
+            found += [r for r in pool.map(read, wanted) if r is not None]
         return found
+
+
+def _modified(obj: ObjectInfo) -> datetime:
+    """When the store last wrote the object; an object listed without a time first."""
+    return obj.last_modified or datetime.max.replace(tzinfo=UTC)
 
 
 def step_started(record: JobRecord, step: str) -> dict[str, StepTiming]:

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol, TypeVar
 
 from zero_rename.core.data.layout import Destination, file_job_id, partition_values
 from zero_rename.core.data.model import JobRecord
@@ -37,7 +38,16 @@ from zero_rename.core.protocol.jobs import visible_objects
 from zero_rename.core.s3.client import ObjectInfo
 from zero_rename.errors import JobNotFoundError, ZeroRenameError
 
-__all__ = ["SnapshotFile", "TableSnapshot", "committed_at", "file_job_id", "table_snapshot"]
+__all__ = [
+    "CommittedState",
+    "Gatherer",
+    "SnapshotFile",
+    "TableSnapshot",
+    "committed_at",
+    "file_job_id",
+    "gather",
+    "table_snapshot",
+]
 
 log = logging.getLogger(__name__)
 
@@ -78,15 +88,52 @@ class TableSnapshot:
         return ()
 
 
-def table_snapshot(ctx: JobContext, as_of_job: str | None = None) -> TableSnapshot:
-    """The committed state of ``dest`` now, or right after job ``as_of_job`` committed."""
+class Gatherer(Protocol):
+    """What a pass over the committed state collects (every file, or sums of them)."""
+
+    def add(self, file: SnapshotFile) -> None: ...
+
+    def skip(self, reason: str) -> None: ...
+
+
+G = TypeVar("G", bound=Gatherer)
+
+
+def gather(
+    ctx: JobContext,
+    new: Callable[[], G],
+    as_of_job: str | None = None,
+    known: Mapping[str, JobRecord] | None = None,
+) -> tuple[G, CommittedState]:
+    """Hand every file of the committed state (now, or right after ``as_of_job``)
+    to a fresh ``new()`` as the destination's listing streams past, and every
+    other file's reason to its ``skip``; returns it and the state's records.
+
+    A file whose job has no record in the first read of the records is kept
+    aside and judged by the second (its job was set up during the listing, or
+    has no record at all): so what is held in memory is what ``new()`` keeps.
+    Records in ``known`` whose state is final are not read again.
+    """
     dest, jobs = ctx.dest, ctx.records
-    records = jobs.read_all()
+    records = jobs.read_all(known)
     for round_number in range(1, SNAPSHOT_ROUNDS + 1):
-        listing = list(visible_objects(ctx))
+        state = CommittedState(dest, records, as_of_job)
+        gathered = new()
+        unknown = []
+        for obj in visible_objects(ctx):
+            job_id = file_job_id(obj.key[len(dest.dir) :])
+            if job_id is not None and job_id not in records:
+                unknown.append(obj)
+            else:
+                state.judge(obj, gathered)
         again = jobs.read_all(known=records)
         if _same_states(records, again):
-            return _snapshot(dest, again, listing, as_of_job)
+            # No job reached committed: the listing holds every file of the state
+            # the second read describes, which judges alike what the first judged.
+            state = CommittedState(dest, again, as_of_job)
+            for obj in unknown:
+                state.judge(obj, gathered)
+            return gathered, state
         log.info(
             "snapshot of %s: a job changed state while the destination was listed; "
             "listing again (round %d)",
@@ -98,6 +145,34 @@ def table_snapshot(ctx: JobContext, as_of_job: str | None = None) -> TableSnapsh
     raise ZeroRenameError(
         f"could not take a consistent snapshot of {dest.url}: jobs kept changing state "
         f"during {SNAPSHOT_ROUNDS} listings; try again"
+    )
+
+
+class _Files:
+    """Every file of the state, and how many were skipped for which reason."""
+
+    def __init__(self) -> None:
+        self.files: list[SnapshotFile] = []
+        self.skipped = {"uncommitted": 0, "replaced": 0, "later": 0}
+
+    def add(self, file: SnapshotFile) -> None:
+        self.files.append(file)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] += 1
+
+
+def table_snapshot(ctx: JobContext, as_of_job: str | None = None) -> TableSnapshot:
+    """The committed state of ``dest`` now, or right after job ``as_of_job`` committed."""
+    found, state = gather(ctx, _Files, as_of_job)
+    if as_of_job is not None:
+        _check_not_deleted(ctx.dest, as_of_job, state.committed, state.records)
+    return TableSnapshot(
+        ctx.dest.url,
+        tuple(found.files),
+        tuple(r.job_id for r in state.committed),
+        as_of_job,
+        {k: v for k, v in found.skipped.items() if v},
     )
 
 
@@ -118,64 +193,66 @@ def committed_at(record: JobRecord) -> datetime:
     return step.finished if step is not None and step.finished is not None else record.updated
 
 
-def _snapshot(
-    dest: Destination,
-    records: Mapping[str, JobRecord],
-    listing: Iterable[ObjectInfo],
-    as_of_job: str | None,
-) -> TableSnapshot:
-    committed = sorted(
-        (r for r in records.values() if r.state == states.COMMITTED), key=committed_at
-    )
-    horizon = None
-    if as_of_job is not None:
-        target = records.get(as_of_job)
-        if target is None:
-            raise JobNotFoundError(f"no job {as_of_job} at {dest.url}")
-        if target.state != states.COMMITTED:
-            raise ZeroRenameError(
-                f"job {as_of_job} is {target.state}, not committed: there "
-                "is no state right after it to read"
-            )
-        horizon = committed_at(target)
-        committed = [r for r in committed if committed_at(r) <= horizon]
-    order = {r.job_id: committed_at(r) for r in committed}
-    replaces = [
-        (committed_at(r), r.claimed, r.job_id)
-        for r in committed
-        if r.options.conflict_mode == "replace"
-    ]
-    files, skipped = [], {"uncommitted": 0, "replaced": 0, "later": 0}
-    for obj in listing:
-        relative = obj.key[len(dest.dir) :]
+class CommittedState:
+    """Which listed files the records say a reader reads: the committed jobs in
+    commit order, up to ``as_of_job``'s commit when given, and the ``replace``
+    jobs among them that superseded older files."""
+
+    def __init__(
+        self, dest: Destination, records: Mapping[str, JobRecord], as_of_job: str | None = None
+    ) -> None:
+        self.dest = dest
+        self.records = records
+        committed = sorted(
+            (r for r in records.values() if r.state == states.COMMITTED), key=committed_at
+        )
+        self.horizon = None
+        if as_of_job is not None:
+            target = records.get(as_of_job)
+            if target is None:
+                raise JobNotFoundError(f"no job {as_of_job} at {dest.url}")
+            if target.state != states.COMMITTED:
+                raise ZeroRenameError(
+                    f"job {as_of_job} is {target.state}, not committed: there "
+                    "is no state right after it to read"
+                )
+            self.horizon = committed_at(target)
+            committed = [r for r in committed if committed_at(r) <= self.horizon]
+        self.committed = committed
+        # job id -> when it committed
+        self.order = {r.job_id: committed_at(r) for r in committed}
+        self.replaces = [
+            (committed_at(r), r.claimed, r.job_id)
+            for r in committed
+            if r.options.conflict_mode == "replace"
+        ]
+
+    def judge(self, obj: ObjectInfo, into: Gatherer) -> None:
+        """Add the listed object to ``into`` if readers read it, else say why not."""
+        relative = obj.key[len(self.dest.dir) :]
         job_id = file_job_id(relative)
-        if job_id is not None and job_id in records and job_id not in order:
-            state = records[job_id].state
-            skipped["later" if state == states.COMMITTED else "uncommitted"] += 1
-            continue
-        written = order.get(job_id) if job_id is not None else None
-        if written is None:  # a foreign file, or a job with no record left
-            written = obj.last_modified
-            if horizon is not None and written is not None and written > horizon:
-                skipped["later"] += 1
-                continue
-        if _replaced(relative, job_id, written, replaces):
-            skipped["replaced"] += 1
-            continue
-        files.append(
+        reason = self.skipped(relative, job_id, obj.last_modified)
+        if reason is not None:
+            into.skip(reason)
+            return
+        into.add(
             SnapshotFile(
                 obj.key, relative, obj.size, _partition(relative), job_id, obj.last_modified
             )
         )
-    if horizon is not None:
-        _check_not_deleted(dest, as_of_job or "", committed, records)
-    return TableSnapshot(
-        dest.url,
-        tuple(files),
-        tuple(r.job_id for r in committed),
-        as_of_job,
-        {k: v for k, v in skipped.items() if v},
-    )
+
+    def skipped(self, relative: str, job_id: str | None, modified: datetime | None) -> str | None:
+        """Why readers skip the file (``uncommitted``, ``later``, ``replaced``), or None."""
+        if job_id is not None and job_id in self.records and job_id not in self.order:
+            return "later" if self.records[job_id].state == states.COMMITTED else "uncommitted"
+        written = self.order.get(job_id) if job_id is not None else None
+        if written is None:  # a foreign file, or a job with no record left
+            written = modified
+            if self.horizon is not None and written is not None and written > self.horizon:
+                return "later"
+        if _replaced(relative, job_id, written, self.replaces):
+            return "replaced"
+        return None
 
 
 def _replaced(

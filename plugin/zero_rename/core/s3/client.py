@@ -26,7 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 from zero_rename.core.s3.listing import streamed_uploads, streaming_unsupported
 from zero_rename.core.s3.profiles import AUTO, StoreProfile, check_profile_name
 from zero_rename.core.s3.redact import has_userinfo, redact, shown_url
-from zero_rename.core.s3.stats import RequestStats
+from zero_rename.core.s3.stats import BODY_READ, RequestStats
 from zero_rename.errors import (
     ConditionalConflict,
     ConfigError,
@@ -616,7 +616,7 @@ class S3Store:
                 return None
             raise
         body = response["Body"].read()
-        self.stats.record("GetObject.read", 0, len(body))
+        self.stats.record(BODY_READ, 0, len(body))
         return body, str(response["ETag"])
 
     def head_object(self, bucket: str, key: str) -> ObjectInfo | None:

@@ -11,6 +11,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+# Not a request: the body of a GET, read (its bytes are counted there).
+BODY_READ = "GetObject.read"
+
 
 class RequestStats:
     """Thread-safe counters, one set per S3 operation name."""
@@ -41,6 +44,12 @@ class RequestStats:
     def total_requests(self) -> int:
         with self._lock:
             return sum(self._count.values()) + sum(self._retries.values())
+
+    @property
+    def sent_requests(self) -> int:
+        """Requests sent, retries included: :attr:`total_requests` less the reads of
+        GET bodies, which it counts as well."""
+        return self.total_requests - self.requests(BODY_READ)
 
     def requests(self, op: str) -> int:
         with self._lock:
