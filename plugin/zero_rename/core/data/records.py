@@ -128,14 +128,20 @@ class JobRecords:
         swap(self.store, self.dest.bucket, key, apply, f"job record {job_id}", writer=writer)
         return result[0]
 
-    def list(self) -> list[JobRecord]:
-        """Every job record under the destination, oldest first."""
-        return sorted(self.read_all().values(), key=lambda r: r.created)
+    def list(self, advance: Callable[[int], None] = lambda n: None) -> list[JobRecord]:
+        """Every job record under the destination, oldest first; ``advance`` counts
+        the records read."""
+        return sorted(self.read_all(advance=advance).values(), key=lambda r: r.created)
 
-    def read_all(self, known: Mapping[str, JobRecord] | None = None) -> dict[str, JobRecord]:
+    def read_all(
+        self,
+        known: Mapping[str, JobRecord] | None = None,
+        advance: Callable[[int], None] = lambda n: None,
+    ) -> dict[str, JobRecord]:
         """Every job record under the destination, by job id, read in parallel (one
         GET each, after one listing per 1,000 jobs); with ``known``, a record whose
-        state can no longer change is taken from there rather than read again."""
+        state can no longer change is taken from there rather than read again.
+        ``advance`` counts the records read (for progress: thousands take seconds)."""
         keys = [
             o.key
             for o in self.store.list_objects(self.dest.bucket, self.dest.jobs_dir)
@@ -148,6 +154,7 @@ class JobRecords:
             old = (known or {}).get(job_id)
             if old is not None and old.state in states.FINAL:
                 found[job_id] = old
+                advance(1)
             else:
                 wanted.append(key)
 
@@ -161,6 +168,7 @@ class JobRecords:
             for record in pool.map(read, wanted):
                 if record is not None:  # deleted since the listing
                     found[record.job_id] = record
+                advance(1)
         return found
 
 
