@@ -177,11 +177,6 @@ def test_errors_map_to_exit_codes(error: Exception, code: ExitCode) -> None:
 
 
 # -- output ----------------------------------------------------------------
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
 def test_text_from_s3_is_not_read_as_markup() -> None:
     stdout = io.StringIO()
     out = Output(stdout=stdout, stderr=io.StringIO())
@@ -189,18 +184,6 @@ def test_text_from_s3_is_not_read_as_markup() -> None:
     out.fields([("partition", "[x]")])
     assert "dt=[bold]x[/bold]/part-[red]" in stdout.getvalue()
     assert "[x]" in stdout.getvalue()
-
-
-def test_progress_bar_only_on_a_terminal_and_never_in_json_mode() -> None:
-    for json_mode, stderr, shown in (
-        (False, _Terminal(), True),
-        (True, _Terminal(), False),
-        (False, io.StringIO(), False),
-    ):
-        out = Output(json_mode=json_mode, stdout=io.StringIO(), stderr=stderr)
-        with out.progress("aborting", 100) as advance:
-            advance(100)
-        assert ("aborting" in stderr.getvalue()) is shown
 
 
 def test_json_mode_prints_one_document_and_nothing_else() -> None:

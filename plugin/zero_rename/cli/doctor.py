@@ -72,7 +72,9 @@ def _race_rounds(text: str) -> int:
 def run_doctor(ctx: Context, args: argparse.Namespace) -> Result:
     dest = ctx.destination(args.dest)
     ctx.out.say(f"probing the S3 store under {dest.url}/_zero_rename/ ...")
-    found = examine(ctx.store().scoped(), dest, args.race_rounds)
+    # Probes and races take seconds (a round of races up to 4 s on SeaweedFS).
+    with ctx.out.steps("probing") as step:
+        found = examine(ctx.store().scoped(), dest, args.race_rounds, step)
     profile = found.profile
     declared = ctx.config.profile
     mismatches = _overstated(named_profile(declared), found) if declared != AUTO else []

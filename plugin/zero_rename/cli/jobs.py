@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from zero_rename.cli import history
@@ -11,7 +13,7 @@ from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_g
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound, Refused
-from zero_rename.cli.output import Output, Result, human_bytes, iso, shown
+from zero_rename.cli.output import Advance, Output, Result, Steps, human_bytes, iso, shown
 from zero_rename.core import Committer, JobRecord, states
 from zero_rename.errors import JobNotFoundError
 
@@ -94,7 +96,8 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
 # -- list ------------------------------------------------------------------
 def run_list(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
-    records = committer.jobs()
+    with ctx.out.progress("reading job records", unit="jobs") as advance:
+        records = committer.jobs(advance)
     if not records and not committer.holds_anything():
         raise NotFound(f"nothing at {committer.dest.url}: no job and no file")
     data = [_job_row(r) for r in records]
@@ -164,9 +167,14 @@ def _render_list(out: Output, committer: Committer, rows: list[dict[str, Any]]) 
 # -- show ------------------------------------------------------------------
 def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
-    record = committer.job(args.job)
-    uploads = committer.pending_uploads(args.job)
-    manifests = committer.published_task_manifests(args.job)
+    with ctx.out.steps(f"job {args.job[:8]}") as step:
+        step("reading its record")
+        record = committer.job(args.job)
+        # Listings: under a table of thousands of files and uploads, seconds.
+        step("listing its pending uploads")
+        uploads = committer.pending_uploads(args.job)
+        step("counting its task manifests")
+        manifests = committer.published_task_manifests(args.job)
     data = {
         **record.model_dump(mode="json"),
         "committer": record.options.mode_name,
@@ -293,16 +301,18 @@ def _bytes(count: int) -> str:
 # -- abort -----------------------------------------------------------------
 def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
-    try:
-        committer.job(args.job)
-    except JobNotFoundError:
-        # Without a record the job may still have uploads (its setup failed
-        # after tasks started, or the record was deleted): those are aborted.
-        if not committer.pending_uploads(args.job):
-            raise
-    summary = committer.abort_job(
-        args.job, reason="aborted from the command line (zero-rename jobs abort)"
-    )
+    with ctx.out.steps(f"aborting job {args.job[:8]}") as step:
+        try:
+            committer.job(args.job)
+        except JobNotFoundError:
+            # Without a record the job may still have uploads (its setup failed
+            # after tasks started, or the record was deleted): those are aborted.
+            step("listing its pending uploads")
+            if not committer.pending_uploads(args.job):
+                raise
+        summary = committer.abort_job(
+            args.job, reason="aborted from the command line (zero-rename jobs abort)", steps=step
+        )
     return Result(
         summary.model_dump(mode="json"),
         lambda out: out.say(
@@ -327,7 +337,9 @@ def run_commit(ctx: Context, args: argparse.Namespace) -> Result:
                 else ""
             )
         )
-    summary = committer.commit_job(args.job)  # logs "completed n of N file(s)" with -v
+    # Logs "completed n of N file(s)" with -v; on a terminal, a bar of the completes.
+    with ctx.out.steps(f"committing job {args.job[:8]}") as step:
+        summary = committer.commit_job(args.job, progress=_completes(step))
     return Result(
         summary.model_dump(mode="json"),
         lambda out: out.say(
@@ -337,14 +349,35 @@ def run_commit(ctx: Context, args: argparse.Namespace) -> Result:
     )
 
 
+def _completes(step: Steps) -> Callable[[int, int], None]:
+    """The commit's ``progress(done, total)`` as a bar of its completes: the step
+    starts at the first call, when the total is known."""
+    bar: list[Advance] = []
+    shown = [0]
+    # Called from the completes' threads: what is new since the last call counts.
+    lock = threading.Lock()
+
+    def progress(done: int, total: int) -> None:
+        with lock:
+            if not bar:
+                bar.append(step("completing uploads", total, "files"))
+            new, shown[0] = done - shown[0], max(done, shown[0])
+        if new > 0:
+            bar[0](new)
+
+    return progress
+
+
 # -- rollback ----------------------------------------------------------------
 def run_rollback(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
-    summary = committer.rollback_job(
-        args.job,
-        force=args.force,
-        reason="rolled back from the command line (zero-rename jobs rollback)",
-    )
+    with ctx.out.steps(f"rolling back job {args.job[:8]}") as step:
+        summary = committer.rollback_job(
+            args.job,
+            force=args.force,
+            reason="rolled back from the command line (zero-rename jobs rollback)",
+            steps=step,
+        )
     record = committer.job(args.job)
     data = {**summary.model_dump(mode="json"), "error": record.error}
     return Result(

@@ -270,13 +270,19 @@ def run_set(ctx: Context, args: argparse.Namespace) -> Result:
     bucket = bucket_name(args.bucket)
     prefix = normalize_prefix(args.prefix)
     ours = abort_rule(args.days, prefix, args.rule_id)  # bad input: before any request
-    ctx.require_bucket(bucket)
-    client = ctx.store().client
-    before, settings = read_config(client, bucket)
-    merged, change = merge_rule(before, ours)
-    if change != "unchanged":
-        write_rules(client, bucket, merged, settings)
-        _check_kept(read_rules(client, bucket), ours, bucket)
+    # A few requests, but a slow or distant store (or one retrying) takes seconds.
+    with ctx.out.steps(f"lifecycle of bucket {bucket}") as step:
+        step("checking the bucket")
+        ctx.require_bucket(bucket)
+        client = ctx.store().client
+        step("reading its rules")
+        before, settings = read_config(client, bucket)
+        merged, change = merge_rule(before, ours)
+        if change != "unchanged":
+            step("writing its rules")
+            write_rules(client, bucket, merged, settings)
+            step("reading them back")
+            _check_kept(read_rules(client, bucket), ours, bucket)
     others = overlapping_abort_rules(merged, ours)
     data = {
         "bucket": bucket,
@@ -336,8 +342,11 @@ def _render_set(
 
 def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     bucket = bucket_name(args.bucket)
-    ctx.require_bucket(bucket)
-    rules = read_rules(ctx.store().client, bucket)
+    with ctx.out.steps(f"lifecycle of bucket {bucket}") as step:
+        step("checking the bucket")
+        ctx.require_bucket(bucket)
+        step("reading its rules")
+        rules = read_rules(ctx.store().client, bucket)
     aborting = [
         r.get("ID") for r in rules if r.get("Status") == "Enabled" and abort_days(r) is not None
     ]

@@ -8,7 +8,7 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from zero_rename import __version__
 from zero_rename.cli import doctor, jobs, lifecycle, partitions, serve, success, table, uploads
@@ -112,6 +112,19 @@ def _share_epilog(parser: argparse.ArgumentParser) -> None:
                 _share_epilog(sub)
 
 
+class StderrHandler(logging.StreamHandler[TextIO]):
+    """A handler writing to ``sys.stderr`` as it is when each record comes: while
+    progress is drawn, that puts the line above the display rather than through it."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
 class SafeFormatter(logging.Formatter):
     """Log lines as error lines are: no credential, nothing a terminal acts on."""
 
@@ -126,7 +139,7 @@ def logging_to_stderr(verbose: int) -> Iterator[None]:
     ``main`` inside another program (or a test session) leaves its logging alone."""
     logger = logging.getLogger("zero_rename")
     saved = (logger.level, logger.propagate)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(

@@ -2,9 +2,13 @@
 
 A command returns a :class:`Result`: ``data`` is what ``--json`` prints,
 ``render`` draws the same data for a terminal. Lines a command prints while it
-works (``say``) and progress bars appear only for people. Errors go to stderr
-as one line. Text from S3 (keys, partition values) is never read as rich
-markup: ``[x]`` in a key stays ``[x]``.
+works (``say``) appear only for people. Errors go to stderr as one line. Text
+from S3 (keys, partition values) is never read as rich markup: ``[x]`` in a
+key stays ``[x]``.
+
+Progress of long work (``progress``, ``steps``, ``status``) is drawn on stderr
+for a terminal only, once the work has lasted PROGRESS_DELAY, and erased when it
+ends; never on stdout, so it cannot change what a command prints there.
 
 Every line for people passes through :func:`terminal_safe`: a job record, a key
 or ``_SUCCESS`` is anyone's text, and an escape sequence in it (ESC[31m, an
@@ -15,29 +19,36 @@ read. ``--json`` prints text exactly; JSON escapes what a terminal would act on.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
 from pydantic import BaseModel
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
-    TextColumn,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TaskID,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from zero_rename.cli.exits import ExitCode
+from zero_rename.core.s3.progress import Advance as Advance  # re-exported for the commands
+from zero_rename.core.s3.progress import Steps as Steps
+from zero_rename.core.s3.progress import ignore, no_steps
 from zero_rename.core.s3.redact import redact
 from zero_rename.formatting import human_bytes as human_bytes  # re-exported for the commands
 
@@ -49,13 +60,19 @@ _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
 
-# Below this many items the work is over before a bar could say anything.
-PROGRESS_MIN_ITEMS = 20
+# Progress appears once work has lasted this long: a command that is over
+# sooner shows none, so nothing flickers; and what appeared is erased at the end.
+PROGRESS_DELAY = 1.0
+# Tables of this many rows are laid out under a spinner.
+PROGRESS_TABLE_ROWS = 2000
+# ZERO_RENAME_PROGRESS: one of these turns progress off, or on as if stderr
+# were a terminal (a terminal not detected as one; tests); unset: auto.
+PROGRESS_ENV = "ZERO_RENAME_PROGRESS"
+_NEVER = {"0", "off", "no", "never", "false"}
+_ALWAYS = {"1", "on", "yes", "always", "true"}
 # Without a terminal, lines are not wrapped to 80 columns: keys and job ids
 # must stay whole for grep and cut.
 PIPE_WIDTH = 250
-
-Advance = Callable[[int], None]
 
 
 @dataclass
@@ -70,16 +87,34 @@ class Result:
 class Output:
     """Where every command writes; ``json_mode`` silences everything but the JSON document."""
 
+    _display: _Display | None
+
     def __init__(
-        self, json_mode: bool = False, stdout: TextIO | None = None, stderr: TextIO | None = None
+        self,
+        json_mode: bool = False,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+        progress: bool | None = None,
     ) -> None:
+        """``progress``: draw progress on ``stderr`` (True: as on a terminal, whatever
+        it is), or not; default: :func:`draws_progress`."""
         self.json_mode = json_mode
         out = stdout or sys.stdout
         err = stderr or sys.stderr
         self.console = Console(
             file=out, highlight=False, emoji=False, width=None if out.isatty() else PIPE_WIDTH
         )
-        self.err = Console(file=err, highlight=False, emoji=False, soft_wrap=True)
+        drawn = draws_progress(err) if progress is None else progress
+        self.err = Console(
+            file=err,
+            highlight=False,
+            emoji=False,
+            soft_wrap=True,
+            force_terminal=True if drawn and not json_mode else None,
+        )
+        # Progress is for people watching a terminal: never with --json, never on
+        # a pipe or a file, where it would be noise in a log.
+        self._display = _Display(self.err) if drawn and not json_mode else None
 
     # -- for people --------------------------------------------------------
     def say(self, text: str = "", style: str | None = None) -> None:
@@ -124,41 +159,45 @@ class Output:
             )
         for row in rows:
             table.add_row(*(Text(plain(cell)) for cell in row))
-        self.console.print(table)
+        if self._display is None or table.row_count < PROGRESS_TABLE_ROWS:
+            self.console.print(table)
+            return
+        # Laying out many thousands of rows takes seconds (10,000: about 3 s) before
+        # the first is written: laid out under a spinner, then written once it is gone,
+        # so that stdout and the display never share the screen.
+        with self.status(f"laying out {table.row_count:,} rows"), self.console.capture() as laid:
+            self.console.print(table)
+        self.console.file.write(laid.get())
+        self.console.file.flush()
 
     @contextmanager
-    def progress(self, description: str, total: int) -> Iterator[Advance]:
-        """A progress bar on stderr, only for people at a terminal and for long work.
-
-        Yields ``advance(n)``; call it from the thread that owns the loop.
-        """
-        if self.json_mode or not self.err.is_terminal or total < PROGRESS_MIN_ITEMS:
-            yield _ignore
+    def progress(
+        self, description: str, total: int | None = None, unit: str = ""
+    ) -> Iterator[Advance]:
+        """Progress of long work on stderr: a bar with count, rate and time left when
+        ``total`` is known, else a spinner counting the ``unit`` seen so far (no
+        ``unit``: no count). Yields ``advance(n)``, which any thread may call."""
+        if self._display is None or total == 0:
+            yield ignore
             return
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self.err,
-            transient=True,
-        ) as bar:
-            task = bar.add_task(description, total=total)
-
-            def advance(count: int = 1) -> None:
-                bar.advance(task, count)
-
+        with self._display.task(description, total, unit) as advance:
             yield advance
 
     @contextmanager
-    def status(self, description: str) -> Iterator[None]:
-        """One line on stderr while work of unknown length runs (a spinner), only for
-        people at a terminal; gone when it ends."""
-        if self.json_mode or not self.err.is_terminal:
-            yield
+    def steps(self, description: str) -> Iterator[Steps]:
+        """Work in named steps: yields ``step(name, total=None, unit="")``, which shows
+        ``description: name`` in place of the step before (a bar when ``total`` is
+        known, else a spinner counting ``unit``) and returns its ``advance(n)``."""
+        if self._display is None:
+            yield no_steps
             return
-        with self.err.status(Text(terminal_safe(description))):
+        with self._display.steps(description) as step:
+            yield step
+
+    @contextmanager
+    def status(self, description: str) -> Iterator[None]:
+        """A spinner on stderr while work of unknown length runs."""
+        with self.progress(description):
             yield
 
     # -- for everyone ------------------------------------------------------
@@ -180,8 +219,178 @@ class Output:
             result.render(self)
 
 
-def _ignore(count: int = 1) -> None:
-    pass
+def draws_progress(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether progress is drawn on ``stream``: only a terminal that can draw it (not
+    TERM=dumb), and not where NO_COLOR asks for plain output; ZERO_RENAME_PROGRESS
+    overrides (0: never, 1: always)."""
+    env = os.environ if environ is None else environ
+    setting = env.get(PROGRESS_ENV, "").strip().lower()
+    if setting in _NEVER or setting in _ALWAYS:
+        return setting in _ALWAYS
+    if env.get("NO_COLOR") or env.get("TERM", "") in ("dumb", "unknown"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
+class _Display:
+    """The command's progress display on stderr (rich): shown only once work has
+    lasted PROGRESS_DELAY (then at once for later work of the same command),
+    erased when the work ends. Its tasks are the ``progress`` and ``steps`` open."""
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(
+            SpinnerColumn(),
+            _Description(table_column=Column(no_wrap=True, overflow="ellipsis")),
+            _Bar(),
+            _Count(),
+            _Rate(),
+            _Time(),
+            console=console,
+            transient=True,
+            # stdout is the command's output: nothing may be moved off it.
+            redirect_stdout=False,
+        )
+        self._lock = threading.Lock()
+        self._open = 0
+        self._timer: threading.Timer | None = None
+        self._shown = False
+        self._seen = False
+
+    @contextmanager
+    def task(self, description: str, total: int | None, unit: str) -> Iterator[Advance]:
+        task = self.progress.add_task(description, total=total, unit=unit)
+        self._opened()
+        try:
+            yield self._advance(task)
+        finally:
+            self._finished(task)
+
+    @contextmanager
+    def steps(self, description: str) -> Iterator[Steps]:
+        current = [self.progress.add_task(description, total=None, unit="")]
+
+        def step(name: str, total: int | None = None, unit: str = "") -> Advance:
+            # Each step drawn as it ended and as the next begins (when drawn at all).
+            self.progress.refresh()
+            self.progress.remove_task(current[0])
+            current[0] = self.progress.add_task(f"{description}: {name}", total=total, unit=unit)
+            self.progress.refresh()
+            return self._advance(current[0])
+
+        self._opened()
+        try:
+            yield step
+        finally:
+            self._finished(current[0])
+
+    def _finished(self, task: TaskID) -> None:
+        # Drawn once more as it ended (when drawn at all), then gone.
+        self.progress.refresh()
+        self.progress.remove_task(task)
+        self._closed()
+
+    def _advance(self, task: TaskID) -> Advance:
+        def advance(count: int = 1) -> None:
+            # A count that comes after its step ended is dropped, never an error.
+            with suppress(KeyError):
+                self.progress.advance(task, count)
+
+        return advance
+
+    def _opened(self) -> None:
+        with self._lock:
+            self._open += 1
+            if self._open > 1:
+                return
+            if self._seen or PROGRESS_DELAY <= 0:
+                self._show()
+            else:
+                self._timer = threading.Timer(PROGRESS_DELAY, self._show_later)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _show_later(self) -> None:
+        with self._lock:
+            if self._open and not self._shown:
+                self._show()
+
+    def _show(self) -> None:
+        self.progress.start()
+        self._shown = self._seen = True
+
+    def _closed(self) -> None:
+        with self._lock:
+            self._open -= 1
+            if self._open:
+                return
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._shown:
+                self.progress.stop()
+                self._shown = False
+
+
+class _Description(ProgressColumn):
+    """The task's description as text: a key or a URL in it is never rich markup.
+    One line: on a narrow terminal it is cut short rather than wrapped."""
+
+    def render(self, task: Task) -> Text:
+        return Text(terminal_safe(task.description))
+
+
+class _Bar(ProgressColumn):
+    """A bar where the total is known; nothing otherwise (the spinner turns)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._bar = BarColumn(bar_width=20)
+
+    def render(self, task: Task) -> RenderableType:
+        return self._bar.render(task) if task.total is not None else Text("")
+
+
+class _Count(ProgressColumn):
+    """``1,234/5,000 files``; where the total is unknown, ``1,234 files`` seen so far."""
+
+    def render(self, task: Task) -> Text:
+        unit = task.fields.get("unit", "")
+        if task.total is None and not unit:
+            return Text("")
+        done = f"{int(task.completed):,}"
+        if task.total is not None:
+            done += f"/{int(task.total):,}"
+        return Text(f"{done} {unit}".rstrip(), style="progress.download")
+
+
+class _Rate(ProgressColumn):
+    """Items a second, once there is a rate to tell."""
+
+    def render(self, task: Task) -> Text:
+        counted = task.total is not None or task.fields.get("unit")
+        speed = task.speed
+        if not counted or not speed:
+            return Text("")
+        rate = f"{speed:.1f}" if speed < 10 else f"{speed:,.0f}"
+        return Text(f"{rate}/s", style="progress.data.speed")
+
+
+class _Time(ProgressColumn):
+    """The estimated time left where the total is known, else the time so far."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._left = TimeRemainingColumn()
+        self._elapsed = TimeElapsedColumn()
+
+    def render(self, task: Task) -> Text:
+        if task.total is None:
+            return self._elapsed.render(task)
+        return Text("ETA ", style="progress.remaining") + self._left.render(task)
 
 
 def to_json(value: Any) -> Any:

@@ -61,7 +61,9 @@ def run_serve(ctx: Context, args: argparse.Namespace) -> Result:
     buckets = tuple(check_bucket_name(b, "--bucket") for b in args.bucket)
     server = EmbeddedS3(data_dir=data_dir(args.dir), buckets=buckets)
     with stop_signals() as stop:
-        server.start()
+        # SeaweedFS takes seconds to start (and its buckets to be made).
+        with ctx.out.status("starting the S3 server (SeaweedFS)"):
+            server.start()
         try:
             announce(ctx.out, server, kept=bool(args.dir))
             serve_until(stop, server.endpoint_url)

@@ -12,7 +12,7 @@ from zero_rename.cli.output import Output, Result, human_bytes, shown
 from zero_rename.core import Committer, Destination
 from zero_rename.core.data.model import CommittedFile, SuccessData
 from zero_rename.core.data.success import files_committed
-from zero_rename.core.protocol.output_check import Problem, scan_dirs
+from zero_rename.core.protocol.output_check import Problem
 from zero_rename.core.s3.stats import total_requests
 
 
@@ -64,7 +64,12 @@ def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     data = success.model_dump(mode="json", by_alias=True)
     every: list[CommittedFile] | None = None
     if args.files:  # the whole list, from the file list's shards
-        every = list(committer.committed_files(success))
+        every = []
+        total = files_committed(success)
+        with ctx.out.progress("reading the file list", total, "files") as advance:
+            for committed in committer.committed_files(success):
+                every.append(committed)
+                advance(1)
         data["files"] = [f.model_dump(mode="json") for f in every]
     return Result(data, lambda out: render_success(out, committer.dest, success, every))
 
@@ -113,8 +118,8 @@ def render_success(
 def run_validate(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     success = read_success(committer)
-    dirs = scan_dirs(success)
-    with ctx.out.progress("listing partitions", len(dirs)) as advance:
+    # A table of many thousands of files is listed 1,000 a request: seconds.
+    with ctx.out.progress("listing the destination's files", unit="files") as advance:
         problems = committer.check_output(success, args.threads, advance)
     data = {
         "destination": committer.dest.url,

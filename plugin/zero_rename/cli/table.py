@@ -16,7 +16,7 @@ from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_g
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_span
 from zero_rename.cli.exits import NotFound
-from zero_rename.cli.output import Result
+from zero_rename.cli.output import Result, Steps
 from zero_rename.core import Committer, JobOptions
 from zero_rename.core.data.options import parse_options
 from zero_rename.errors import ConfigError
@@ -66,8 +66,10 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
 
 def run_expire(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
-    options = _table_options(committer, args)
-    with ctx.out.status(f"expiring the {options.table_format} table of {committer.dest.url}"):
+    with ctx.out.steps("table expire") as step:
+        options = _table_options(committer, args, step)
+        # The format's own retention: snapshots, manifests and files, read and deleted.
+        step(f"expiring the {options.table_format} table's old versions")
         table, deleted = committer.expire_table(options, args.older_than)
     data = {
         "destination": committer.dest.url,
@@ -85,7 +87,7 @@ def run_expire(ctx: Context, args: argparse.Namespace) -> Result:
     )
 
 
-def _table_options(committer: Committer, args: argparse.Namespace) -> JobOptions:
+def _table_options(committer: Committer, args: argparse.Namespace, step: Steps) -> JobOptions:
     """The flags' table, else the one the newest job published to a format names.
 
     Raises:
@@ -100,7 +102,7 @@ def _table_options(committer: Committer, args: argparse.Namespace) -> JobOptions
         return parse_options({"table_format": args.format, **given})
     if given:
         raise ConfigError("--iceberg-catalog and --iceberg-table need --format iceberg")
-    for record in reversed(committer.jobs()):
+    for record in reversed(committer.jobs(step("reading job records", None, "jobs"))):
         if record.table_commit is not None:
             return record.options
     raise NotFound(

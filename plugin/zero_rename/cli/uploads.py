@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,7 +21,7 @@ from zero_rename.cli.arguments import (
 from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.durations import format_duration, format_span
 from zero_rename.cli.exits import ExitCode, NotFound, Refused
-from zero_rename.cli.output import Output, Result, iso, shown
+from zero_rename.cli.output import Advance, Output, Result, iso, shown
 from zero_rename.core import Destination
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol import pending as pend
@@ -89,13 +90,15 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
 def run_list(ctx: Context, args: argparse.Namespace) -> Result:
     dest = ctx.destination(args.dest)
     now = datetime.now(UTC)
-    found = pend.pending_uploads(
-        JobContext(ctx.store(), dest),
-        Owners(JobContext(ctx.store(), dest)),
-        args.job,
-        args.older_than,
-        now,
-    )
+    with listing(ctx) as seen:
+        found = pend.pending_uploads(
+            JobContext(ctx.store(), dest),
+            Owners(JobContext(ctx.store(), dest)),
+            args.job,
+            args.older_than,
+            now,
+            seen,
+        )
     data = {
         "destination": dest.url,
         "job_id": args.job,
@@ -146,7 +149,8 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
 def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool, threads: int) -> Result:
     job_ctx = JobContext(ctx.store(), dest)
     owners = Owners(job_ctx)
-    found = pend.pending_uploads(job_ctx, owners, job_id)
+    with listing(ctx) as seen:
+        found = pend.pending_uploads(job_ctx, owners, job_id, seen=seen)
     owner = owners.of_job(job_id, [p.key for p in found])
     if owner.state is None and not found:
         raise NotFound(f"no job {job_id} and no pending upload of it under {dest.url}")
@@ -166,7 +170,9 @@ def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool, thre
     if dry_run:
         data["keys"] = [p.key for p in found]
         return Result(data, lambda out: _render_job_dry_run(out, dest, found, decision))
-    with ctx.out.progress(f"aborting uploads of job {job_id[:8]}", len(found)) as advance:
+    with ctx.out.progress(
+        f"aborting uploads of job {job_id[:8]}", len(found), "uploads"
+    ) as advance:
         aborted, gone = pend.abort_job_uploads(job_ctx, job_id, found, threads, advance)
     data.update(aborted=aborted, already_gone=gone)
     return Result(
@@ -193,7 +199,8 @@ def _sweep(
     job_ctx = JobContext(ctx.store(), dest)
     owners = Owners(job_ctx)
     now = datetime.now(UTC)
-    old = pend.pending_uploads(job_ctx, owners, None, older_than, now)
+    with listing(ctx) as seen:
+        old = pend.pending_uploads(job_ctx, owners, None, older_than, now, seen)
     jobs = pend.plan_sweep(old)
     aborted = gone = 0
     if not dry_run:
@@ -238,14 +245,17 @@ def _carry_out(
     """Abort the old uploads the sweep decided to, then the jobs left in setup."""
     store = ctx.store()
     uploads = [p.upload for j in jobs if j.decision.action == pend.ABORT for p in j.uploads]
-    with ctx.out.progress("aborting old uploads", len(uploads)) as advance:
+    with ctx.out.progress("aborting old uploads", len(uploads), "uploads") as advance:
         aborted, gone = abort_each(store, dest.bucket, uploads, threads, advance)
+    abandoned = sum(1 for j in jobs if j.decision.action == pend.ABORT_JOB)
     done = []
-    for job in jobs:
-        if job.decision.action == pend.ABORT_JOB:
-            job, count = pend.abort_abandoned_job(store, job, ABANDONED)
-            aborted += count
-        done.append(job)
+    with ctx.out.progress("aborting abandoned jobs", abandoned, "jobs") as advance:
+        for job in jobs:
+            if job.decision.action == pend.ABORT_JOB:
+                job, count = pend.abort_abandoned_job(store, job, ABANDONED)
+                aborted += count
+                advance(1)
+            done.append(job)
     return done, aborted, gone
 
 
@@ -297,6 +307,12 @@ def _render_sweep(out: Output, dest: Destination, data: dict[str, Any]) -> None:
 
 
 # -- helpers ---------------------------------------------------------------
+def listing(ctx: Context) -> AbstractContextManager[Advance]:
+    """Progress of a listing of pending uploads (many thousands take a while: 1,000
+    a page, and a record read for each job they belong to)."""
+    return ctx.out.progress("listing pending uploads", unit="uploads")
+
+
 def _upload_json(dest: Destination, p: Pending, now: datetime) -> dict[str, Any]:
     return {
         "key": p.key,

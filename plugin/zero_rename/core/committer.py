@@ -45,6 +45,7 @@ from zero_rename.core.protocol.task import TaskAttempt
 from zero_rename.core.protocol.validate import Expected
 from zero_rename.core.s3.client import ObjectInfo, S3Store, StoreConfig, UploadInfo
 from zero_rename.core.s3.profiles import AUTO, check_profile_name, named_profile
+from zero_rename.core.s3.progress import Advance, Steps, ignore, no_steps
 from zero_rename.core.tables.base import open_format
 from zero_rename.errors import (
     AbortRefusedError,
@@ -136,8 +137,9 @@ class Committer:
     def job(self, job_id: str) -> JobRecord:
         return self.records.get(job_id)
 
-    def jobs(self) -> list[JobRecord]:
-        return self.records.list()
+    def jobs(self, advance: Advance = ignore) -> list[JobRecord]:
+        """Every job record of the destination, oldest first; ``advance`` counts them."""
+        return self.records.list(advance)
 
     def history(
         self,
@@ -341,26 +343,41 @@ class Committer:
         )
 
     def abort_job(
-        self, job_id: str, reason: str = "", roll_back: bool = False, force: bool = False
+        self,
+        job_id: str,
+        reason: str = "",
+        roll_back: bool = False,
+        force: bool = False,
+        steps: Steps = no_steps,
     ) -> JobSummary:
         """Job abort; ``reason`` is recorded in the job record's ``error``. With
         ``roll_back``, a job whose commit passed its point of no return but cannot
         finish is rolled back instead of refused (:meth:`rollback_job`, ``force``
-        as there); without it that job's abort raises AbortRefusedError."""
+        as there); without it that job's abort raises AbortRefusedError. ``steps``
+        shows its progress (:mod:`zero_rename.core.s3.progress`)."""
         try:
-            return abort_mod.abort_job(JobContext(self._job_store(), self.dest), job_id, reason)
+            return abort_mod.abort_job(
+                JobContext(self._job_store(), self.dest), job_id, reason, steps
+            )
         except AbortRefusedError:
             if not roll_back:
                 raise
-        return self.rollback_job(job_id, force=force, reason=reason)
+        return self.rollback_job(job_id, force=force, reason=reason, steps=steps)
 
-    def rollback_job(self, job_id: str, force: bool = False, reason: str = "") -> JobSummary:
+    def rollback_job(
+        self,
+        job_id: str,
+        force: bool = False,
+        reason: str = "",
+        steps: Steps = no_steps,
+    ) -> JobSummary:
         """Return the destination to where it was before the job: for a job stuck in
         ``committing`` whose commit cannot finish, or one rolling back. Refuses
         (RollbackRefusedError) a job that can still finish, unless ``force``, and
-        always one whose every file is complete. See :mod:`zero_rename.core.protocol.rollback`."""
+        always one whose every file is complete. See :mod:`zero_rename.core.protocol.rollback`.
+        ``steps`` shows the check of each planned file and the rollback."""
         return rollback.rollback_job(
-            JobContext(self._job_store(), self.dest), job_id, force, reason
+            JobContext(self._job_store(), self.dest), job_id, force, reason, steps
         )
 
     def commit_outlook(self, job_id: str) -> rollback.CommitOutlook:
@@ -426,12 +443,12 @@ class Committer:
         self,
         success: SuccessData,
         threads: int = 16,
-        advance: Callable[[int], None] = lambda n: None,
+        advance: Advance = ignore,
     ) -> list[Problem]:
         """The destination's files against ``success``: every file it lists there with
         its size and ETag, none carrying its job id missing from it; ``advance``
-        counts the directories listed
-        (:func:`~zero_rename.core.protocol.output_check.scan_dirs`)."""
+        counts the files listed (in the directories
+        :func:`~zero_rename.core.protocol.output_check.scan_dirs` names)."""
         return check_output(self.ctx, success, threads, advance)
 
     def validate_output(self, job_id: str, threads: int | None = None) -> OutputCheck:

@@ -133,15 +133,21 @@ class JobRecords:
         swap(self.store, self.dest.bucket, key, apply, f"job record {job_id}", writer=writer)
         return result[0]
 
-    def list(self) -> list[JobRecord]:
-        """Every job record under the destination, oldest first."""
-        return sorted(self.read_all().values(), key=lambda r: r.created)
+    def list(self, advance: Callable[[int], None] = lambda n: None) -> list[JobRecord]:
+        """Every job record under the destination, oldest first; ``advance`` counts
+        the records read."""
+        return sorted(self.read_all(advance=advance).values(), key=lambda r: r.created)
 
-    def read_all(self, known: Mapping[str, JobRecord] | None = None) -> dict[str, JobRecord]:
+    def read_all(
+        self,
+        known: Mapping[str, JobRecord] | None = None,
+        advance: Callable[[int], None] = lambda n: None,
+    ) -> dict[str, JobRecord]:
         """Every job record under the destination, by job id, read in parallel (one
         GET each, after one listing per 1,000 jobs); with ``known``, a record whose
-        state can no longer change is taken from there rather than read again."""
-        return {r.job_id: r for r in self._read(self._listed(), known)}
+        state can no longer change is taken from there rather than read again.
+        ``advance`` counts the records read (for progress: thousands take seconds)."""
+        return {r.job_id: r for r in self._read(self._listed(), known, advance)}
 
     def read_newest(
         self,
@@ -184,7 +190,10 @@ class JobRecords:
         ]
 
     def _read(
-        self, listed: Sequence[ObjectInfo], known: Mapping[str, JobRecord] | None
+        self,
+        listed: Sequence[ObjectInfo],
+        known: Mapping[str, JobRecord] | None,
+        advance: Callable[[int], None] = lambda n: None,
     ) -> builtins.list[JobRecord]:
         """The listed records, RECORD_THREADS at a time; a final one from ``known``."""
         found: builtins.list[JobRecord] = []
@@ -194,6 +203,7 @@ class JobRecords:
             old = (known or {}).get(job_id)
             if old is not None and old.state in states.FINAL:
                 found.append(old)
+                advance(1)
             else:
                 wanted.append(obj.key)
 
@@ -204,8 +214,10 @@ class JobRecords:
             )
 
         with ThreadPoolExecutor(max(1, min(RECORD_THREADS, len(wanted)))) as pool:
-            # None: deleted since the listing
-            found += [r for r in pool.map(read, wanted) if r is not None]
+            for record in pool.map(read, wanted):
+                if record is not None:  # deleted since the listing
+                    found.append(record)
+                advance(1)
         return found
 
 

@@ -26,6 +26,7 @@ from zero_rename.core.protocol.claims import Claims
 from zero_rename.core.protocol.planning import decided_plan, upload_shards
 from zero_rename.core.protocol.publish import delete_replaced
 from zero_rename.core.s3.client import S3Store, UploadInfo
+from zero_rename.core.s3.progress import Advance, Steps, no_steps
 from zero_rename.errors import (
     AbortRefusedError,
     JobNotFoundError,
@@ -110,11 +111,13 @@ def abort_uploads(
     job_id: str,
     threads: int = 16,
     columns: tuple[str, ...] | None = None,
+    advance: Advance = _ignore,
 ) -> int:
-    """Abort every pending upload of the job; returns how many were aborted."""
+    """Abort every pending upload of the job; returns how many were aborted
+    (``advance`` counts them as they go)."""
     store, dest = ctx.store, ctx.dest
     aborted, _ = sweep_uploads(
-        store, dest.bucket, lambda: job_uploads(ctx, job_id, columns), threads
+        store, dest.bucket, lambda: job_uploads(ctx, job_id, columns), threads, advance=advance
     )
     if aborted:
         log.info("aborted %d pending upload(s) of job %s", aborted, job_id)
@@ -150,7 +153,9 @@ def decided_plan_keys(ctx: JobContext, record: JobRecord) -> tuple[str, ...]:
     return (record.plan_key, plan.shards_prefix + "attempts-")
 
 
-def abort_job(ctx: JobContext, job_id: str, reason: str = "") -> JobSummary:
+def abort_job(
+    ctx: JobContext, job_id: str, reason: str = "", steps: Steps = no_steps
+) -> JobSummary:
     """Job abort: decide "aborted", abort every pending upload, remove temporary objects,
     release the job's claim. ``reason`` (the failing step and its error, say) is
     kept in the record's ``error`` for ``jobs show`` and the Commits page.
@@ -164,19 +169,23 @@ def abort_job(ctx: JobContext, job_id: str, reason: str = "") -> JobSummary:
     upload carrying the job id in a job file name is swept, whatever the
     partition layout.
 
+    ``steps`` shows its progress (:data:`Steps`).
+
     Raises:
         AbortRefusedError: the commit passed its point of no return.
     """
     started = time.monotonic()
     record = _decide_aborted(ctx, ctx.records, job_id, reason)
     if record is not None and record.state == states.ROLLING_BACK:
-        return finish_rollback(ctx, record)
+        return finish_rollback(ctx, record, steps)
     if record is not None:
         ctx = ctx.profiled(record.store_profile)
     store, dest = ctx.store, ctx.dest
     threads = record.options.threads if record else 16
     columns = record.file_columns if record else None
-    aborted = abort_uploads(ctx, job_id, threads, columns)
+    advance = steps("aborting pending uploads", None, "uploads")
+    aborted = abort_uploads(ctx, job_id, threads, columns, advance)
+    steps("removing temporary objects")
     remove_temporary(ctx, job_id, files=False)  # an aborted job lists no files
     Claims(ctx).release(job_id)
     summary = JobSummary(
@@ -321,8 +330,9 @@ def cleanup_job(ctx: JobContext, job_id: str) -> JobSummary:
 
 
 # -- finishing a rollback (the decision is core/protocol/rollback.py's) ------------------------
-def finish_rollback(ctx: JobContext, record: JobRecord) -> JobSummary:
-    """Carry out a rollback the record has decided (``rolling_back``); idempotent.
+def finish_rollback(ctx: JobContext, record: JobRecord, steps: Steps = no_steps) -> JobSummary:
+    """Carry out a rollback the record has decided (``rolling_back``); idempotent;
+    ``steps`` shows its progress.
 
     The order is what keeps a file from appearing after the rollback: every
     pending upload of the job is aborted first (a commit process still running
@@ -339,14 +349,15 @@ def finish_rollback(ctx: JobContext, record: JobRecord) -> JobSummary:
     ctx = ctx.profiled(record.store_profile)
     store = ctx.store
     threads = record.options.threads
-    aborted = abort_uploads(ctx, record.job_id, threads, record.file_columns)
+    advance = steps("aborting pending uploads", None, "uploads")
+    aborted = abort_uploads(ctx, record.job_id, threads, record.file_columns, advance)
     left = job_uploads(ctx, record.job_id, record.file_columns)
     if left:
         raise ZeroRenameError(
             f"job {record.job_id}: {len(left)} upload(s) still pending after the rollback's "
             f"sweep (first {left[0].key}); run the rollback again"
         )
-    removed = _delete_planned(ctx, record)
+    removed = _delete_planned(ctx, record, steps("deleting planned files", None, "files"))
     aborted_record, _ = ctx.records.advance(
         record.job_id,
         states.ROLLED_BACK,
@@ -373,17 +384,18 @@ def finish_rollback(ctx: JobContext, record: JobRecord) -> JobSummary:
     )
 
 
-def _delete_planned(ctx: JobContext, record: JobRecord) -> int:
+def _delete_planned(ctx: JobContext, record: JobRecord, advance: Advance = _ignore) -> int:
     """Delete every key the job's plan would make visible, a shard at a time (keys
     carry the job id: nothing else is there); where the plan cannot be read, the
     job's files found by listing the destination. Returns the keys deleted."""
     store, dest = ctx.store, ctx.dest
     try:
         plan = decided_plan(ctx, record)
-        return sum(
-            store.delete_objects(dest.bucket, [u.key for u in uploads])
-            for _, uploads in upload_shards(ctx, plan)
-        )
+        deleted = 0
+        for _, uploads in upload_shards(ctx, plan):
+            deleted += store.delete_objects(dest.bucket, [u.key for u in uploads])
+            advance(len(uploads))
+        return deleted
     except ManifestError as exc:
         log.warning("job %s: %s; looking for its files by listing", record.job_id, exc)
     keys = [

@@ -64,17 +64,21 @@ def visible_objects(
     threads: int,
     advance: Callable[[int], None] = lambda n: None,
 ) -> dict[str, ObjectInfo]:
-    """Visible objects under each directory, by path relative to the destination."""
+    """Visible objects under each directory, by path relative to the destination;
+    ``advance`` counts them as they are listed (from the listing threads)."""
     dest = ctx.dest
 
     def scan(relative: str) -> list[ObjectInfo]:
-        return list(jobs.visible_objects(ctx, relative))
+        listed = []
+        for o in jobs.visible_objects(ctx, relative):
+            listed.append(o)
+            advance(1)
+        return listed
 
     found: dict[str, ObjectInfo] = {}
     with ThreadPoolExecutor(max(1, min(threads, len(dirs)))) as pool:
         for future in as_completed([pool.submit(scan, d) for d in dirs]):
             found.update((o.key[len(dest.dir) :], o) for o in future.result())
-            advance(1)
     return found
 
 

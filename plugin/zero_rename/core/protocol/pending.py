@@ -128,12 +128,15 @@ def pending_uploads(
     job_id: str | None = None,
     older_than: timedelta | None = None,
     now: datetime | None = None,
+    seen: Callable[[int], None] = lambda n: None,
 ) -> list[Pending]:
-    """Pending uploads under DEST (the listing prefix ends in '/': never DEST10's)."""
+    """Pending uploads under DEST (the listing prefix ends in '/': never DEST10's);
+    ``seen`` counts the uploads listed, for progress."""
     store, dest = ctx.store, ctx.dest
     now = now or datetime.now(UTC)
     found = []
     for upload in store.list_uploads(dest.bucket, dest.dir):
+        seen(1)
         if job_id is not None and file_job_id(upload.key) != job_id:
             continue
         if older_than is not None and not _older(upload, older_than, now):

@@ -40,6 +40,7 @@ from zero_rename.core.protocol.formats import published_to_table
 from zero_rename.core.protocol.planning import decided_plan, upload_shards
 from zero_rename.core.protocol.publish import is_complete
 from zero_rename.core.protocol.validate import pending_digests, upload_digest
+from zero_rename.core.s3.progress import Advance, Steps, no_steps
 from zero_rename.errors import RollbackRefusedError
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 LOST_SHOWN = 5
 
 
-def roll_back(ctx: JobContext, job_id: str, reason: str) -> JobSummary:
+def roll_back(ctx: JobContext, job_id: str, reason: str, steps: Steps = no_steps) -> JobSummary:
     """Decide the rollback of a job stuck in ``committing`` and carry it out.
 
     Raises:
@@ -69,7 +70,7 @@ def roll_back(ctx: JobContext, job_id: str, reason: str) -> JobSummary:
         return JobSummary(job_id=job_id, destination=dest.url, state=states.ABORTED)
     if moved:
         log.warning("job %s at %s is rolling back: %s", job_id, dest.url, record.error)
-    return finish_rollback(ctx, record)
+    return finish_rollback(ctx, record, steps)
 
 
 def _refuse_if_in_the_table(ctx: JobContext, record: JobRecord) -> None:
@@ -113,10 +114,12 @@ class CommitOutlook:
         return text
 
 
-def commit_outlook(ctx: JobContext, record: JobRecord) -> CommitOutlook:
-    """What a retry of the job's commit would find; reads, never writes."""
+def commit_outlook(ctx: JobContext, record: JobRecord, steps: Steps = no_steps) -> CommitOutlook:
+    """What a retry of the job's commit would find; reads, never writes. ``steps``
+    shows the check of each planned file (a HEAD each, where the journal is silent)."""
     plan = decided_plan(ctx, record)
     progress = read_progress(ctx, plan)
+    advance = steps("checking the planned files", plan.files, "files")
     pending = pending_digests(
         ctx, record, [p + "/" for p in plan.partitions], record.options.threads, plan.files
     )
@@ -125,8 +128,9 @@ def commit_outlook(ctx: JobContext, record: JobRecord) -> CommitOutlook:
         journaled = set(range(len(uploads))) if number in progress.done else set()
         journaled |= progress.completed_in(number)
         outlook.complete += len(journaled)
+        advance(len(journaled))
         rest = [u for i, u in enumerate(uploads) if i not in journaled]
-        for upload, state in zip(rest, _states(ctx, rest, pending), strict=True):
+        for upload, state in zip(rest, _states(ctx, rest, pending, advance), strict=True):
             if state == "lost":
                 outlook.lost += 1
                 if len(outlook.lost_keys) < LOST_SHOWN:
@@ -142,24 +146,31 @@ def _states(
     ctx: JobContext,
     uploads: list[PendingUpload],
     pending: KeySet,
+    advance: Advance,
 ) -> list[str]:
 
     def state(upload: PendingUpload) -> str:
         if upload_digest(upload.key, upload.upload_id) in pending:
-            return "pending"
-        return "complete" if is_complete(ctx, upload) is not None else "lost"
+            found = "pending"
+        else:
+            found = "complete" if is_complete(ctx, upload) is not None else "lost"
+        advance(1)
+        return found
 
     with ThreadPoolExecutor(max(1, min(16, len(uploads)))) as pool:
         return list(pool.map(state, uploads))
 
 
-def rollback_job(ctx: JobContext, job_id: str, force: bool = False, reason: str = "") -> JobSummary:
+def rollback_job(
+    ctx: JobContext, job_id: str, force: bool = False, reason: str = "", steps: Steps = no_steps
+) -> JobSummary:
     """An operator's rollback of a job, returning the destination to where it was
     before the job. A job rolling back is finished and an aborted one reported; a
     job that can still finish (``setup``, ``sealed``, or ``committing`` with every
     planned file complete or pending) is refused unless ``force``; a committing
     job whose every planned file is complete is always refused: it is committed
-    but for its record, which a commit retry writes.
+    but for its record, which a commit retry writes. ``steps`` shows the check
+    and the rollback's progress.
 
     Raises:
         RollbackRefusedError: as above; nothing was changed.
@@ -169,15 +180,15 @@ def rollback_job(ctx: JobContext, job_id: str, force: bool = False, reason: str 
     ctx = ctx.profiled(record.store_profile)
     why = reason or "rolled back by hand"
     if record.state in states.DECIDED - {states.COMMITTING}:
-        return roll_back(ctx, job_id, why)  # finishes, reports, or refuses
+        return roll_back(ctx, job_id, why, steps)  # finishes, reports, or refuses
     if record.state in states.UNDECIDED:
         if not force:
             raise RollbackRefusedError(
                 f"job {job_id} is {record.state}: nothing of it is visible and its commit can "
                 "still run. Abort it if it must not (or roll back with --force, which aborts it)"
             )
-        return abort_job(ctx, job_id, why)
-    outlook = commit_outlook(ctx, record)
+        return abort_job(ctx, job_id, why, steps)
+    outlook = commit_outlook(ctx, record, steps)
     if outlook.pending == 0 and outlook.lost == 0:
         raise RollbackRefusedError(
             f"job {job_id} is committed in all but its record ({outlook.describe()}): retry "
@@ -189,4 +200,4 @@ def rollback_job(ctx: JobContext, job_id: str, force: bool = False, reason: str 
             "--force rolls it back anyway"
         )
     log.warning("job %s: rolling back by hand; %s", job_id, outlook.describe())
-    return roll_back(ctx, job_id, f"{why}; {outlook.describe()}")
+    return roll_back(ctx, job_id, f"{why}; {outlook.describe()}", steps)

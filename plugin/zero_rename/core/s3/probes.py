@@ -32,6 +32,7 @@ from zero_rename.core.s3.profiles import (
     StoreProfile,
     named_profile,
 )
+from zero_rename.core.s3.progress import Steps, no_steps
 from zero_rename.core.s3.races import RACE_ROUNDS, Race, run_races
 from zero_rename.core.s3.writes import CREATE_ROUNDS, backoff
 from zero_rename.errors import ConditionalConflict, NoSuchUpload, PreconditionFailed, StoreError
@@ -250,26 +251,34 @@ class Examination:
         return not self.problems
 
 
-def examine(store: S3Store, dest: ProbeSite, race_rounds: int = RACE_ROUNDS) -> Examination:
+def examine(
+    store: S3Store, dest: ProbeSite, race_rounds: int = RACE_ROUNDS, steps: Steps = no_steps
+) -> Examination:
     """Every probe, against the store at ``dest``, the races ``race_rounds`` times each
-    (0: none)."""
+    (0: none); ``steps`` names each probe and race as it begins."""
     scratch = scratch_prefix(dest)
     cleaner = store
     forms: list[IfMatchForm] = []
     try:
+        steps("conditional writes")
         values = _conditional_checks(store, dest.bucket, scratch, forms)
+        steps("listing uploads by prefix")
         values.update(_prefix_listing_check(store, dest.bucket, scratch))
         # From here on, list uploads and swap the way the committer would on this store.
         cleaner = store = store.with_profile(StoreProfile(name=AUTO, **values))
+        steps("conditional and repeated completes")
         values["conditional_complete"] = _conditional_complete(store, dest.bucket, scratch)
         values["recomplete"] = _recomplete(store, dest.bucket, scratch)
         profile = StoreProfile(name=AUTO, **values)
         checks = _profile_checks(profile, forms)
+        steps("a complete after an abort")
         checks.append(_complete_after_abort(store, dest.bucket, scratch))
+        steps("listing prefixes and pages")
         checks.append(_prefix_exactness(store, dest.bucket, scratch))
         checks.append(_upload_paging(store, dest.bucket, scratch))
-        races = run_races(store, profile, dest.bucket, scratch + "race/", race_rounds)
+        races = run_races(store, profile, dest.bucket, scratch + "race/", race_rounds, steps)
     finally:
+        steps("removing what the probes wrote")
         _remove_scratch(cleaner, dest.bucket, scratch)
     checks += [_race_check(race) for race in races]
     checks.append(

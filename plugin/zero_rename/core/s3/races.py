@@ -29,6 +29,7 @@ from typing import Literal
 
 from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.profiles import StoreProfile
+from zero_rename.core.s3.progress import Advance, Steps, no_steps
 from zero_rename.errors import ConditionalConflict, PreconditionFailed
 
 # The doctor's rounds per race: each round of 16 racing writes to one key costs
@@ -64,24 +65,31 @@ class Race:
 
 
 def run_races(
-    store: S3Store, profile: StoreProfile, bucket: str, prefix: str, rounds: int
+    store: S3Store,
+    profile: StoreProfile,
+    bucket: str,
+    prefix: str,
+    rounds: int,
+    steps: Steps = no_steps,
 ) -> list[Race]:
     """The races the store's profile makes meaningful, ``rounds`` each, under
     ``prefix`` (the caller removes what they leave: objects and pending uploads).
-    ``store`` must send If-Match in the form ``profile`` names."""
+    ``store`` must send If-Match in the form ``profile`` names; ``steps`` shows
+    each race's rounds (each takes seconds on some stores)."""
     if rounds < 1:
         return []
-    races = []
+    wanted: list[tuple[RaceName, Writers, str]] = []
     if profile.conditional_create:
-        races.append(
-            Race("create", RACERS["create"], _rounds(rounds, store, bucket, prefix, _create))
-        )
+        wanted.append(("create", _create, "conditional creates"))
     if profile.conditional_replace and profile.if_match_form != "refused":
-        races.append(Race("swap", RACERS["swap"], _rounds(rounds, store, bucket, prefix, _swap)))
+        wanted.append(("swap", _swap, "compare-and-swaps"))
     if profile.conditional_complete:
-        races.append(
-            Race("complete", RACERS["complete"], _rounds(rounds, store, bucket, prefix, _complete))
-        )
+        wanted.append(("complete", _complete, "conditional completes"))
+    races = []
+    for name, writers, what in wanted:
+        advance = steps(f"racing {RACERS[name]} {what}", rounds, "rounds")
+        winners = _rounds(rounds, store, bucket, prefix, writers, advance)
+        races.append(Race(name, RACERS[name], winners))
     return races
 
 
@@ -89,12 +97,14 @@ Writers = Callable[[S3Store, str, str], list[Callable[[], object]]]
 
 
 def _rounds(
-    rounds: int, store: S3Store, bucket: str, prefix: str, writers: Writers
+    rounds: int, store: S3Store, bucket: str, prefix: str, writers: Writers, advance: Advance
 ) -> tuple[int, ...]:
     name = writers.__name__.strip("_")
-    return tuple(
-        race(writers(store, bucket, f"{prefix}{name}-{number}")) for number in range(rounds)
-    )
+    winners = []
+    for number in range(rounds):
+        winners.append(race(writers(store, bucket, f"{prefix}{name}-{number}")))
+        advance(1)
+    return tuple(winners)
 
 
 def race(writers: Sequence[Callable[[], object]]) -> int:
