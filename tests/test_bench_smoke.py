@@ -7,14 +7,16 @@ the requests its design implies.
 from __future__ import annotations
 
 import argparse
+import logging
 import uuid
 from pathlib import Path
 
 import pytest
 
-from bench import commit_report, page
+from bench import commit_report, latency_bench, page
 from bench.commit_bench import METHODS, command_line, parse_args, run_benchmark
 from bench.commit_results import TABLE_METHODS, BenchConfig, Run, summarize
+from tests.s3proxy import proxy_for
 from zero_rename.embedded_s3 import EmbeddedS3
 
 pytestmark = pytest.mark.s3
@@ -194,3 +196,27 @@ def test_bench_modules_import_one_way() -> None:
         for n in imported(path)
         if n.split(".")[0] in ("bench", "demo")
     }
+
+
+def test_latency_bench_commits_behind_the_delay_and_counts_rounds(
+    s3_server: EmbeddedS3, tmp_path: Path
+) -> None:
+    """The latency benchmark's machinery on 10 files, with this checkout as its own
+    baseline: every file committed by each method, and the rounds read from arrivals."""
+    assert latency_bench.rounds([], 0.02) == 0
+    # two requests side by side, then one that waited, then two more side by side
+    assert latency_bench.rounds([0.0, 0.002, 0.025, 0.05, 0.051], 0.02) == 3
+    bucket = f"latency-{uuid.uuid4().hex[:8]}"
+    s3_server.create_bucket(bucket)
+    cfg = BenchConfig(s3_server.endpoint_url, bucket, threads=8, files_per_task=5)
+    here = Path(__file__).resolve().parents[1]
+    with proxy_for(s3_server) as proxy:
+        timed = latency_bench.run(
+            cfg, proxy, 0.005, [10], [1], here, logging.getLogger("bench.latency")
+        )
+    assert sorted(t.method for t in timed) == ["baseline", "committer", "completes"]
+    assert all(t.committed == 10 for t in timed)
+    assert [t.requests for t in timed if t.method == "completes"] == [10]
+    [row] = latency_bench.summarize(timed)
+    body = latency_bench.section([row], 0.005, "python -m bench.latency_bench", (1.0, 1.0), "x")
+    assert body.startswith(latency_bench.HEADER + "\n") and "| 10 | 1 |" in body

@@ -77,6 +77,10 @@ class Journal:
             self._write(self.shard, tuple(sorted(self.pending)), done=False)
             self.pending = []
 
+    def discard(self) -> None:
+        """Forget the completions not yet written (a "done" entry follows)."""
+        self.pending = []
+
     def shard_done(self, shard: int) -> None:
         self.pending = [] if shard == self.shard else self.pending
         self._write(shard, (), done=True)

@@ -78,7 +78,14 @@ def source(
 ) -> ManifestSource:
     """The stage manifest's choice if there is one, else the published task manifests.
     ``stage_digest``: the stage header's digest as the job record keeps it."""
-    stage = read_stage_header(ctx, job_id, stage_digest)
+    return source_of(ctx, job_id, read_stage_header(ctx, job_id, stage_digest), threads)
+
+
+def source_of(
+    ctx: JobContext, job_id: str, stage: StageManifest | None, threads: int = 16
+) -> ManifestSource:
+    """The manifests of ``stage`` (its header, read already), or, without one, the
+    published task manifests."""
     if stage is not None:
         return _stage_source(ctx, stage)
     return _published_source(ctx, job_id, threads)
@@ -167,13 +174,25 @@ def _digest_of(stage: StageManifest) -> str:
 def read_stage_header(
     ctx: JobContext, job_id: str, expected_digest: str = ""
 ) -> StageManifest | None:
-    store, dest = ctx.store, ctx.dest
-    key = dest.job(job_id).stage_manifest_key
-    found = store.get_object(dest.bucket, key)
-    if found is None:
+    return stage_from_bytes(ctx, job_id, read_stage_bytes(ctx, job_id), expected_digest)
+
+
+def read_stage_bytes(ctx: JobContext, job_id: str) -> bytes | None:
+    """The stage manifest's header as stored; None before an engine saved one."""
+    found = ctx.store.get_object(ctx.dest.bucket, ctx.dest.job(job_id).stage_manifest_key)
+    return None if found is None else found[0]
+
+
+def stage_from_bytes(
+    ctx: JobContext, job_id: str, data: bytes | None, expected_digest: str = ""
+) -> StageManifest | None:
+    """The header from its bytes, checked against the digest the record keeps."""
+    if data is None:
         return None
-    check_digest(found[0], expected_digest, f"stage manifest s3://{dest.bucket}/{key}")
-    stage = load(StageManifest, found[0], f"s3://{dest.bucket}/{key}")
+    dest = ctx.dest
+    key = dest.job(job_id).stage_manifest_key
+    check_digest(data, expected_digest, f"stage manifest s3://{dest.bucket}/{key}")
+    stage = load(StageManifest, data, f"s3://{dest.bucket}/{key}")
     if stage.job_id != job_id:
         raise ManifestError(f"stage manifest {key} belongs to job {stage.job_id}, not {job_id}")
     return stage

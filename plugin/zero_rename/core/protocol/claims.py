@@ -40,7 +40,7 @@ from zero_rename.core.data.options import ConflictMode
 from zero_rename.core.data.records import JobContext, JobRecords
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.states import JobState
-from zero_rename.core.s3.writes import swap
+from zero_rename.core.s3.writes import Version, swap
 from zero_rename.errors import (
     JobNotFoundError,
     ManifestError,
@@ -132,7 +132,16 @@ class Claims:
             return ClaimTable(), None
         return load(ClaimTable, found[0], f"s3://{self.dest.bucket}/{self.key}"), found[1]
 
-    def acquire(self, record: JobRecord, dirs: Sequence[str]) -> bool:
+    def read_version(self) -> Version:
+        """The claims object's bytes and ETag as stored now; (None, None) before any."""
+        return self.store.get_object(self.dest.bucket, self.key) or (None, None)
+
+    def acquire(
+        self,
+        record: JobRecord,
+        dirs: Sequence[str],
+        known: Version | None = None,
+    ) -> bool:
         """Claim ``dirs`` for the job; idempotent. Returns whether it waited for
         another job's claim (``on_conflict=wait``).
 
@@ -148,8 +157,11 @@ class Claims:
         waited = False
         while True:
             try:
-                _, wrote = self._swap(lambda table: self._with_claim(table, mine))
+                _, wrote = self._swap(lambda table: self._with_claim(table, mine), known)
             except _Blocked as blocked:
+                if known is not None:
+                    known = None  # blocked by the claims as read a moment ago: read them now
+                    continue
                 if options.on_conflict == "wait" and time.monotonic() < deadline:
                     self._wait(record, blocked.by, deadline)
                     waited = True
@@ -192,7 +204,11 @@ class Claims:
         if self._swap(without)[1]:
             log.info("job %s released its claim at %s", job_id, self.dest.url)
 
-    def _swap(self, change: Callable[[ClaimTable], ClaimTable | None]) -> tuple[ClaimTable, bool]:
+    def _swap(
+        self,
+        change: Callable[[ClaimTable], ClaimTable | None],
+        known: Version | None = None,
+    ) -> tuple[ClaimTable, bool]:
         """Apply ``change`` to the claim table by compare-and-swap."""
         where = f"s3://{self.dest.bucket}/{self.key}"
 
@@ -201,15 +217,17 @@ class Claims:
             new = change(table)
             return None if new is None else dump(new)
 
-        data, wrote = swap(
+        done = swap(
             self.store,
             self.dest.bucket,
             self.key,
             apply,
             f"the claims at {self.dest.url}",
             CLAIM_ROUNDS,
+            known=known,
         )
-        return (ClaimTable() if data is None else load(ClaimTable, data, where)), wrote
+        table = ClaimTable() if done.data is None else load(ClaimTable, done.data, where)
+        return table, done.wrote
 
     def _live(self, table: ClaimTable, job_id: str) -> tuple[Claim, ...]:
         """Other jobs' claims, without those whose job is decided or gone."""

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from zero_rename.core.data import manifests as manifest_sources
 from zero_rename.core.data.manifests import ManifestSource
@@ -40,6 +41,7 @@ from zero_rename.core.data.model import (
     CommitPlan,
     JobRecord,
     JobSummary,
+    StageManifest,
     StepTiming,
     TableCommit,
     TaskManifest,
@@ -57,7 +59,12 @@ from zero_rename.core.protocol.abort import (
 )
 from zero_rename.core.protocol.claims import Claims
 from zero_rename.core.protocol.formats import publish_table, published_to_table
-from zero_rename.core.protocol.planning import decided_plan, plan_digest, prepared_for
+from zero_rename.core.protocol.planning import (
+    decided_plan,
+    plan_digest,
+    prepared_for,
+    recalling,
+)
 from zero_rename.core.protocol.publish import ProgressCallback, delete_replaced, publish
 from zero_rename.core.protocol.rollback import roll_back
 from zero_rename.core.protocol.validate import Expected
@@ -72,6 +79,11 @@ from zero_rename.errors import (
 )
 
 log = logging.getLogger(__name__)
+
+A = TypeVar("A")
+B = TypeVar("B")
+# A stage manifest's header, read (None: the engine saved none).
+StageHeader = StageManifest | None
 
 Progress = ProgressCallback
 
@@ -92,6 +104,17 @@ def commit_job(
             no return, and the job was rolled back: nothing of it is left.
         StoreError, CommitStateUnknownError: after it; retry the commit.
     """
+    with recalling():
+        return _commit_job(ctx, job_id, manifests, expected, progress)
+
+
+def _commit_job(
+    ctx: JobContext,
+    job_id: str,
+    manifests: Sequence[TaskManifest] | None,
+    expected: Expected,
+    progress: Progress | None,
+) -> JobSummary:
     started = time.monotonic()
     record = ctx.records.get(job_id)
     ctx = ctx.profiled(record.store_profile)
@@ -114,19 +137,24 @@ def commit_job(
             store.pool_size,
         )
     resumed = record.state == states.COMMITTING
+    plan: CommitPlan | None = None
     if not resumed:
-        record = _seal(records, record)
-        record, ours = _plan_and_decide(ctx, record, manifests, expected)
+        record, stage = _seal_reading_stage(ctx, record, manifests)
+        record, plan = _plan_and_decide(ctx, record, manifests, expected, stage)
         if record.state != states.COMMITTING:  # another commit finished, or rolls back
             return _decided_elsewhere(ctx, record)
         # Another commit's plan: it may be completing it now, or have crashed.
-        resumed = not ours
-    plan = decided_plan(ctx, record)
+        resumed = plan is None
+    fresh = plan is not None  # decided by this call: no journal, no file complete yet
+    plan = plan or decided_plan(ctx, record)
     try:
-        first_files = publish(ctx, record, plan, progress, resumed)
+        first_files, last = publish(ctx, record, plan, progress, resumed, fresh)
     except UploadRefusedError as refused:
         return _refused(ctx, record, refused)
-    decided = records.get(job_id)
+    # The last shard's file list beside the record's read: a commit of this job held
+    # up here (a paused zombie) while another finished it reports that, and writes
+    # no _SUCCESS over a later job's.
+    _, decided = _both(last.file_list, lambda: records.get(job_id))
     if decided.state != states.COMMITTING:
         # A commit of this job that was held up here (a paused zombie) while
         # another finished it: report that, and write no _SUCCESS over a later job's.
@@ -141,15 +169,15 @@ def commit_job(
             raise
         return _refused_by_table(ctx, record, refused)
     success = build_success(dest, record, plan, first_files, store.stats)
-    put_checked(store, dest.bucket, dest.success_key, dump(success))
+    _both(last.done, lambda: put_checked(store, dest.bucket, dest.success_key, dump(success)))
     summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
     committed, _ = records.advance(
         job_id,
         states.PUBLISHED,
         lambda r: _finished(r, summary, table_commit, table_started),
     )
-    delete_replaced(ctx, committed)
-    _cleanup_after_commit(ctx, record)
+    delete_replaced(ctx, committed, plan)
+    _cleanup_after_commit(ctx, record, plan)
     log.info(
         "committed job %s: %d file(s), %d bytes in %d partition(s) to %s",
         job_id,
@@ -214,6 +242,30 @@ def _already_committed(ctx: JobContext, record: JobRecord) -> JobSummary:
     return record.summary
 
 
+def _seal_reading_stage(
+    ctx: JobContext, record: JobRecord, manifests: Sequence[TaskManifest] | None
+) -> tuple[JobRecord, StageHeader]:
+    """Seal the job while its stage manifest's header is read (independent requests,
+    one round trip); the header is checked against the record's digest."""
+    if manifests is not None:
+        return _seal(ctx.records, record), None
+    data, sealed = _both(
+        lambda: manifest_sources.read_stage_bytes(ctx, record.job_id),
+        lambda: _seal(ctx.records, record),
+    )
+    stage = manifest_sources.stage_from_bytes(ctx, record.job_id, data, record.stage_digest)
+    return sealed, stage
+
+
+def _both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
+    """``first`` on a thread beside ``second``: independent requests in one round
+    trip. Both values, once both are done (an error of either raised)."""
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(first)
+        value = second()
+        return running.result(), value
+
+
 def _seal(records: JobRecords, record: JobRecord) -> JobRecord:
     """Close the job to new task commits: ``setup -> sealed``. Idempotent."""
     sealed, moved = records.advance(
@@ -232,15 +284,28 @@ def manifest_source(
     return manifest_sources.source(ctx, record.job_id, record.options.threads, record.stage_digest)
 
 
+def _source(
+    ctx: JobContext,
+    record: JobRecord,
+    manifests: Sequence[TaskManifest] | None,
+    stage: StageHeader,
+) -> ManifestSource:
+    """As :func:`manifest_source`, the stage's header read already (beside the seal)."""
+    if manifests is not None:
+        return ManifestSource.given(manifests)
+    return manifest_sources.source_of(ctx, record.job_id, stage, record.options.threads)
+
+
 def _plan(
     ctx: JobContext,
     record: JobRecord,
     manifests: Sequence[TaskManifest] | None,
     expected: Expected,
+    stage: StageHeader,
 ) -> tuple[CommitPlan, str]:
     """A resolved plan for the job: the one its earlier steps prepared if it still
     fits (its uploads checked again, by listing, to be pending), else a new one."""
-    source = manifest_source(ctx, record, manifests)
+    source = _source(ctx, record, manifests, stage)
     plan, key = prepared_for(ctx, record, source, expected, resolve=True)
     if plan.manifests_id == source.identity and record.prepared_plan:
         log.info("job %s: taking the plan its earlier steps prepared", record.job_id)
@@ -252,11 +317,13 @@ def _plan_and_decide(
     record: JobRecord,
     manifests: Sequence[TaskManifest] | None,
     expected: Expected,
-) -> tuple[JobRecord, bool]:
-    """Plan and pass the point of no return; the record, and whether the plan is ours."""
+    stage: StageHeader,
+) -> tuple[JobRecord, CommitPlan | None]:
+    """Plan and pass the point of no return; the record, and the plan where it is
+    ours (None: another commit decided first)."""
     records = ctx.records
     try:
-        plan, key = _plan(ctx, record, manifests, expected)
+        plan, key = _plan(ctx, record, manifests, expected, stage)
     except ZeroRenameError as exc:
         # A decision racing this plan makes the uploads vanish under it: an abort
         # aborts them, another commit of the job completes them (and removes this
@@ -269,7 +336,7 @@ def _plan_and_decide(
             ) from exc
         if current.state in states.DECIDED:
             log.info("job %s: another commit decided while this one planned", record.job_id)
-            return current, False
+            return current, None
         raise
 
     def decision(current: JobRecord) -> dict[str, Any]:
@@ -291,14 +358,14 @@ def _plan_and_decide(
     decided, _ = records.advance(record.job_id, states.DECIDE, decision)
     if decided.plan_key != key:
         log.info("job %s: another commit decided first; finishing its plan", record.job_id)
-        return decided, False
+        return decided, None
     log.info(
         "job %s passed its point of no return: %d file(s) to complete, %d to replace",
         record.job_id,
         plan.files,
         plan.replaced_files,
     )
-    return decided, True
+    return decided, plan
 
 
 def _finished(
@@ -315,14 +382,26 @@ def _finished(
     return {"summary": summary, "steps": steps, "table_commit": table}
 
 
-def _cleanup_after_commit(ctx: JobContext, record: JobRecord) -> None:
+def _cleanup_after_commit(
+    ctx: JobContext, record: JobRecord, plan: CommitPlan | None = None
+) -> None:
     """Release the claim, abort stray uploads (losing attempts) and remove temporary
-    objects, best effort: the job is committed whatever happens here; the cleanup
-    step can run it again."""
+    objects, side by side (independent objects), best effort: the job is committed
+    whatever happens here; the cleanup step can run it again."""
     try:
-        Claims(ctx).release(record.job_id)
-        abort_uploads(ctx, record.job_id, record.options.threads, record.file_columns)
-        remove_temporary(ctx, record.job_id, decided_plan_keys(ctx, record))
+        keep = (
+            (record.plan_key, plan.shards_prefix + "attempts-")
+            if plan is not None and record.plan_key
+            else decided_plan_keys(ctx, record)
+        )
+        parts: list[Callable[[], object]] = [
+            lambda: Claims(ctx).release(record.job_id),
+            lambda: abort_uploads(ctx, record.job_id, record.options.threads, record.file_columns),
+            lambda: remove_temporary(ctx, record.job_id, keep),
+        ]
+        with ThreadPoolExecutor(len(parts)) as pool:
+            for future in [pool.submit(part) for part in parts]:
+                future.result()
     except Exception:
         log.warning(
             "cleanup after committing job %s failed; run cleanup again",

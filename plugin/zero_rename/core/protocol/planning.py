@@ -24,8 +24,13 @@ from __future__ import annotations
 import logging
 import uuid
 from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, field
+from typing import Any
 
 from zero_rename.core.data import shards
 from zero_rename.core.data.manifests import ManifestSource
@@ -58,7 +63,7 @@ from zero_rename.core.protocol.validate import (
 )
 from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.stats import RequestStats
-from zero_rename.core.s3.writes import create_once
+from zero_rename.core.s3.writes import Version, create_once
 from zero_rename.errors import ManifestError
 
 log = logging.getLogger(__name__)
@@ -85,14 +90,10 @@ class _Shards:
 
     def flush(self) -> None:
         if self.buffer:
-            self.digests.append(
-                write_shard(
-                    self.store,
-                    self.bucket,
-                    shard_key(self.prefix, self.name, self.written),
-                    self.buffer,
-                )
-            )
+            key = shard_key(self.prefix, self.name, self.written)
+            self.digests.append(write_shard(self.store, self.bucket, key, self.buffer))
+            if self.name == "uploads":
+                _remember(self.bucket, key, self.digests[-1], tuple(self.buffer))
             self.written += 1
             self.buffer = []
 
@@ -106,15 +107,54 @@ def shard_digest(plan: CommitPlan, name: str, number: int) -> str:
     return digests[number] if number < len(digests) else ""
 
 
+# Upload shards the running commit call wrote itself (a few, each at most
+# SHARD_SIZE items): it reads them back at once, without a request. Scoped to one
+# call, so that a plan written by an earlier step (another process, in Airflow) is
+# always read from S3 and checked against its digest there.
+_RECENT_SHARDS = 4
+_recent: ContextVar[OrderedDict[tuple[str, str, str], tuple[Any, ...]] | None] = ContextVar(
+    "zero_rename_recent_shards", default=None
+)
+
+
+@contextmanager
+def recalling() -> Iterator[None]:
+    """Within this block, upload shards written here are read back from memory."""
+    token = _recent.set(OrderedDict())
+    try:
+        yield
+    finally:
+        _recent.reset(token)
+
+
+def _remember(bucket: str, key: str, digest: str, items: tuple[Any, ...]) -> None:
+    recent = _recent.get()
+    if recent is not None:
+        recent[(bucket, key, digest)] = items
+        while len(recent) > _RECENT_SHARDS:
+            recent.popitem(last=False)
+
+
+def _recalled(bucket: str, key: str, digest: str) -> list[PendingUpload] | None:
+    """A shard this call wrote, by its digest (so never other bytes than those)."""
+    recent = _recent.get()
+    if not digest or recent is None:
+        return None
+    found = recent.get((bucket, key, digest))
+    return list(found) if found is not None else None
+
+
 def upload_shards(ctx: JobContext, plan: CommitPlan) -> Iterator[tuple[int, list[PendingUpload]]]:
     store, dest = ctx.store, ctx.dest
     for number in range(plan.upload_shards):
         key = shard_key(plan.shards_prefix, "uploads", number)
+        digest = shard_digest(plan, "uploads", number)
+        recalled = _recalled(dest.bucket, key, digest)
         yield (
             number,
-            read_shard(
-                store, dest.bucket, key, PendingUpload, shard_digest(plan, "uploads", number)
-            ),
+            recalled
+            if recalled is not None
+            else read_shard(store, dest.bucket, key, PendingUpload, digest),
         )
 
 
@@ -139,7 +179,11 @@ def prepare(
     dest = ctx.dest
     plan_id = uuid.uuid4().hex
     prefix = dest.job(record.job_id).plan_dir(plan_id)
-    validator, uploads, attempts, stats = _stream(ctx, record, manifests, prefix, expected)
+    with ThreadPoolExecutor(1) as pool:
+        # The claims, read while the manifests are: the claim's swap starts from them.
+        claims = pool.submit(Claims(ctx).read_version) if resolve else None
+        validator, uploads, attempts, stats = _stream(ctx, record, manifests, prefix, expected)
+        seen_claims = claims.result() if claims is not None else None
     starts, attempt_digests = attempts
     plan = CommitPlan(
         job_id=record.job_id,
@@ -158,7 +202,7 @@ def prepare(
         table_schema=validator.table_schema,
     )
     if resolve:
-        plan = resolve_plan(ctx, record, plan)
+        plan = resolve_plan(ctx, record, plan, claims=seen_claims)
     return plan, save_plan(ctx, plan)
 
 
@@ -194,14 +238,30 @@ def _stream(
             totals.rows += upload.rows or 0
         attempt_ids.append(manifest.task_attempt_id)
         totals.requests.merge_snapshot(manifest.stats)
-    uploads.flush()
-    starts = _write_attempts(ctx, prefix, attempt_ids)
+    # The last shards and the listing of pending uploads: independent, side by side.
+    verify = not validator.problem_count and record.options.verify_uploads
+    with ThreadPoolExecutor(3) as pool:
+        # In this context: the shard it writes is remembered for the commit's reading.
+        flushed = pool.submit(copy_context().run, uploads.flush)
+        attempts = pool.submit(_write_attempts, ctx, prefix, attempt_ids)
+        listed = (
+            pool.submit(
+                pending_digests,
+                ctx,
+                record,
+                sorted(validator.dirs),
+                record.options.threads,
+                validator.files,
+            )
+            if verify
+            else None
+        )
+        flushed.result()
+        starts = attempts.result()
+        pending = listed.result() if listed is not None else None
     written = _ShardedUploads(ctx, prefix, uploads.written)
     validator.finish(written)
-    if not validator.problem_count and record.options.verify_uploads:
-        pending = pending_digests(
-            ctx, record, sorted(validator.dirs), record.options.threads, validator.files
-        )
+    if pending is not None and not validator.problem_count:
         check_pending(validator, pending, written)
     validator.raise_if_problems()
     log.info(
@@ -254,16 +314,21 @@ def _write_attempts(
 
 
 def resolve_plan(
-    ctx: JobContext, record: JobRecord, plan: CommitPlan, recheck: bool = True
+    ctx: JobContext,
+    record: JobRecord,
+    plan: CommitPlan,
+    recheck: bool = True,
+    claims: Version | None = None,
 ) -> CommitPlan:
     """Claim the plan's target directories, then resolve conflicts under the claim
     into replaced shards; returns the plan, resolved, under a fresh id (its
     uploads and attempts stay in the shards it names). With ``recheck``, a claim
     that had to wait for another job is followed by a listing that the planned
-    uploads are still pending: they were confirmed before the wait, which can be long."""
+    uploads are still pending: they were confirmed before the wait, which can be long.
+    ``claims``: the claims object as read a moment ago, to swap from."""
     store, dest = ctx.store, ctx.dest
     dirs = target_dirs(record, [p + "/" for p in plan.partitions])
-    if Claims(ctx).acquire(record, dirs) and recheck:
+    if Claims(ctx).acquire(record, dirs, known=claims) and recheck:
         recheck_pending(ctx, record, plan)
     plan_id = uuid.uuid4().hex
     replaced = _Shards(store, dest.bucket, dest.job(record.job_id).plan_dir(plan_id), "replaced")

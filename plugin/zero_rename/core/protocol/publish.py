@@ -21,8 +21,9 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 
-from zero_rename.core.data.journal import Journal, read_progress
+from zero_rename.core.data.journal import Journal, Progress, read_progress
 from zero_rename.core.data.model import (
     CommitPlan,
     CommittedFile,
@@ -61,16 +62,23 @@ def publish(
     plan: CommitPlan,
     progress: ProgressCallback | None,
     resumed: bool,
-) -> list[CommittedFile]:
+    fresh: bool = False,
+) -> tuple[list[CommittedFile], LastShard]:
     """Make every planned file visible; returns the first FILES_LISTED committed
-    files (the rest are in the file list's shards). The files the job replaces
-    are deleted once its record says committed (:func:`delete_replaced`)."""
+    files (the rest are in the file list's shards), and the last shard's two
+    writes, its file list and then its "done" journal entry, for the caller to
+    send beside its own next requests (until they are sent, a retry checks that
+    shard's files by HEAD: nothing is lost). The files the job replaces are
+    deleted once its record says committed (:func:`delete_replaced`). ``fresh``:
+    the plan was decided by this process a moment ago, so no journal can hold
+    anything yet (no listing of it)."""
     store, dest = ctx.store, ctx.dest
-    journal_state = read_progress(ctx, plan)
+    journal_state = Progress() if fresh else read_progress(ctx, plan)
     pending = _pending(ctx, record, plan) if resumed else None
     journal = Journal(ctx, plan, journal_state.next_seq)
     reporter = _Reporter(plan.job_id, plan.files, progress)
     first: list[CommittedFile] = []
+    last = LastShard(_nothing, _nothing)
     for number, uploads in upload_shards(ctx, plan):
         if number in journal_state.done:
             reporter.skip(len(uploads))
@@ -80,7 +88,9 @@ def publish(
                 )
                 first += files[: FILES_LISTED - len(first)]
             continue
-        files = _publish_shard(
+        last.file_list()  # the previous shard's, before another shard's work
+        last.done()
+        files, last = _publish_shard(
             ctx,
             plan,
             number,
@@ -93,7 +103,7 @@ def publish(
         )
         first += files[: FILES_LISTED - len(first)]
     reporter.finish()
-    return first
+    return first, last
 
 
 def _pending(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> KeySet:
@@ -111,12 +121,15 @@ def _publish_shard(
     threads: int,
     journal: Journal,
     reporter: _Reporter,
-) -> list[CommittedFile]:
+) -> tuple[list[CommittedFile], LastShard]:
+    """Complete the shard's uploads; returns its files, and the writes of its file
+    list and then of its "done" entry. The completions not yet journaled are not
+    written as such: the "done" entry stands for them all."""
     store, dest = ctx.store, ctx.dest
     todo = [i for i in range(len(uploads)) if i not in done]
     reporter.skip(len(uploads) - len(todo))
     etags = _complete(ctx, uploads, todo, pending, threads, number, journal, reporter)
-    journal.flush()
+    journal.discard()
     files = [
         CommittedFile(
             path=u.key[len(dest.dir) :],
@@ -126,12 +139,25 @@ def _publish_shard(
         )
         for i, u in enumerate(uploads)
     ]
-    # The file list first, then "done": a shard marked done has its file list.
-    write_shard(
-        store, dest.bucket, file_shard_key(dest, plan.job_id, number), files, overwrite=True
-    )
-    journal.shard_done(number)
-    return files
+    key = file_shard_key(dest, plan.job_id, number)
+
+    def file_list() -> None:
+        write_shard(store, dest.bucket, key, files, overwrite=True)
+
+    return files, LastShard(file_list, lambda: journal.shard_done(number))
+
+
+def _nothing() -> None:
+    """No shard to write for (a job of no file)."""
+
+
+@dataclass(frozen=True)
+class LastShard:
+    """The writes that end a shard, in this order: a shard marked done has its
+    file list."""
+
+    file_list: Callable[[], None]
+    done: Callable[[], None]
 
 
 def _complete(
@@ -313,7 +339,7 @@ def _still_pending(ctx: JobContext, upload: PendingUpload) -> bool:
     return True
 
 
-def delete_replaced(ctx: JobContext, record: JobRecord) -> int:
+def delete_replaced(ctx: JobContext, record: JobRecord, plan: CommitPlan | None = None) -> int:
     """Delete the files a committed job replaced; safe to run again.
 
     Only once the record says ``committed``: from then on readers of the
@@ -331,7 +357,7 @@ def delete_replaced(ctx: JobContext, record: JobRecord) -> int:
         return 0
     if record.options.table_format != "none":
         return 0
-    plan = decided_plan(ctx, record)
+    plan = plan or decided_plan(ctx, record)
     deleted = 0
     prefix = dest.job(plan.job_id).plan_dir(plan.plan_id)
     for number in range(plan.replaced_shards):

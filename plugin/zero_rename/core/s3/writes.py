@@ -19,6 +19,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from zero_rename.core.s3.client import S3Store
 from zero_rename.errors import ConditionalConflict, ContentionError, PreconditionFailed, StoreError
@@ -98,6 +99,21 @@ def put_checked(
 SWAP_ROUNDS = 20
 
 
+# An object's bytes and ETag as seen; (None, None): seen to be missing.
+Version = tuple[bytes, str] | tuple[None, None]
+
+
+@dataclass(frozen=True)
+class Swapped:
+    """What a compare-and-swap left: the object's bytes (None: no object), whether
+    this call wrote them, and their ETag where known (None after a create, whose
+    answer carries none here), for the next swap to start from."""
+
+    data: bytes | None
+    wrote: bool
+    etag: str | None
+
+
 def swap(
     store: S3Store,
     bucket: str,
@@ -106,7 +122,8 @@ def swap(
     what: str,
     rounds: int = SWAP_ROUNDS,
     writer: Callable[[], S3Store] | None = None,
-) -> tuple[bytes | None, bool]:
+    known: Version | None = None,
+) -> Swapped:
     """Apply ``change`` to the object by compare-and-swap: ``If-Match`` on the ETag
     just read, or ``If-None-Match`` where there is no object yet. ``change`` gets
     the current bytes (None: no object) and returns the new ones, or None for no
@@ -114,37 +131,51 @@ def swap(
     lost round calls it afresh on what the other process wrote. An outcome left
     unknown is read back: if the object holds what was written, it took effect.
     ``writer``, called after ``change``, gives the store the write goes through
-    (one whose profile sends the ETag in the form the store accepts).
-
-    Returns the object's bytes after the call and whether this call wrote them.
+    (one whose profile sends the ETag in the form the store accepts). ``known``:
+    the bytes and ETag this process last saw (``(None, None)``: no object), for a
+    first round without a read (a round trip less; if they are stale the write
+    loses and the next round reads).
 
     Raises:
         ContentionError: the object changed under every one of ``rounds`` rounds.
     """
-    for round_number in range(rounds):
-        found = store.get_object(bucket, key)
+    round_number = 0
+    while round_number < rounds:
+        # The first try may go on what this process last saw; it is no round of
+        # its own, since all it can cost is the read every round makes anyway.
+        assumed, known = known, None
+        found: Version | None = assumed if assumed is not None else store.get_object(bucket, key)
         current, etag = found if found is not None else (None, None)
-        new = change(current)
+        try:
+            new = change(current)
+        except Exception:
+            if assumed is not None:
+                continue  # a refusal is decided on what S3 holds, not on a memory
+            raise
         if new is None:
-            return current, False
-        if _swapped(writer() if writer else store, bucket, key, new, etag):
-            return new, True
+            if assumed is not None:
+                continue  # so is "nothing to do"
+            return Swapped(current, False, etag)
+        written = _swapped(writer() if writer else store, bucket, key, new, etag)
+        if written is not None:
+            return Swapped(new, True, written or None)
         log.info("%s changed underneath; reading it again", what)
-        backoff(round_number)
+        if assumed is None:
+            backoff(round_number)
+            round_number += 1
     raise ContentionError(f"{what} kept changing; gave up after {rounds} rounds")
 
 
-def _swapped(store: S3Store, bucket: str, key: str, body: bytes, etag: str | None) -> bool:
-    """One conditional write; False for a lost round."""
+def _swapped(store: S3Store, bucket: str, key: str, body: bytes, etag: str | None) -> str | None:
+    """One conditional write: the new ETag ("" where unknown), or None for a lost round."""
     if etag is None:
-        return create_once(store, bucket, key, body) is None
+        return "" if create_once(store, bucket, key, body) is None else None
     try:
-        store.put_object(bucket, key, body, if_match=etag)
-        return True
+        return store.put_object(bucket, key, body, if_match=etag)
     except (PreconditionFailed, ConditionalConflict):
-        return False
+        return None
     except StoreError as exc:
         if not exc.outcome_unknown:
             raise
         found = store.get_object(bucket, key)
-        return found is not None and found[0] == body
+        return found[1] if found is not None and found[0] == body else None
