@@ -18,7 +18,8 @@ from zero_rename.spark.options import (
     parse_writer_options,
 )
 from zero_rename.spark.parquet import PartitionedParquetWriter
-from zero_rename.spark.partitions import resolve_columns, split_by_partition
+from zero_rename.spark.partitions import split_by_partition
+from zero_rename.spark.schema import resolve_columns
 
 pytestmark = pytest.mark.unit
 
