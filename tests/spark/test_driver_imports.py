@@ -33,8 +33,13 @@ from zero_rename.spark.datasource import ZeroRenameDataSource
 
 pytestmark = pytest.mark.s3
 
-# Top-level packages, and modules of the format, that only the tasks may load.
-HEAVY = ("pyarrow", "pandas", "numpy", "pyiceberg", "deltalake", "polars")
+# Top-level packages, and modules of the format, that only the tasks may load;
+# nor boto3 (its transfer manager: the store needs botocore's client alone) or
+# rich (the command line's).
+HEAVY = (
+    *("pyarrow", "pandas", "numpy", "pyiceberg", "deltalake", "polars"),
+    *("boto3", "s3transfer", "rich"),
+)
 TASK_ONLY = ("zero_rename.spark.parquet", "zero_rename.spark.reader", "zero_rename.read")
 
 # Spark's driver-side worker, up to the moment it hands the writer back: it
