@@ -112,7 +112,8 @@ test-unit: $(STAMP)
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.commit_bench
 
-# About 1 GiB written four ways by local Spark; several minutes on two cores.
+# About 1 GiB written five ways by local Spark, and a daily write of 10 files;
+# about ten minutes on two cores.
 bench-spark: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.spark_bench
 

@@ -1,4 +1,4 @@
-"""PySpark write benchmark: one DataFrame written four ways, side by side.
+"""PySpark write benchmark: one DataFrame written five ways, side by side.
 
 The same cached DataFrame (about 1 GiB of Parquet in over 1,000 files, Hive
 partitioned by day) is written by local Spark to the embedded S3 server:
@@ -8,19 +8,32 @@ partitioned by day) is written by local Spark to the embedded S3 server:
 - ``direct``: the unsafe baseline with no commit protocol: each task writes
   its Parquet files (the same writer, the same layout) straight to their final
   keys, one PutObject per file under the part size, a multipart upload above;
+- ``direct-source``: the same tasks inside a Python data source whose job
+  setup and commit do nothing (:mod:`bench.direct_source`): what any Python
+  data source costs a write, Spark's driver-side workers included;
 - ``rename``: what a rename-based committer costs on S3: the tasks write the
   same way under a temporary prefix, then the driver lists it, copies every
   object to its final key and deletes it (CopyObject + DeleteObject per file:
   one rename per file; Hadoop's v1 committer renames twice).
 
+A second, smaller DataFrame is a daily job's write: one day's partition of
+10 files (``--daily-methods``), interleaved with the first in every round.
+With ``--before TREE``, a zero-rename method named with ``@before`` runs the
+code of that checkout (its ``plugin/``, first on the Python path of that
+format's workers), so a change is measured against the code before it in
+the same run.
+
 For each: wall time of the write as the driver sees it, the peak memory of a
-task (the largest ``ru_maxrss`` of the Python workers that ran the tasks, one
-fresh worker per task) and S3 requests per file, counted per HTTP request
+task (the largest peak RSS of the Python workers that ran the tasks, one
+fresh worker per task), S3 requests per file, counted per HTTP request
 sent (retries included) through botocore's event hooks in every process that
-talks to S3: the driver, the planning and commit workers, every task. Results
-go to the ``## PySpark write`` section of ``docs/benchmarks.md``.
+talks to S3: the driver, the planning and commit workers, every task; and for
+the driver-side workers of a Python data source, the seconds and the CPU from
+each one's start to Spark's call of the format. Results go to the
+``## PySpark write`` section of ``docs/benchmarks.md``.
 
     python -m bench.spark_bench [--rows N] [--tasks N] [--days N] [--methods ...]
+        [--daily-methods ...] [--before TREE]
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ import logging
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,15 +58,19 @@ from typing import Any
 import pyarrow as pa
 
 from bench.counter import RequestTotals
+from bench.direct_source import DIRECT_FORMAT, DirectSource
 from bench.objects import objects_under, rename_prefix
 from bench.page import load_note, seaweedfs_version, write_section
 from bench.process import cpu_seconds, process_cpu_seconds
 from bench.spark_source import (
+    BEFORE_FORMAT,
     BENCH_FORMAT,
+    BeforeSource,
     BenchSource,
     TaskTiming,
     TimedBatches,
     count_requests,
+    package_dir,
     requests_since,
     snapshot,
 )
@@ -63,13 +81,20 @@ from zero_rename.spark.parquet import PartitionedParquetWriter
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
-METHODS = ("zero-rename-magic", "zero-rename-staging", "direct", "rename")
+METHODS = ("zero-rename-magic", "zero-rename-staging", "direct", "direct-source", "rename")
 LABELS = {
     "zero-rename-magic": "zero-rename, magic committer",
     "zero-rename-staging": "zero-rename, staging committer",
     "direct": "direct to final keys, no commit protocol (unsafe)",
+    "direct-source": "direct to final keys from a Python data source that does nothing "
+    "on the driver (unsafe)",
     "rename": "temporary prefix, then copy + delete per file (rename)",
 }
+# A zero-rename method (or variant) with this suffix runs the code of another
+# tree (--before), registered as its own format: before and after in one run.
+BEFORE_SUFFIX = "@before"
+# --before: the tree's path and its commit, once given.
+BEFORE: dict[str, str] = {}
 # More methods: name -> (zero-rename method, more writer options), from --variant
 # (say magic-sync=zero-rename-magic:upload_threads=0), so that a writer option
 # is measured interleaved with the methods it is compared with.
@@ -77,6 +102,13 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {}
 HEADER = "## PySpark write"
 # Arrow batch rows: Spark's default.
 ARROW_BATCH = 10_000
+# The daily write: one day's partition of DAILY_FILES files, written by as many
+# tasks as Spark runs at once here, each rolling to a new file at an equal
+# share of the rows (as a job sized for its cluster's task slots would).
+DAILY_METHODS = ("zero-rename-magic", "direct", "direct-source")
+DAILY_ROWS = 1_000_000
+DAILY_TASKS = 2
+DAILY_FILES = 10
 
 
 @dataclass(frozen=True)
@@ -91,6 +123,7 @@ class BenchConfig:
     part_size: int = 8 * MIB
     threads: int = 64
     area: str = "spark"  # first element of every key this configuration writes
+    max_rows_per_file: int | None = None  # None: one file per task and day
 
     def prefix(self, method: str) -> str:
         return f"{self.area}/{method}"
@@ -190,7 +223,8 @@ class PlainTask:
                 client, self.cfg.bucket, f"{self.prefix}/{directory}{name}", self.cfg.part_size
             )
 
-        writer = PartitionedParquetWriter(open_file, ("dt",), FileOptions())
+        files = FileOptions(max_rows_per_file=self.cfg.max_rows_per_file)
+        writer = PartitionedParquetWriter(open_file, ("dt",), files)
         for batch in batches:
             writer.write(batch)
         return writer.close()
@@ -231,6 +265,10 @@ class Result(RequestTotals):
     task_split: dict[str, float] = field(default_factory=dict)
     # Requests of the busiest and quietest task.
     task_requests: tuple[int, int] = (0, 0)
+    # Packages of bench.spark_source.HEAVY the driver-side workers had loaded when
+    # Spark called the format (writer(), commit()) and when they returned.
+    heavy: dict[str, list[str]] = field(default_factory=dict)
+    workload: str = "main"
 
 
 def source_frame(spark: Any, cfg: BenchConfig) -> Any:
@@ -254,16 +292,18 @@ def source_frame(spark: Any, cfg: BenchConfig) -> Any:
 
 
 def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str, round_number: int = 0) -> Result:
-    prefix = f"{cfg.prefix(method)}/r{round_number}"
+    # "@" would read as credentials in the destination's URL.
+    prefix = f"{cfg.prefix(method.replace('@', '-'))}/r{round_number}"
     dest = f"s3://{cfg.bucket}/{prefix}"
     driver_before, driver_cpu = snapshot(), cpu_seconds()
     server_cpu = process_cpu_seconds(cfg.server_pid) if cfg.server_pid else 0.0
     started, wall = time.monotonic(), time.time()
-    base, extra = VARIANTS.get(method, (method, {}))
+    name, before = split_before(method)
+    base, extra = VARIANTS.get(name, (name, {}))
     if base.startswith("zero-rename-"):
         committer = base.removeprefix("zero-rename-")
         writer = (
-            df.write.format(BENCH_FORMAT)
+            df.write.format(BEFORE_FORMAT if before else BENCH_FORMAT)
             .mode("append")
             .option("partition_by", "dt")
             .option("committer", committer)
@@ -274,11 +314,26 @@ def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str, round_number:
             .option("bench_method", method)
             .option("bench_round", str(round_number))
         )
+        if cfg.max_rows_per_file:
+            writer = writer.option("max_rows_per_file", str(cfg.max_rows_per_file))
         for key, value in extra.items():
             writer = writer.option(key, value)
         writer.save(dest)
     elif method == "direct":
         df.mapInArrow(PlainTask(cfg, method, prefix, round_number), "files long").collect()
+    elif method == "direct-source":
+        options = {
+            "endpoint": cfg.endpoint_url,
+            "bucket": cfg.bucket,
+            "prefix": prefix,
+            "part_size": str(cfg.part_size),
+            "threads": str(cfg.threads),
+            "bench_metrics": cfg.metrics_path,
+            "bench_method": method,
+            "bench_round": str(round_number),
+            "max_rows_per_file": str(cfg.max_rows_per_file or ""),
+        }
+        df.write.format(DIRECT_FORMAT).mode("append").options(**options).save()
     elif method == "rename":
         temporary = f"{prefix}/_temporary/{uuid.uuid4().hex}"
         df.mapInArrow(PlainTask(cfg, method, temporary, round_number), "files long").collect()
@@ -297,6 +352,36 @@ def run_method(spark: Any, df: Any, cfg: BenchConfig, method: str, round_number:
     return result
 
 
+def split_before(method: str) -> tuple[str, bool]:
+    """A method's name without ``@before``, and whether it had it."""
+    return method.removesuffix(BEFORE_SUFFIX), method.endswith(BEFORE_SUFFIX)
+
+
+def register_before(spark: Any, tree: Path) -> None:
+    """Register the ``--before`` format: Spark gives the Python workers of a data
+    source the environment its registration saw, so with ``tree``'s package
+    first on their path, its job setup, tasks and job commit run that code."""
+    context = spark.sparkContext
+    saved = dict(context.environment)
+    root = str(Path(__file__).resolve().parent.parent)
+    context.environment["PYTHONPATH"] = os.pathsep.join([str(tree / "plugin"), root])
+    try:
+        spark.dataSource.register(BeforeSource)
+    finally:
+        context.environment.clear()
+        context.environment.update(saved)
+
+
+def check_packages(method: str, records: Sequence[dict[str, Any]]) -> None:
+    """Refuse a run whose Python workers imported another tree's package than the
+    method's: a ``@before`` method must have run the old code everywhere."""
+    _, before = split_before(method)
+    expected = str(Path(BEFORE["path"]) / "plugin" / "zero_rename") if before else package_dir()
+    found = {r["package"] for r in records if "package" in r}
+    if found - {os.path.realpath(expected), expected}:
+        raise RuntimeError(f"{method}: workers imported zero_rename from {sorted(found)}")
+
+
 def timeline(records: Sequence[dict[str, Any]], save: tuple[float, float]) -> dict[str, float]:
     """Where the write's wall time went, as the driver sees it:
 
@@ -308,16 +393,25 @@ def timeline(records: Sequence[dict[str, Any]], save: tuple[float, float]) -> di
     - ``commit``: the job commit inside the driver-side worker, and
       ``commit_start``: from the last task's end to that commit's start, of
       which ``commit_worker`` from the worker's fork to the commit's start
-      (imports, unpickling the writer); ``setup_worker`` likewise for setup.
+      (imports, unpickling the writer); ``setup_worker`` likewise for setup:
+      from the fork to Spark's call of the format's ``writer()``;
+    - ``to_setup``: from the save to the setup worker's fork (Spark's planning);
+      ``after_setup``: from the writer's return to the first task's start.
     """
     tasks = [r for r in records if r["phase"] == "task"]
     first = min(r["t_start"] for r in tasks)
     last = max(r["t_end"] for r in tasks)
     phases = {"first_task": first - save[0], "tasks": last - first, "tail": save[1] - last}
     for r in records:
+        if r["phase"] in ("setup", "commit") and "cpu_at_start" in r:
+            # CPU the worker spent before the call (imports, unpickling): unlike
+            # the seconds, a busy machine does not stretch it.
+            phases[f"{r['phase']}_worker_cpu"] = r["cpu_at_start"]
         if r["phase"] == "setup":
             phases["setup"] = r["t_end"] - r["t_start"]
             phases["setup_worker"] = r["t_start"] - r["t_proc"]
+            phases["to_setup"] = r["t_proc"] - save[0]
+            phases["after_setup"] = first - r["t_end"]
         if r["phase"] == "commit":
             phases["commit"] = r["t_end"] - r["t_start"]
             phases["commit_start"] = r["t_start"] - last
@@ -356,6 +450,7 @@ def summarize(
     """Gather the run's records and check what it left in the bucket."""
     records = [json.loads(line) for line in Path(cfg.metrics_path).read_text().splitlines()]
     mine = [r for r in records if r["method"] == method and r.get("round") == round_number]
+    check_packages(method, mine)
     tasks = [r for r in mine if r["phase"] == "task"]
     requests: Counter[str] = Counter(driver_requests)
     for r in mine:
@@ -375,6 +470,13 @@ def summarize(
         phases=timeline(mine, save),
         task_split=task_split(tasks),
         task_requests=(max(per_task), min(per_task)),
+        heavy={
+            f"{r['phase']}{when}": r[key]
+            for r in mine
+            if r["phase"] in ("setup", "commit")
+            for when, key in (("_start", "heavy_at_start"), ("", "heavy"))
+            if key in r
+        },
     )
     check_output(cfg, result, prefix)
     return result
@@ -447,34 +549,66 @@ def warm_up(spark: Any, cfg: BenchConfig, methods: Sequence[str]) -> None:
     df.unpersist()
 
 
-def run_benchmark(
-    spark: Any, cfg: BenchConfig, methods: Sequence[str], rounds: int = 1
-) -> list[Result]:
-    """Every method once a round, in an order rotated each round, so that no
-    method always runs first or after the same neighbour, and slow spells of a
-    shared machine spread over all methods."""
+@dataclass(frozen=True)
+class Workload:
+    """One DataFrame and the methods that write it, each once a round."""
+
+    name: str  # "main": the 1 GiB write; "daily": one day's partition
+    cfg: BenchConfig
+    methods: tuple[str, ...]
+
+
+def daily_config(cfg: BenchConfig, rows: int, tasks: int, files: int) -> BenchConfig:
+    """The daily write: ``rows`` of one day in ``tasks`` tasks, ``files`` files of
+    equal rows among them."""
+    return BenchConfig(
+        cfg.endpoint_url,
+        cfg.bucket,
+        cfg.metrics_path + ".daily",
+        server_pid=cfg.server_pid,
+        rows=rows,
+        tasks=tasks,
+        days=1,
+        part_size=cfg.part_size,
+        threads=cfg.threads,
+        area="daily",
+        max_rows_per_file=-(-rows // files),
+    )
+
+
+def run_benchmark(spark: Any, workloads: Sequence[Workload], rounds: int = 1) -> list[Result]:
+    """Every method of every workload once a round, in an order rotated each
+    round, so that no method always runs first or after the same neighbour, and
+    slow spells of a shared machine spread over all methods."""
     spark.dataSource.register(BenchSource)
-    warm_up(spark, cfg, methods)
-    df = source_frame(spark, cfg)
+    spark.dataSource.register(DirectSource)
+    if BEFORE:
+        register_before(spark, Path(BEFORE["path"]))
+    warm_up(spark, workloads[0].cfg, sorted({m for w in workloads for m in w.methods}))
+    frames = [source_frame(spark, w.cfg) for w in workloads]
+    runs = [(w, df, m) for w, df in zip(workloads, frames, strict=True) for m in w.methods]
     results = []
     try:
         for round_number in range(rounds):
-            shift = round_number % len(methods)
-            for method in list(methods[shift:]) + list(methods[:shift]):
+            shift = round_number % len(runs)
+            for workload, df, method in runs[shift:] + runs[:shift]:
+                cfg = workload.cfg
                 progress(
-                    f"round {round_number + 1}/{rounds}, {method}: writing "
+                    f"round {round_number + 1}/{rounds}, {workload.name} {method}: writing "
                     f"{cfg.rows:,} rows in {cfg.tasks} tasks (load {os.getloadavg()[0]:.1f})"
                 )
                 result = run_method(spark, df, cfg, method, round_number)
+                result.workload = workload.name
                 progress(
                     f"{method}: {result.seconds:.1f} s, {result.files} files, "
                     f"{result.bytes / GIB:.2f} GiB, {result.requests_per_file:.2f} requests "
                     f"a file, task peak {result.peak_task_rss / MIB:.0f} MiB, "
-                    f"phases {result.phases}"
+                    f"phases {result.phases}, heavy {result.heavy}"
                 )
                 results.append(result)
     finally:
-        df.unpersist()
+        for df in frames:
+            df.unpersist()
     return results
 
 
@@ -482,10 +616,13 @@ def run_benchmark(
 
 
 def label(method: str) -> str:
-    if method in VARIANTS:
-        base, extra = VARIANTS[method]
+    name, before = split_before(method)
+    if before:
+        return f"{label(name)}, before (commit {BEFORE['commit']})"
+    if name in VARIANTS:
+        base, extra = VARIANTS[name]
         return f"{LABELS[base]}, " + ", ".join(f"{k}={v}" for k, v in extra.items())
-    return LABELS[method]
+    return LABELS[name]
 
 
 def parse_variant(text: str) -> tuple[str, tuple[str, dict[str, str]]]:
@@ -652,7 +789,7 @@ def reading(results: Sequence[Result]) -> str:
     )
     out.append(
         "Task memory is the peak resident size of the Python worker that ran the task (one "
-        "fresh worker per task), pyarrow and boto3 included; the JVM's share is not in it. "
+        "fresh worker per task), pyarrow and botocore included; the JVM's share is not in it. "
         "The magic committer buffers at most one part per open file in memory, and hands "
         "full parts and closed files to its upload threads (`upload_threads`, 4 by default), "
         "which hold at most that many parts; the staging committer spools files to local disk "
@@ -674,13 +811,136 @@ def fixed_cost(runs: Sequence[Result], direct: Sequence[Result]) -> str:
         f"Most of the gap to the direct write is a cost per write, not per file: "
         f"{before:.1f} s more before the first task starts (Spark runs the format's job setup "
         f"in a Python worker it starts on the driver: {phase(runs, 'setup_worker'):.1f} s "
-        f"starting it, mostly importing botocore, pydantic and pyarrow, "
+        f"from its start to the call of the format's `writer()`, "
         f"{phase(runs, 'setup'):.1f} s in job setup itself) and {after:.1f} s more after the "
-        f"last task ends (another such worker for the job commit, which took "
-        f"{phase(runs, 'commit'):.1f} s for {runs[0].files:,} files). The tasks took "
+        f"last task ends (another such worker for the job commit: "
+        f"{phase(runs, 'commit_worker'):.1f} s from its start to the call of `commit()`, which "
+        f"took {phase(runs, 'commit'):.1f} s for {runs[0].files:,} files). The tasks took "
         f"{phase(runs, 'tasks'):.1f} s against {phase(direct, 'tasks'):.1f} s. A larger write "
-        "pays the same fixed cost, so its ratio to the direct write is smaller."
+        "pays the same fixed cost, so its ratio to the direct write is smaller. The driver-side "
+        "workers are measured in the last table below."
     )
+
+
+STARTUP = (
+    ("setup_worker", "setup worker: start to `writer()`"),
+    ("setup_worker_cpu", "of it, CPU"),
+    ("setup", "job setup"),
+    ("commit_worker", "commit worker: start to `commit()`"),
+    ("commit_worker_cpu", "of it, CPU"),
+    ("commit", "job commit"),
+)
+
+
+def startup_table(results: Sequence[Result]) -> str:
+    """The driver-side workers of each write through a Python data source (medians):
+    from the worker's start (its fork by Spark's daemon, on Spark's request) to
+    Spark's call of the format, what that call took, the whole write, and the
+    packages of ``HEAVY`` the worker had loaded when Spark called the format."""
+    lines = [
+        "| write | method | "
+        + " | ".join(label for _, label in STARTUP)
+        + " | whole write | vs direct | loaded at `writer()` | loaded at `commit()` |",
+        "|---|---|" + "---:|" * (len(STARTUP) + 2) + "---|---|",
+    ]
+    for workload in ("main", "daily"):
+        mine = [r for r in results if r.workload == workload]
+        direct = by_method(mine).get("direct", [])
+        for method, runs in by_method(mine).items():
+            if "setup_worker" not in runs[0].phases:
+                continue
+            cells = [
+                f"{median(found):.2f}"
+                if (found := [r.phases[k] for r in runs if k in r.phases])
+                else "-"
+                for k, _ in STARTUP
+            ]
+            vs = ratios(runs, direct)
+            heavy = runs[0].heavy
+            lines.append(
+                f"| {workload_name(runs)} | {label(method)} | "
+                + " | ".join(cells)
+                + f" | {median([r.seconds for r in runs]):.2f} | "
+                + (f"{median(vs):.2f}x" if vs else "-")
+                + f" | {', '.join(heavy.get('setup_start', [])) or 'none'} | "
+                f"{', '.join(heavy.get('commit_start', [])) or 'none'} |"
+            )
+    return "\n".join(lines)
+
+
+def workload_name(results: Sequence[Result]) -> str:
+    """``1,024 files`` for the large write, ``one day, 10 files`` for the daily one."""
+    files = f"{results[0].files:,} files"
+    return files if results[0].workload == "main" else f"one day, {files}"
+
+
+def comparison(results: Sequence[Result]) -> str:
+    """Before and after, from the ``@before`` methods and their counterparts."""
+    out = []
+    for workload in ("main", "daily"):
+        grouped = by_method([r for r in results if r.workload == workload])
+        direct = grouped.get("direct", [])
+        for method, old in grouped.items():
+            name, before = split_before(method)
+            new = grouped.get(name)
+            if not before or not new:
+                continue
+
+            def med(group: Sequence[Result], key: str) -> float:
+                return median([r.phases.get(key, 0.0) for r in group])
+
+            start_old = med(old, "setup_worker") + med(old, "commit_worker")
+            start_new = med(new, "setup_worker") + med(new, "commit_worker")
+            whole_old = median([r.seconds for r in old])
+            whole_new = median([r.seconds for r in new])
+            ratio = (
+                f" ({median(ratios(old, direct)):.2f}x and {median(ratios(new, direct)):.2f}x "
+                "the direct write)"
+                if direct
+                else ""
+            )
+            cpu_old = med(old, "setup_worker_cpu") + med(old, "commit_worker_cpu")
+            cpu_new = med(new, "setup_worker_cpu") + med(new, "commit_worker_cpu")
+            where = workload_name(new)
+            out.append(
+                f"{where[0].upper() + where[1:]}, {label(name)}: the two driver-side workers' "
+                f"start-up {start_old:.2f} s before, {start_new:.2f} s after "
+                f"({med(old, 'setup_worker'):.2f} + {med(old, 'commit_worker'):.2f} s, then "
+                f"{med(new, 'setup_worker'):.2f} + {med(new, 'commit_worker'):.2f} s), of which "
+                f"CPU {cpu_old:.2f} s before and {cpu_new:.2f} s after; the "
+                f"whole write {whole_old:.2f} s before, {whole_new:.2f} s after{ratio}; task "
+                f"workers' start-up summed over tasks {med_split(old, 'startup'):.1f} s before, "
+                f"{med_split(new, 'startup'):.1f} s after; peak task memory "
+                f"{max(r.peak_task_rss for r in old) / MIB:.0f} MiB before, "
+                f"{max(r.peak_task_rss for r in new) / MIB:.0f} MiB after."
+            )
+    return "\n\n".join(out)
+
+
+def med_split(runs: Sequence[Result], key: str) -> float:
+    return median([r.task_split.get(key, 0.0) for r in runs])
+
+
+def earlier_runs(path: str) -> str:
+    """The ``### Earlier runs`` part of the page's current section, carried over
+    when the section is rewritten: the history of this benchmark's figures."""
+    target = Path(path)
+    if not target.exists():
+        return ""
+    lines = target.read_text().splitlines()
+    if HEADER not in lines:
+        return ""
+    start = lines.index(HEADER)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    own = lines[start:end]
+    if EARLIER not in own:
+        return ""
+    first = own.index(EARLIER)
+    last = next((i for i in range(first + 1, len(own)) if own[i].startswith("### ")), len(own))
+    return "\n".join(own[first:last]).rstrip()
+
+
+EARLIER = "### Earlier runs"
 
 
 def section(
@@ -689,10 +949,15 @@ def section(
     command: str,
     load: tuple[float, float],
     rounds: int = 1,
+    history: str = "",
+    daily: BenchConfig | None = None,
 ) -> str:
-    import boto3
+    import botocore
     import pyarrow
     import pyspark
+
+    everything, results = results, [r for r in results if r.workload == "main"]
+    day = [r for r in everything if r.workload == "daily"]
 
     parts = [
         HEADER,
@@ -719,7 +984,7 @@ def section(
         "twice (task and job commit), so this is its lower bound.",
         "",
         f"Machine: {os.cpu_count()} cores, local Spark `local[2]`, PySpark {pyspark.__version__}, "
-        f"pyarrow {pyarrow.__version__}, boto3 {boto3.__version__}, Python "
+        f"pyarrow {pyarrow.__version__}, botocore {botocore.__version__}, Python "
         f"{platform.python_version()}, SeaweedFS {seaweedfs_version()} (`weed mini`) on "
         f"loopback. Part size {cfg.part_size // MIB} MiB, {cfg.threads} threads. "
         + (
@@ -766,34 +1031,87 @@ def section(
         reading(results),
         "",
     ]
+    if day and daily:
+        parts += daily_part(day, daily)
+    parts += startup_part(everything)
+    if history:
+        parts += [history, ""]
     return "\n".join(parts)
+
+
+def daily_part(results: Sequence[Result], cfg: BenchConfig) -> list[str]:
+    files = results[0].files
+    return [
+        "### One partition a day",
+        "",
+        f"A daily job's write: {cfg.rows:,} rows of one day (the same columns), "
+        f"{files} files of about {results[0].bytes / files / MIB:.0f} MiB in one partition, "
+        f"written by {cfg.tasks} tasks (the task slots of `local[2]`), each rolling to a new "
+        f"file every {cfg.max_rows_per_file:,} rows (`max_rows_per_file`, the same for every "
+        "method), interleaved with the writes above in the same rounds.",
+        "",
+        results_table(results),
+        "",
+        phases_table(results),
+        "",
+    ]
+
+
+def startup_part(results: Sequence[Result]) -> list[str]:
+    import datetime
+
+    compared = comparison(results)
+    return [
+        "### Start-up of the driver-side workers",
+        "",
+        "Spark runs a Python data source's `writer()` (job setup) and `commit()` (job commit) "
+        "in Python workers its daemon forks on the driver for the write (with "
+        "`spark.python.worker.reuse` off, as here, a fresh one every write, as an "
+        "application's first write gets). A worker imports Spark's worker module, unpickles "
+        "the data source class (`writer()`) or the writer and the tasks' commit messages "
+        "(`commit()`), importing the modules they need, and then calls the format. Below, the "
+        "seconds from the worker's start to that call and what the call took, and the "
+        "packages among pyarrow, pandas, numpy, pyiceberg, deltalake and polars the worker "
+        "had loaded by then (after `writer()` returns, Spark's worker imports pyarrow itself, "
+        "to build the tasks' function). The data source that does nothing on the driver "
+        "measures what any Python data source costs a write.",
+        "",
+        startup_table(results),
+        "",
+        *(
+            [
+                f"**Before and after ({datetime.date.today().isoformat()})**, in this run: "
+                f"the code before the change at commit {BEFORE['commit']} (`{BEFORE_SUFFIX}`), "
+                "interleaved with the code after it in every round.",
+                "",
+                compared,
+                "",
+            ]
+            if compared
+            else []
+        ),
+    ]
 
 
 def stdout_table(results: Sequence[Result]) -> str:
     header = (
-        f"{'method':<30} {'round':>5} {'seconds':>8} {'files':>6} {'GiB':>6} "
+        f"{'write':<6} {'method':<30} {'round':>5} {'seconds':>8} {'files':>6} {'GiB':>6} "
         f"{'req/file':>9} {'task MiB':>9} {'tail':>6}"
     )
     lines = [header, "-" * len(header)]
     lines += [
-        f"{r.method:<30} {r.round:>5} {r.seconds:>8.1f} {r.files:>6} "
+        f"{r.workload:<6} {r.method:<30} {r.round:>5} {r.seconds:>8.1f} {r.files:>6} "
         f"{r.bytes / GIB:>6.2f} {r.requests_per_file:>9.2f} "
         f"{r.peak_task_rss / MIB:>9.0f} {r.phases.get('tail', 0.0):>6.2f}"
         for r in results
     ]
-    return "\n".join(
-        lines
-        + [
-            "",
-            results_table(results),
-            "",
-            phases_table(results),
-            "",
-            split_table(results),
-            "",
-            mix_table(results),
-        ]
-    )
+    for workload in ("main", "daily"):
+        mine = [r for r in results if r.workload == workload]
+        if mine:
+            lines += ["", f"{workload_name(mine)}:", "", results_table(mine), ""]
+            lines += [phases_table(mine), "", split_table(mine), "", mix_table(mine)]
+    lines += ["", startup_table(results), "", comparison(results)]
+    return "\n".join(lines)
 
 
 def progress(message: str) -> None:
@@ -809,7 +1127,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--methods",
         nargs="+",
         default=list(METHODS),
-        help=f"among {', '.join(METHODS)} and the --variant names",
+        help=f"among {', '.join(METHODS)} and the --variant names; a zero-rename one "
+        f"with {BEFORE_SUFFIX} runs the --before tree's code",
+    )
+    parser.add_argument(
+        "--daily-methods",
+        nargs="*",
+        default=list(DAILY_METHODS),
+        help="methods of the daily write (one partition, --daily-rows in --daily-tasks "
+        "files); none: no daily write",
+    )
+    parser.add_argument("--daily-rows", type=int, default=DAILY_ROWS)
+    parser.add_argument("--daily-tasks", type=int, default=DAILY_TASKS)
+    parser.add_argument("--daily-files", type=int, default=DAILY_FILES)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a checkout of the code to compare with (its plugin/ is put first on the "
+        f"Python path of the {BEFORE_SUFFIX} methods' workers)",
     )
     parser.add_argument(
         "--variant",
@@ -837,14 +1172,43 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def command_line(args: argparse.Namespace) -> str:
     text = "python -m bench.spark_bench"
     defaults = parse_args([])
-    for name in ("rows", "tasks", "days", "rounds"):
+    for name in ("rows", "tasks", "days", "rounds", "daily_rows", "daily_tasks", "daily_files"):
         if getattr(args, name) != getattr(defaults, name):
-            text += f" --{name} {getattr(args, name)}"
+            text += f" --{name.replace('_', '-')} {getattr(args, name)}"
+    if args.before:
+        text += " --before ../before"
     for name, (base, extra) in args.variant:
         text += f" --variant {name}={base}:" + ",".join(f"{k}={v}" for k, v in extra.items())
     if list(args.methods) != list(METHODS):
         text += " --methods " + " ".join(args.methods)
+    if list(args.daily_methods) != list(DAILY_METHODS):
+        text += " --daily-methods " + " ".join(args.daily_methods)
     return text
+
+
+def check_methods(args: argparse.Namespace) -> None:
+    """Refuse unknown methods, and ``@before`` ones without ``--before`` or on a
+    method that does not write through the format."""
+    for method in [*args.methods, *args.daily_methods]:
+        name, before = split_before(method)
+        if name not in METHODS and name not in VARIANTS:
+            raise SystemExit(
+                f"unknown method {method!r}: choose from {', '.join(METHODS)} or a --variant name"
+            )
+        if before and not VARIANTS.get(name, (name,))[0].startswith("zero-rename-"):
+            raise SystemExit(f"{method}: only a zero-rename method runs the code before")
+        if before and not args.before:
+            raise SystemExit(f"{method} needs --before, a checkout of the code before")
+
+
+def tree_commit(tree: Path) -> str:
+    """The short commit a checkout is at."""
+    return subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -852,11 +1216,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parse_args(argv)
     VARIANTS.update(args.variant)
-    unknown = [m for m in args.methods if m not in METHODS and m not in VARIANTS]
-    if unknown:
-        raise SystemExit(
-            f"unknown method(s) {unknown}: choose from {', '.join(METHODS)} or a --variant name"
-        )
+    check_methods(args)
+    if args.before:
+        BEFORE.update(path=str(args.before.resolve()), commit=tree_commit(args.before))
     logging.basicConfig(level=logging.WARNING)
     load_before = os.getloadavg()[0]
     with EmbeddedS3() as server, tempfile.TemporaryDirectory(prefix="zr-spark-bench-") as tmp:
@@ -873,19 +1235,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             tasks=args.tasks,
             days=args.days,
         )
+        workloads = [Workload("main", cfg, tuple(args.methods))]
+        if args.daily_methods:
+            daily = daily_config(cfg, args.daily_rows, args.daily_tasks, args.daily_files)
+            workloads.append(Workload("daily", daily, tuple(args.daily_methods)))
         spark = start_spark(cfg)
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            results = run_benchmark(spark, cfg, args.methods, args.rounds)
+            results = run_benchmark(spark, workloads, args.rounds)
         finally:
             spark.stop()
     load = (load_before, os.getloadavg()[0])
     print(stdout_table(results))
     print(f"load average (1 minute): {load[0]:.1f} at the start, {load[1]:.1f} at the end")
     if not args.no_docs:
-        write_section(
-            args.output, HEADER, section(results, cfg, command_line(args), load, args.rounds)
+        body = section(
+            results,
+            cfg,
+            command_line(args),
+            load,
+            args.rounds,
+            earlier_runs(args.output),
+            workloads[-1].cfg if len(workloads) > 1 else None,
         )
+        write_section(args.output, HEADER, body)
         progress(f"wrote the '{HEADER}' section of {args.output}")
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -30,6 +31,23 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 BENCH_FORMAT = "zero-rename-bench"
+# The same format, registered with another tree's package first on the Python
+# workers' path (spark_bench --before): the code before a change, in the same run.
+BEFORE_FORMAT = "zero-rename-bench-before"
+# Packages the driver-side workers (job setup, job commit) should not need.
+HEAVY = ("pyarrow", "pandas", "numpy", "pyiceberg", "deltalake", "polars")
+
+
+def heavy_loaded() -> list[str]:
+    """The packages of :data:`HEAVY` this process has imported."""
+    return sorted({name.split(".")[0] for name in sys.modules} & set(HEAVY))
+
+
+def package_dir() -> str:
+    """Where this process imported zero_rename from (a --before run checks it)."""
+    import zero_rename
+
+    return os.path.dirname(os.path.abspath(zero_rename.__file__))
 
 
 # -- counting requests, in every Python process ------------------------------
@@ -163,6 +181,7 @@ class TaskTiming:
             t_proc=process_started(),
             t_start=self.wall,
             t_end=time.time(),
+            package=package_dir(),
         )
 
 
@@ -173,10 +192,21 @@ class BenchWriter(ZeroRenameWriter):
     """The zero-rename writer, reporting its requests, timings and task memory."""
 
     def __init__(
-        self, config: WriteConfig, schema: Any, metrics: str, method: str, round_number: int
+        self,
+        config: WriteConfig,
+        schema: Any,
+        metrics: str,
+        method: str,
+        round_number: int,
+        started: float | None = None,
+        heavy_at_start: Sequence[str] = (),
+        cpu_at_start: float | None = None,
     ) -> None:
+        """``started``: when Spark called the format's ``writer()`` (default: now);
+        ``heavy_at_start`` and ``cpu_at_start``: the packages the worker had loaded
+        and the CPU it had used by then."""
         self.metrics, self.method, self.round = metrics, method, round_number
-        before, started = snapshot(), time.time()
+        before, started = snapshot(), started or time.time()
         super().__init__(config, schema)
         # cpu: the worker's whole life (a fresh one per write: imports included).
         record(
@@ -189,6 +219,10 @@ class BenchWriter(ZeroRenameWriter):
             t_proc=process_started(),
             t_start=started,
             t_end=time.time(),
+            heavy_at_start=list(heavy_at_start),
+            heavy=heavy_loaded(),
+            package=package_dir(),
+            cpu_at_start=cpu_seconds() if cpu_at_start is None else cpu_at_start,
         )
 
     def _committer(self) -> Any:
@@ -213,6 +247,8 @@ class BenchWriter(ZeroRenameWriter):
 
     def commit(self, messages: Sequence[Any]) -> None:
         before, calls, started = snapshot(), call_seconds(), time.time()
+        # What unpickling the writer and the messages loaded, and the CPU it took.
+        heavy_at_start, cpu_at_start = heavy_loaded(), cpu_seconds()
         super().commit(messages)
         record(
             self.metrics,
@@ -225,6 +261,10 @@ class BenchWriter(ZeroRenameWriter):
             t_proc=process_started(),
             t_start=started,
             t_end=time.time(),
+            heavy_at_start=heavy_at_start,
+            heavy=heavy_loaded(),
+            package=package_dir(),
+            cpu_at_start=cpu_at_start,
         )
 
 
@@ -237,9 +277,25 @@ class BenchSource(ZeroRenameDataSource):
         return BENCH_FORMAT
 
     def writer(self, schema: Any, overwrite: bool) -> BenchWriter:
+        started, heavy_at_start, cpu_at_start = time.time(), heavy_loaded(), cpu_seconds()
         options = dict(self.options)
         metrics, method = options.pop("bench_metrics"), options.pop("bench_method")
         round_number = int(options.pop("bench_round"))
         return BenchWriter(
-            parse_writer_options(options, overwrite), schema, metrics, method, round_number
+            parse_writer_options(options, overwrite),
+            schema,
+            metrics,
+            method,
+            round_number,
+            started,
+            heavy_at_start,
+            cpu_at_start,
         )
+
+
+class BeforeSource(BenchSource):
+    """:class:`BenchSource` under another name, for the code before a change."""
+
+    @classmethod
+    def name(cls) -> str:
+        return BEFORE_FORMAT

@@ -18,7 +18,8 @@ from zero_rename.spark.options import (
     parse_writer_options,
 )
 from zero_rename.spark.parquet import PartitionedParquetWriter
-from zero_rename.spark.partitions import resolve_columns, split_by_partition
+from zero_rename.spark.partitions import split_by_partition
+from zero_rename.spark.schema import resolve_columns
 
 pytestmark = pytest.mark.unit
 
@@ -293,6 +294,37 @@ def test_partition_columns_resolve_case_insensitively() -> None:
         resolve_columns(["id", "dt"], ["id", "dt"])
     with pytest.raises(ConfigError, match="matches several"):
         resolve_columns(["aB"], ["ab", "AB", "c"])
+
+
+def test_the_driver_checks_the_schema_with_sparks_types() -> None:
+    """What the driver refuses without pyarrow: partition columns of types whose
+    directory names Spark would read back differently; and any type pyspark
+    cannot hand the tasks as Arrow, tried with pyspark's own conversion."""
+    from pyspark.sql import types as T
+
+    from zero_rename.spark.schema import check_partition_types, check_writable
+
+    common = T.StructType(
+        [
+            T.StructField("id", T.LongType()),
+            T.StructField("tags", T.ArrayType(T.StringType())),
+            T.StructField("attrs", T.MapType(T.StringType(), T.DecimalType(10, 2))),
+            T.StructField("at", T.StructType([T.StructField("ts", T.TimestampNTZType())])),
+            T.StructField("dt", T.DateType()),
+            T.StructField("day", T.ShortType()),
+        ]
+    )
+    check_writable(common)
+    check_partition_types(common, ("dt", "day"))
+    with pytest.raises(ConfigError, match="'id' is not a column"):
+        check_partition_types(T.StructType([T.StructField("x", T.LongType())]), ("id",))
+    with pytest.raises(ConfigError, match=r"'ts' has type timestamp; partition columns may"):
+        check_partition_types(T.StructType([T.StructField("ts", T.TimestampType())]), ("ts",))
+    for refused in (T.YearMonthIntervalType(), T.ArrayType(T.CalendarIntervalType())):
+        with pytest.raises(ConfigError, match="cannot write this schema"):
+            check_writable(T.StructType([T.StructField("x", refused)]))
+    # Outside the common types, pyspark's conversion decides: a day-time interval converts.
+    check_writable(T.StructType([T.StructField("x", T.DayTimeIntervalType())]))
 
 
 def test_split_by_partition_formats_values_as_spark() -> None:

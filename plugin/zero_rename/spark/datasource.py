@@ -25,7 +25,6 @@ Spark's roles, in a Python data source:
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import resource
@@ -33,11 +32,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from zero_rename.core import (
@@ -61,18 +59,19 @@ from zero_rename.errors import (
     ZeroRenameError,
 )
 from zero_rename.spark.options import FORMAT, WriteConfig, parse_writer_options
-from zero_rename.spark.parquet import PartitionedParquetWriter
-from zero_rename.spark.partitions import check_partition_type, resolve_columns
-from zero_rename.spark.reader import (
-    PARTITION_SCHEMA_KEY,
-    SPARK_SCHEMA_KEY,
-    ReadConfig,
-    ZeroRenameReader,
-    infer_schema,
-    new_reader,
-    parse_reader_options,
-    take_snapshot,
+from zero_rename.spark.schema import (
+    arrow_schema,
+    check_partition_types,
+    check_writable,
+    footer_metadata,
+    resolve_columns,
+    table_schema,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from zero_rename.spark.reader import ZeroRenameReader
 
 log = logging.getLogger(__name__)
 
@@ -144,19 +143,24 @@ class ZeroRenameDataSource(DataSource):
             return IgnoredWrite()
         return ZeroRenameWriter(config, schema)
 
+    # The reader (and pyarrow with it) is imported by the workers that read only:
+    # Spark imports this module in the workers that set up and commit a write too.
     def schema(self) -> StructType:
+        from zero_rename.spark.reader import infer_schema, parse_reader_options, take_snapshot
+
         config = parse_reader_options(dict(self.options))
         return infer_schema(config, take_snapshot(config))
 
     def reader(self, schema: StructType) -> ZeroRenameReader:
+        from zero_rename.spark.reader import new_reader, parse_reader_options
+
         return new_reader(parse_reader_options(dict(self.options)), schema)
 
 
 def destination_has_data(config: WriteConfig) -> bool:
     """Whether a reader would find rows: files of committed jobs, or of other tools.
     Files of jobs in progress or aborted do not count."""
-    snapshot = take_snapshot(ReadConfig(config.destination, config.store))
-    return bool(snapshot.files)
+    return bool(committer_for(config.destination.url, config.store).snapshot().files)
 
 
 class IgnoredWrite(DataSourceArrowWriter):
@@ -178,32 +182,24 @@ class ZeroRenameWriter(DataSourceArrowWriter):
     def __init__(self, config: WriteConfig, schema: StructType) -> None:
         self.config = config
         self.stage_started = utcnow()  # an orchestrated job records its stage step from here
-        self.arrow_schema = _arrow_schema(schema)
-        # The files' schema as a table format takes it (partition columns
-        # included, as Spark has them): the same text in every task's manifest.
-        self.table_schema = base64.b64encode(self.arrow_schema.serialize().to_pybytes()).decode()
+        # Spark's schema, not Arrow's: this object is pickled to the worker that
+        # commits the job, which then needs no pyarrow to load it.
+        self.schema = schema
+        # The files' schema as a table format takes it, the same text in every
+        # task's manifest; "" without a table format (pyarrow stays unloaded).
+        self.table_schema = ""
         # Checked before job setup, so a write refused here leaves no job behind.
+        check_writable(schema)
         columns = resolve_columns(config.job.partition_columns, schema.fieldNames())
-        self._check_partition_types(columns)
+        check_partition_types(schema, columns)
         options = config.job.model_copy(update={"partition_columns": columns})
-        self.job = (
-            self._orchestrated_job(options)
-            if config.orchestrated
-            else self._committer().setup_job(options, table_schema=self.table_schema)
-        )
-        partition_columns = self.job.options.partition_columns
-        # Spark's own footer key: with it Spark reads back exactly the types
-        # written (byte, short, char/varchar...).
-        self.metadata = {
-            SPARK_SCHEMA_KEY: StructType(
-                [f for f in schema.fields if f.name not in partition_columns]
-            ).json(),
-            # The partition columns' types, which the paths alone cannot say: a
-            # reader gives them back as written (a string column stays a string).
-            PARTITION_SCHEMA_KEY: StructType(
-                [f for f in schema.fields if f.name in partition_columns]
-            ).json(),
-        }
+        if config.orchestrated:
+            self.job = self._orchestrated_job(options)
+        else:
+            if options.table_format != "none":
+                self.table_schema = table_schema(schema)
+            self.job = self._committer().setup_job(options, table_schema=self.table_schema)
+        self.metadata = footer_metadata(schema, self.job.options.partition_columns)
         log.info(
             "zero-rename write to %s: job %s (%s committer, conflict mode %s%s)",
             config.destination.url,
@@ -212,16 +208,6 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             self.job.options.conflict_mode,
             ", orchestrated" if config.orchestrated else "",
         )
-
-    def _check_partition_types(self, columns: tuple[str, ...]) -> None:
-        names = self.arrow_schema.names
-        for column in columns:
-            if column not in names:
-                raise ConfigError(
-                    f"partition column {column!r} is not a column of the "
-                    f"DataFrame (columns: {names})"
-                )
-            check_partition_type(column, self.arrow_schema.field(column).type)
 
     # -- driver: job setup ---------------------------------------------------
     def _committer(self) -> Committer:
@@ -243,9 +229,11 @@ class ZeroRenameWriter(DataSourceArrowWriter):
                     f"with {name}={_show(recorded)}; an orchestrated job's options are fixed "
                     "at job setup"
                 )
-        self._check_partition_types(record.options.partition_columns)
-        # The orchestrator's setup could not know the DataFrame's schema.
-        self._committer().check_table(record.options, self.table_schema)
+        check_partition_types(self.schema, record.options.partition_columns)
+        if record.options.table_format != "none":
+            # The orchestrator's setup could not know the DataFrame's schema.
+            self.table_schema = table_schema(self.schema)
+            self._committer().check_table(record.options, self.table_schema)
         return record
 
     @property
@@ -269,6 +257,8 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         Spark's ``write()`` calls this with its TaskContext; a test may call it to
         play two live attempts of one task.
         """
+        from zero_rename.spark.parquet import PartitionedParquetWriter
+
         started = time.monotonic()
         # Background uploads: a file's requests (create, parts) overlap the
         # encoding of the next one instead of stalling the task at every file.
@@ -303,8 +293,10 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         return self._message(task, manifest, files.rows, time.monotonic() - started)
 
     def _data_schema(self) -> pa.Schema:
+        import pyarrow as pa
+
         columns = set(self.job.options.partition_columns)
-        return pa.schema([f for f in self.arrow_schema if f.name not in columns])
+        return pa.schema([f for f in arrow_schema(self.schema) if f.name not in columns])
 
     @staticmethod
     def _message(
@@ -412,13 +404,6 @@ def _manifests(messages: Sequence[WriterCommitMessage | None]) -> list[TaskManif
             [f"message of type {w}" for w in wrong],
         )
     return [m.manifest() for m in messages if isinstance(m, ZeroRenameCommitMessage)]
-
-
-def _arrow_schema(schema: StructType) -> pa.Schema:
-    try:
-        return to_arrow_schema(schema, timezone="UTC")
-    except Exception as exc:  # pyspark refuses some types (intervals, variants...)
-        raise ConfigError(f"format {FORMAT!r} cannot write this schema: {exc}") from None
 
 
 def _show(value: object) -> str:

@@ -5,7 +5,8 @@ Spark casts a partition value to a string before escaping it into
 ``true``/``false``. Arrow's casts to string produce exactly these for the
 types below; for others (floating point, decimals, timestamps) Spark's text
 depends on its own formatting rules or the session time zone, so they are
-refused rather than written under names Spark would read back differently.
+refused rather than written under names Spark would read back differently
+(on the driver, :mod:`zero_rename.spark.schema` checks Spark's types alike).
 The escaping itself (and null/empty -> ``__HIVE_DEFAULT_PARTITION__``) is the
 core's :func:`zero_rename.core.data.layout.partition_dir`.
 """
@@ -17,10 +18,9 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 
 from zero_rename.errors import ConfigError
+from zero_rename.spark.schema import SUPPORTED_TYPES
 
 PartitionValues = dict[str, str | None]
-
-SUPPORTED_TYPES = "string, tinyint, smallint, int, bigint, boolean, date"
 
 
 def check_partition_type(column: str, arrow_type: pa.DataType) -> None:
@@ -36,31 +36,6 @@ def check_partition_type(column: str, arrow_type: pa.DataType) -> None:
             f"partition column {column!r} has type {arrow_type}; partition "
             f"columns may be of types {SUPPORTED_TYPES}"
         )
-
-
-def resolve_columns(requested: Sequence[str], available: Sequence[str]) -> tuple[str, ...]:
-    """Match partition columns to the schema's names, case-insensitively as Spark does.
-
-    Raises:
-        ConfigError: a column is missing or ambiguous, or every column would be a partition.
-    """
-    resolved = []
-    for name in requested:
-        if name in available:
-            resolved.append(name)
-            continue
-        matches = [a for a in available if a.lower() == name.lower()]
-        if len(matches) != 1:
-            why = "matches several columns" if matches else "is not a column"
-            raise ConfigError(
-                f"partition_by column {name!r} {why} of the DataFrame (columns: {list(available)})"
-            )
-        resolved.append(matches[0])
-    if resolved and len(resolved) >= len(available):
-        raise ConfigError(
-            "partition_by names every column; at least one column must stay in the data files"
-        )
-    return tuple(resolved)
 
 
 def partition_strings(values: pa.Array) -> pa.Array:

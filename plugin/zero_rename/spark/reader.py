@@ -52,12 +52,10 @@ from zero_rename.errors import ConfigError, ZeroRenameError
 from zero_rename.read import filesystem
 from zero_rename.spark.options import FORMAT, Size, StoreOptions, check_secret_keys, validated
 from zero_rename.spark.pruning import called_for_pushdown, may_match, typed_value
+from zero_rename.spark.schema import PARTITION_SCHEMA_KEY, SPARK_SCHEMA_KEY
 
 log = logging.getLogger(__name__)
 
-SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
-# The partition columns' Spark types, which the writer records beside Spark's own key.
-PARTITION_SCHEMA_KEY = "zero_rename.partition.schema"
 # Spark's spark.sql.files.maxPartitionBytes: small files are read together up to this.
 DEFAULT_MAX_PARTITION_BYTES = 128 << 20
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
@@ -221,16 +220,18 @@ def client_config(config: StoreConfig, s3: Mapping[str, Any] | None = None) -> C
 
 
 def make_client(config: StoreConfig, session: Any = None) -> Any:
-    """A boto3 S3 client sized and retried for commit work.
+    """An S3 client sized and retried for commit work: botocore's, which boto3's
+    is, without what boto3 adds (its file transfer methods), whose import and
+    set-up would cost every fresh Python worker tens of milliseconds.
 
     ``session`` is a botocore session to build it from (a new one by default),
     for a caller that needs the session's credentials or settings as well.
     """
-    session = boto3.session.Session(botocore_session=session or botocore_session())
+    session = session or botocore_session()
     if config.endpoint_url is None:
         check_environment_endpoint()
-    region = config.region or session.region_name or "us-east-1"
-    return session.client(
+    region = config.region or session.get_config_variable("region") or "us-east-1"
+    return session.create_client(
         "s3",
         endpoint_url=config.endpoint_url,
         region_name=check_region(region, "region" if config.region else "configured region"),

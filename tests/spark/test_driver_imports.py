@@ -1,0 +1,149 @@
+"""What the driver-side Python workers import for a write through the format.
+
+Spark runs a Python data source's job setup and its job commit (or abort) in
+Python workers it forks on the driver for each write
+(``pyspark/sql/worker/write_into_data_source.py``, then
+``pyspark/sql/worker/commit_data_source_write.py``): a fresh worker imports
+Spark's worker module, unpickles the data source class (importing its module)
+and calls ``writer()``; the other unpickles the writer and the tasks' commit
+messages and calls ``commit()`` or ``abort()``. Every module our code loads
+there is paid for on every write, so the worker's steps are played here in
+fresh interpreters, with the real format against the real S3 server, and
+what our code loaded is compared with what it may not load: pyarrow and the
+libraries it brings, the table formats' libraries and the format's own
+Parquet and reading code, which only the tasks (and a table format's
+publish) need. Modules Spark's worker module loads itself are not ours.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark import cloudpickle
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from zero_rename.core.committer import Committer
+from zero_rename.spark.datasource import ZeroRenameDataSource
+
+pytestmark = pytest.mark.s3
+
+# Top-level packages, and modules of the format, that only the tasks may load;
+# nor boto3 (its transfer manager: the store needs botocore's client alone) or
+# rich (the command line's).
+HEAVY = (
+    *("pyarrow", "pandas", "numpy", "pyiceberg", "deltalake", "polars"),
+    *("boto3", "s3transfer", "rich"),
+)
+TASK_ONLY = ("zero_rename.spark.parquet", "zero_rename.spark.reader", "zero_rename.read")
+
+# Spark's driver-side worker, up to the moment it hands the writer back: it
+# imports its module, unpickles the data source class Spark sent (cloudpickle,
+# read with pickle), builds the data source from the options and calls
+# writer(). (After that it imports pyarrow itself, for the tasks' function.)
+SETUP = """
+import json, pickle, sys
+import pyspark.sql.worker.write_into_data_source
+from pyspark.sql.datasource import CaseInsensitiveDict
+from pyspark.sql.types import _parse_datatype_json_string
+from pyspark.worker_util import pickleSer
+
+spark_loaded = set(sys.modules)
+given = json.load(sys.stdin)
+source_class = pickleSer.loads(bytes.fromhex(given["class"]))
+schema = _parse_datatype_json_string(given["schema"])
+writers = [
+    source_class(options=CaseInsensitiveDict(options)).writer(schema, False)
+    for options in given["writes"]
+]
+ours = sorted(set(sys.modules) - spark_loaded)
+print(json.dumps({"ours": ours, "writers": [pickleSer.dumps(w).hex() for w in writers]}))
+"""
+
+# The commit worker: the writer and the messages unpickled, then commit() for
+# the first writer and abort() for the second.
+COMMIT = """
+import json, sys
+import pyspark.sql.worker.commit_data_source_write
+from pyspark.worker_util import pickleSer
+
+spark_loaded = set(sys.modules)
+given = json.load(sys.stdin)
+for action, writer, messages in given["calls"]:
+    writer = pickleSer.loads(bytes.fromhex(writer))
+    messages = [pickleSer.loads(bytes.fromhex(m)) for m in messages]
+    getattr(writer, action)(messages)
+print(json.dumps({"ours": sorted(set(sys.modules) - spark_loaded)}))
+"""
+
+
+def run_worker(code: str, given: dict[str, object]) -> dict[str, list[str]]:
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(given),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    answer: dict[str, list[str]] = json.loads(ran.stdout.splitlines()[-1])
+    return answer
+
+
+def too_heavy(modules: list[str]) -> list[str]:
+    return [
+        m
+        for m in modules
+        if m.split(".")[0] in HEAVY or any(m == t or m.startswith(t + ".") for t in TASK_ONLY)
+    ]
+
+
+def test_job_setup_commit_and_abort_load_no_arrow_or_parquet_code(
+    dest: str, committer: Committer, tmp_path: Path
+) -> None:
+    schema = StructType([StructField("id", LongType()), StructField("dt", StringType())])
+    writes = [
+        {"path": dest, "partition_by": "dt"},
+        {"path": f"{dest}-aborted", "partition_by": "dt"},
+    ]
+    setup = run_worker(
+        SETUP,
+        {
+            "class": cloudpickle.dumps(ZeroRenameDataSource).hex(),
+            "schema": schema.json(),
+            "writes": writes,
+        },
+    )
+    assert "zero_rename.spark.datasource" in setup["ours"]  # the format did load
+    assert too_heavy(setup["ours"]) == []
+
+    # The tasks, here: two of them write a partition each.
+    calls = []
+    for action, blob in zip(("commit", "abort"), setup["writers"], strict=True):
+        writer = pickle.loads(bytes.fromhex(blob))
+        messages = [
+            writer.write_attempt(i, i, iter([pa.record_batch({"id": [i], "dt": [f"d{i}"]})]))
+            for i in range(2)
+        ]
+        calls.append((action, blob, [pickle.dumps(m).hex() for m in messages]))
+    commit = run_worker(COMMIT, {"calls": calls})
+    assert "zero_rename.core.protocol.commit" in commit["ours"]
+    assert too_heavy(commit["ours"]) == []
+
+    committed, aborted = (Committer(w["path"]).jobs() for w in writes)
+    assert [j.state for j in committed] == ["committed"]
+    assert [j.state for j in aborted] == ["aborted"]
+    assert committer.read_success() is not None
+
+
+def test_the_check_sees_a_heavy_import() -> None:
+    """The same comparison, given a worker that does import pyarrow, finds it."""
+    code = "import sys; before = set(sys.modules); import pyarrow.parquet\n"
+    code += "import json; print(json.dumps({'ours': sorted(set(sys.modules) - before)}))"
+    found = too_heavy(run_worker(code, {})["ours"])
+    assert "pyarrow" in found and "pyarrow.parquet" in found
