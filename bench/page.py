@@ -58,7 +58,8 @@ def load_note(load: tuple[float, float]) -> str:
     machine was busy with other work: times then say less than request counts."""
     cores = os.cpu_count() or 1
     shared = (
-        " The machine was shared with other work during the run, so times are slower "
+        " The machine was busy when the run started (a load above half its cores; the "
+        "1-minute average still counts the last minute's work), so times may be slower "
         "and noisier than an idle machine's; request counts are not affected."
         if load[0] > cores / 2
         else ""
