@@ -614,7 +614,9 @@ def run_benchmark(spark: Any, workloads: Sequence[Workload], rounds: int = 1) ->
     finally:
         for df in frames:
             df.unpersist()
-    return results
+    # Reported in the order the methods were given, whatever order they ran in.
+    given = {(w.name, m): i for i, (w, _, m) in enumerate(runs)}
+    return sorted(results, key=lambda r: (given[(r.workload, r.method)], r.round))
 
 
 def round_bucket(cfg: BenchConfig, round_number: int) -> str:
