@@ -113,7 +113,7 @@ bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.commit_bench
 
 # About 1 GiB written five ways by local Spark, and a daily write of 10 files;
-# about ten minutes on two cores.
+# about four minutes a round (--rounds) on two cores.
 bench-spark: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.spark_bench
 
