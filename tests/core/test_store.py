@@ -7,6 +7,7 @@ from botocore.awsrequest import AWSResponse
 
 from zero_rename.core.s3.client import S3Store, StoreConfig
 from zero_rename.core.s3.http import direct_unsupported
+from zero_rename.core.s3.stats import total_requests
 from zero_rename.errors import DestinationError, NoSuchUpload, PreconditionFailed
 
 pytestmark = pytest.mark.s3
@@ -134,6 +135,20 @@ def test_conditional_create_and_replace(store: S3Store, bucket: str) -> None:
     with pytest.raises(PreconditionFailed):
         store.put_object(bucket, "missing", b"3", if_match=new)
     assert store.get_object(bucket, "rec") == (b"2", new)
+
+
+def test_a_get_is_one_request_its_body_read_counted_for_bytes_only(
+    store: S3Store, bucket: str
+) -> None:
+    """The read of a GET's body has counters of its own (bytes, time), which
+    the request totals (a job's summary, the views' request counts, the
+    snapshot's total in _SUCCESS) must not count as a second request."""
+    store.put_object(bucket, "obj", b"12345")
+    before = store.stats.total_requests
+    assert store.get_object(bucket, "obj") is not None
+    assert store.stats.total_requests - before == 1
+    assert total_requests(store.stats.snapshot()) == store.stats.total_requests
+    assert store.stats.snapshot()["counters"]["s3.GetObject.read.bytes"] == 5
 
 
 def test_listing_and_bulk_delete_past_one_page(store: S3Store, bucket: str) -> None:

@@ -180,5 +180,5 @@ def job_history(
         tuple(history_entry(r, now, stuck_after) for r in records),
         total,
         {r.job_id: r for r in records},
-        ctx.store.stats.sent_requests,
+        ctx.store.stats.total_requests,
     )

@@ -195,7 +195,7 @@ def _view(
         tuple(holders),
         tuple(sorted(r.job_id for r in records.values() if is_stuck(r, now, stuck_after))),
         records,
-        ctx.store.stats.sent_requests,
+        ctx.store.stats.total_requests,
         complete,
     )
 

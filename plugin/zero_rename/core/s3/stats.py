@@ -42,14 +42,12 @@ class RequestStats:
 
     @property
     def total_requests(self) -> int:
+        """Requests sent, retries included. The reads of GET bodies are counted
+        under an operation of their own (for their bytes and time) but are not
+        requests: the GET that answered them is one already."""
         with self._lock:
-            return sum(self._count.values()) + sum(self._retries.values())
-
-    @property
-    def sent_requests(self) -> int:
-        """Requests sent, retries included: :attr:`total_requests` less the reads of
-        GET bodies, which it counts as well."""
-        return self.total_requests - self.requests(BODY_READ)
+            counted = sum(n for op, n in self._count.items() if op != BODY_READ)
+            return counted + sum(self._retries.values())
 
     def requests(self, op: str) -> int:
         with self._lock:
