@@ -63,7 +63,7 @@ import pyarrow.parquet as pq
 from bench import commit_report, scale_prep
 from bench.commit_results import TABLE_METHODS, BenchConfig, Run, summarize
 from bench.counter import RequestCounter, Step
-from bench.objects import object_count, rename_prefix, visible_files
+from bench.objects import complete_upload, object_count, rename_prefix, visible_files
 from bench.page import write_section
 from bench.process import peak_rss
 from tests.s3proxy import S3Proxy, proxy_for
@@ -295,14 +295,7 @@ def complete_floor(cfg: BenchConfig, files: int, tag: str) -> Run:
     client = committer.store.client
 
     def complete(upload: PendingUpload) -> None:
-        client.complete_multipart_upload(
-            Bucket=cfg.bucket,
-            Key=upload.key,
-            UploadId=upload.upload_id,
-            MultipartUpload={
-                "Parts": [{"PartNumber": n, "ETag": e} for n, e in upload.part_list()]
-            },
-        )
+        complete_upload(client, cfg.bucket, upload)
 
     with RequestCounter(client) as counter:
         start = time.perf_counter()

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from bench.commit_bench import prepared_job
 from bench.commit_results import BenchConfig
-from bench.objects import visible_files
+from bench.objects import complete_upload, visible_files
 from bench.page import load_note, seaweedfs_version, write_section
 from tests.s3proxy import S3Proxy, S3Request, proxy_for
 from zero_rename.core.data.model import PendingUpload
@@ -151,14 +151,7 @@ def completes_run(cfg: BenchConfig, slow: Slow, files: int) -> Timed:
     client = make_client(slow.cfg.store_config())
 
     def complete(upload: PendingUpload) -> None:
-        client.complete_multipart_upload(
-            Bucket=cfg.bucket,
-            Key=upload.key,
-            UploadId=upload.upload_id,
-            MultipartUpload={
-                "Parts": [{"PartNumber": n, "ETag": e} for n, e in upload.part_list()]
-            },
-        )
+        complete_upload(client, cfg.bucket, upload)
 
     with slow.arrivals.watching() as times, ThreadPoolExecutor(cfg.threads) as pool:
         start = time.perf_counter()

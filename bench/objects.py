@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from zero_rename.core.data.layout import is_visible
+from zero_rename.core.data.model import PendingUpload
 
 
 def objects_under(client: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
@@ -48,3 +49,14 @@ def rename_prefix(
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(rename, keys))
     return keys
+
+
+def complete_upload(client: Any, bucket: str, upload: PendingUpload) -> None:
+    """CompleteMultipartUpload of one recorded upload and nothing else: the floor
+    the benchmarks compare a job commit with."""
+    client.complete_multipart_upload(
+        Bucket=bucket,
+        Key=upload.key,
+        UploadId=upload.upload_id,
+        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in upload.part_list()]},
+    )

@@ -75,6 +75,7 @@ from bench.spark_source import (
     requests_since,
     snapshot,
 )
+from tests.buckets import empty_bucket
 from zero_rename.core.data.layout import is_visible, partition_dir
 from zero_rename.core.s3.client import StoreConfig, make_client
 from zero_rename.spark.options import FileOptions
@@ -639,15 +640,7 @@ def round_bucket(cfg: BenchConfig, round_number: int) -> str:
 def drop_bucket(cfg: BenchConfig, bucket: str) -> None:
     """Delete a round's bucket: its pending uploads, its objects, the bucket."""
     client = new_client(cfg.endpoint_url, 4)
-    for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=bucket):
-        for upload in page.get("Uploads", []):
-            client.abort_multipart_upload(
-                Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"]
-            )
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if keys:
-            client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+    empty_bucket(client, bucket)
     client.delete_bucket(Bucket=bucket)
 
 

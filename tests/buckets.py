@@ -61,7 +61,7 @@ def give_back(server: S3Server, name: str) -> None:
         return
     client = _client(server)
     try:
-        _empty(client, name)
+        empty_bucket(client, name)
     except Exception:
         log.warning("could not empty bucket %s; not reused", name, exc_info=True)
         return
@@ -79,7 +79,9 @@ def _client(server: S3Server) -> Any:
     return _clients[server.endpoint_url]
 
 
-def _empty(client: Any, name: str) -> None:
+def empty_bucket(client: Any, name: str) -> None:
+    """Abort a bucket's pending uploads, delete its objects and lifecycle rules, and
+    check that nothing is left."""
     for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=name):
         for upload in page.get("Uploads", []):
             client.abort_multipart_upload(

@@ -8,14 +8,16 @@ from collections.abc import Callable
 from typing import TypeAlias
 
 from zero_rename.cli.context import Context
-from zero_rename.cli.durations import duration_arg
+from zero_rename.cli.durations import duration_arg, format_span
 from zero_rename.cli.output import Result
 from zero_rename.core.data.layout import check_job_id
+from zero_rename.core.protocol.history import STUCK_AFTER
 from zero_rename.core.s3.profiles import check_profile_name
 from zero_rename.errors import ConfigError
 
 __all__ = [
     "Subcommands",
+    "add_stuck_after",
     "command",
     "command_group",
     "duration_arg",
@@ -30,6 +32,18 @@ Handler = Callable[[Context, argparse.Namespace], Result]
 # checkers only, so named in a string).
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 DEST_HELP = "s3://bucket/path"
+
+
+def add_stuck_after(parser: argparse.ArgumentParser) -> None:
+    """``--stuck-after``, as every view that marks stuck jobs takes it."""
+    parser.add_argument(
+        "--stuck-after",
+        type=duration_arg,
+        default=STUCK_AFTER,
+        metavar="DURATION",
+        help="a sealed, committing or rolling-back job is stuck after this long unchanged "
+        f"(default {format_span(STUCK_AFTER.total_seconds())})",
+    )
 
 
 def job_id_arg(text: str) -> str:

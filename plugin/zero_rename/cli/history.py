@@ -6,13 +6,13 @@ import argparse
 import statistics
 from collections.abc import Sequence
 
-from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, duration_arg, whole_number
+from zero_rename.cli.arguments import DEST_HELP, Subcommands, add_stuck_after, command, whole_number
 from zero_rename.cli.context import Context
-from zero_rename.cli.durations import format_duration, format_span
+from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound
 from zero_rename.cli.output import Output, Result, human_bytes
 from zero_rename.core import Committer, states
-from zero_rename.core.protocol.history import STUCK_AFTER, History, HistoryEntry
+from zero_rename.core.protocol.history import History, HistoryEntry
 
 MAX_LIMIT = 1_000_000
 # Characters of an abort reason in the table (--json has it whole).
@@ -40,14 +40,7 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
         metavar="N",
         help="only the newest N jobs (still printed oldest first)",
     )
-    parser.add_argument(
-        "--stuck-after",
-        type=duration_arg,
-        default=STUCK_AFTER,
-        metavar="DURATION",
-        help="a sealed, committing or rolling-back job is stuck after this long unchanged "
-        f"(default {format_span(STUCK_AFTER.total_seconds())})",
-    )
+    add_stuck_after(parser)
 
 
 def run_history(ctx: Context, args: argparse.Namespace) -> Result:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, duration_arg
+from zero_rename.cli.arguments import DEST_HELP, Subcommands, add_stuck_after, command
 from zero_rename.cli.context import Context
-from zero_rename.cli.durations import format_span
 from zero_rename.cli.exits import NotFound
 from zero_rename.cli.output import Output, Result, human_bytes
 from zero_rename.core import Committer
-from zero_rename.core.protocol.history import STUCK_AFTER, stuck_advice
+from zero_rename.core.protocol.history import stuck_advice
 from zero_rename.core.protocol.partitions import Holder, PartitionInfo, PartitionView
 
 
@@ -30,14 +29,7 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         "job records, one listing of DEST, the claims and, for jobs that wrote "
         "several partitions, their committed file lists; no data file.",
     )
-    parser.add_argument(
-        "--stuck-after",
-        type=duration_arg,
-        default=STUCK_AFTER,
-        metavar="DURATION",
-        help="a sealed, committing or rolling-back job is stuck after this long unchanged "
-        f"(default {format_span(STUCK_AFTER.total_seconds())})",
-    )
+    add_stuck_after(parser)
 
 
 def run_partitions(ctx: Context, args: argparse.Namespace) -> Result:

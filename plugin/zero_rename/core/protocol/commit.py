@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from zero_rename.core.data import manifests as manifest_sources
 from zero_rename.core.data.manifests import ManifestSource
@@ -196,26 +196,38 @@ def _refused(ctx: JobContext, record: JobRecord, refused: UploadRefusedError) ->
     current = ctx.records.get(record.job_id)
     if current.state in states.FINAL:
         return _decided_elsewhere(ctx, current)
-    reason = f"{refused} ({refused.refusal})"
-    log.error("job %s: %s; rolling the job back", record.job_id, reason)
-    roll_back(ctx, record.job_id, reason)
-    raise CommitRolledBackError(
-        f"job {record.job_id} was rolled back: {reason}. Nothing of it is visible or "
-        "pending and the files it would have replaced are untouched; run the job again"
-    ) from refused
+    _roll_back_and_raise(
+        ctx,
+        record.job_id,
+        f"{refused} ({refused.refusal})",
+        "Nothing of it is visible or pending and the files it would have replaced are untouched",
+        refused,
+    )
 
 
 def _refused_by_table(ctx: JobContext, record: JobRecord, conflict: ZeroRenameError) -> JobSummary:
     """The table format refused the job's commit for good (another writer's commit
     conflicts, or the table no longer fits the job): nothing of the job is in the
     table, so the job is rolled back, and nothing of it stays in the prefix either."""
-    reason = f"the {record.options.table_format} table refused its commit: {conflict}"
-    log.error("job %s: %s; rolling the job back", record.job_id, reason)
-    roll_back(ctx, record.job_id, reason)
+    _roll_back_and_raise(
+        ctx,
+        record.job_id,
+        f"the {record.options.table_format} table refused its commit: {conflict}",
+        "Nothing of it is in the table or the destination",
+        conflict,
+    )
+
+
+def _roll_back_and_raise(
+    ctx: JobContext, job_id: str, reason: str, left: str, cause: Exception
+) -> NoReturn:
+    """Roll the job back for ``reason``, then raise the final error saying what is
+    ``left`` of it (nothing) and what to do."""
+    log.error("job %s: %s; rolling the job back", job_id, reason)
+    roll_back(ctx, job_id, reason)
     raise CommitRolledBackError(
-        f"job {record.job_id} was rolled back: {reason}. Nothing of it is in the table or "
-        "the destination; run the job again"
-    ) from conflict
+        f"job {job_id} was rolled back: {reason}. {left}; run the job again"
+    ) from cause
 
 
 def _decided_elsewhere(ctx: JobContext, current: JobRecord) -> JobSummary:
