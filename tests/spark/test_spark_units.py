@@ -430,3 +430,31 @@ def test_spark_option_names_are_aliases() -> None:
         parse_writer_options({"path": "s3://bucket-x/t", "partitionBy": "dt", "partition_by": "dt"})
     with pytest.raises(ConfigError, match="max_rows_per_file"):
         parse_writer_options({"path": "s3://bucket-x/t", "maxRecordsPerFile": "lots"})
+
+
+def test_schemas_convert_on_spark_4_0_and_4_1_as_on_4_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark 4.0 and 4.1 named the conversion's time zone ``timestamp_utc`` and
+    defaulted ``prefer_timestamp_ntz`` the other way; the format runs on both
+    (the peers' environment, .venv-peers, is 4.1)."""
+    import pyspark.sql.pandas.types as types
+    from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+    from zero_rename.spark.schema import arrow_schema, arrow_to_spark
+
+    schema = StructType([StructField("s", StringType()), StructField("t", TimestampType())])
+    current = arrow_schema(schema)
+    convert = types.to_arrow_schema
+
+    def spark_4_1(
+        schema: StructType,
+        error_on_duplicated_field_names_in_struct: bool = False,
+        timestamp_utc: bool = True,
+        prefers_large_types: bool = False,
+    ) -> pa.Schema:
+        return convert(schema, timezone="UTC" if timestamp_utc else None)
+
+    monkeypatch.setattr(types, "to_arrow_schema", spark_4_1)
+    assert arrow_schema(schema) == current
+    assert current.field("t").type == pa.timestamp("us", tz="UTC")
+    naive = pa.schema([("t", pa.timestamp("us"))])
+    assert arrow_to_spark(naive).fields[0].dataType.typeName() == "timestamp_ntz"

@@ -32,7 +32,6 @@ from datetime import date
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import (
     DataType,
     DateType,
@@ -52,7 +51,12 @@ from zero_rename.errors import ConfigError, ZeroRenameError
 from zero_rename.read import filesystem
 from zero_rename.spark.options import FORMAT, Size, StoreOptions, check_secret_keys, validated
 from zero_rename.spark.pruning import called_for_pushdown, may_match, typed_value
-from zero_rename.spark.schema import PARTITION_SCHEMA_KEY, SPARK_SCHEMA_KEY
+from zero_rename.spark.schema import (
+    PARTITION_SCHEMA_KEY,
+    SPARK_SCHEMA_KEY,
+    arrow_to_spark,
+    spark_to_arrow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +130,7 @@ def infer_schema(config: ReadConfig, snapshot: TableSnapshot) -> StructType:
     data = (
         StructType.fromJson(json.loads(metadata[SPARK_SCHEMA_KEY]))
         if SPARK_SCHEMA_KEY in metadata
-        else from_arrow_schema(arrow)
+        else arrow_to_spark(arrow)
     )
     recorded = (
         StructType.fromJson(json.loads(metadata[PARTITION_SCHEMA_KEY]))
@@ -237,7 +241,7 @@ class ZeroRenameReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FileGroup)
-        target = to_arrow_schema(self.schema, timezone="UTC")
+        target = spark_to_arrow(self.schema)
         fs = filesystem(self.config.store)
         for key, values in partition.files:
             path = f"{self.config.destination.bucket}/{key}"

@@ -153,12 +153,31 @@ def _convertible(data_type: DataType) -> bool:
 def arrow_schema(schema: StructType) -> pa.Schema:
     """The files' Arrow schema (partition columns included, as Spark has them).
     Imports pyarrow."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     try:
-        return to_arrow_schema(schema, timezone="UTC")
+        return spark_to_arrow(schema)
     except Exception as exc:  # pyspark refuses some types (intervals, variants...)
         raise ConfigError(f"format {FORMAT!r} cannot write this schema: {exc}") from None
+
+
+def spark_to_arrow(schema: StructType) -> pa.Schema:
+    """pyspark's own conversion, timestamps in UTC as Spark hands them over, on
+    every Spark 4 release: 4.2 takes ``timezone``, where 4.0 and 4.1 took
+    ``timestamp_utc`` (an unknown keyword is a TypeError in either)."""
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema, timestamp_utc=True)  # type: ignore[call-arg]
+
+
+def arrow_to_spark(schema: pa.Schema) -> StructType:
+    """pyspark's own conversion back, a timestamp without time zone as
+    ``TimestampNTZType`` (4.2's default; 4.0 and 4.1 defaulted otherwise)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
 
 
 def table_schema(schema: StructType) -> str:
