@@ -30,7 +30,8 @@ LOCALSTACK_STAMP := $(LOCALSTACK_VENV)/.installed
 PYTHON313 ?= $(firstword $(foreach p,python3.13 $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13),\
 	$(shell $(p) --version 2>/dev/null | grep -q '^Python 3\.13' && echo $(p))))
 
-.PHONY: demo demo-core demo-dagster lint test test-unit bench bench-spark clean venv localstack-venv
+.PHONY: demo demo-core demo-dagster lint test test-unit bench bench-spark bench-peers test-peers \
+	peers-venv clean venv localstack-venv
 
 venv: $(STAMP) localstack-venv
 
@@ -65,6 +66,23 @@ $(LOCALSTACK_STAMP): requirements-localstack.txt constraints-localstack.txt
 	$(UV) pip install --python $(LOCALSTACK_VENV)/bin/python --quiet \
 		-r requirements-localstack.txt -c constraints-localstack.txt
 	touch $(LOCALSTACK_STAMP)
+
+# The peers' environment (requirements-peers.txt says why it is Spark 4.1): Spark's
+# own committers and table writers beside zero-rename, on one Spark version. Their
+# jars come from Maven Central at run time, into ~/.cache/zero-rename/jars
+# ($$ZERO_RENAME_JAR_CACHE), about 1.6 GB the first time (bench/peers/jars.py).
+PEERS_VENV ?= .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+
+peers-venv: $(PEERS_STAMP)
+
+$(PEERS_STAMP): requirements-peers.txt constraints-peers.txt pyproject.toml $(STAMP)
+	test -x $(PEERS_VENV)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(PEERS_VENV)
+	$(UV) pip install --python $(PEERS_VENV)/bin/python --quiet --compile-bytecode \
+		-r requirements-peers.txt -c constraints-peers.txt
+	$(UV) pip install --python $(PEERS_VENV)/bin/python --quiet --no-deps -e .
+	rm -rf plugin/*.egg-info
+	touch $(PEERS_STAMP)
 
 # The demos live in demo/, beside dags/ and dagster_defs/; they are not installed.
 # The daily DAG end to end: Airflow (dag.test), local Spark, the embedded S3.
