@@ -471,6 +471,30 @@ def test_the_page_shows_a_jobs_table_commit_after_its_commit_step(
     assert (f"delta {committer.dest.url}: 1", "publish_table") in steps
 
 
+def test_the_page_shows_each_job_as_its_own_record_says(
+    api_server: ApiServer, committer: Committer
+) -> None:
+    """A backup of a record taken before its commit, under ``jobs/zz-backup/`` and
+    under another job's key: the page shows the job committed, as Committer.job."""
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    record_key = committer.dest.job(job.job_id).record_key
+    found = committer.store.get_object(committer.dest.bucket, record_key)
+    assert found is not None
+    write_task(committer, job, "00000", {"2024-07-06": b"c" * 50})
+    committer.commit_job(job.job_id)
+    other = str(uuid.uuid4())
+    for key in (
+        committer.dest.jobs_dir + "zz-backup/job.json",
+        committer.dest.job(other).record_key,
+    ):
+        committer.store.put_object(committer.dest.bucket, key, found[0])
+    page = get_page(api_server, committer.dest.url)
+    assert page.status_code == 200
+    states = dict(re.findall(r'data-job-id="([0-9a-f-]+)" data-state="(\w+)"', page.text))
+    assert states == {job.job_id: committer.job(job.job_id).state} == {job.job_id: "committed"}
+    assert other not in page.text
+
+
 def get_page(server: ApiServer, *dests: str) -> httpx.Response:
     return httpx.get(
         f"{server.url}/zero-rename/commits",

@@ -30,7 +30,7 @@ from zero_rename.core.data.model import (
     utcnow,
 )
 from zero_rename.core.data.options import JobOptions, parse_options
-from zero_rename.core.data.records import JobContext, step_finished, step_started
+from zero_rename.core.data.records import JobContext, StrayRecord, step_finished, step_started
 from zero_rename.core.data.success import PARTITIONS_LISTED, committed_files
 from zero_rename.core.protocol import abort as abort_mod
 from zero_rename.core.protocol import commit as commit_mod
@@ -140,6 +140,12 @@ class Committer:
     def jobs(self, advance: Advance = ignore) -> list[JobRecord]:
         """Every job record of the destination, oldest first; ``advance`` counts them."""
         return self.records.list(advance)
+
+    def stray_records(self, advance: Advance = ignore) -> list[StrayRecord]:
+        """Objects under the destination's ``jobs/`` that no reader takes for a job
+        record (a ``job.json`` at a key naming no job, a record naming another job
+        than its key's), with why; every record is read once. ``advance`` counts them."""
+        return self.records.strays(advance)
 
     def history(
         self,

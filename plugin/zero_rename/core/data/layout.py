@@ -15,6 +15,7 @@ from zero_rename.core.s3.redact import has_userinfo, shown_url
 from zero_rename.errors import ConfigError
 
 HIDDEN_DIR = "_zero_rename"
+RECORD_NAME = "job.json"
 SUCCESS_NAME = "_SUCCESS"
 # Spark and Hive write this for a null or empty partition value.
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -147,7 +148,7 @@ class JobLayout:
 
     @property
     def record_key(self) -> str:
-        return self.dir + "job.json"
+        return self.dir + RECORD_NAME
 
     @property
     def tasks_dir(self) -> str:
