@@ -16,10 +16,12 @@ from botocore.exceptions import ClientError
 
 from tests.helpers import CREDENTIAL_URLS, KEY, SECRET, leaks
 from zero_rename.cli import lifecycle, serve
+from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration, format_span, parse_duration
 from zero_rename.cli.exits import ExitCode, NotFound, Refused, exit_code_for
 from zero_rename.cli.main import SafeFormatter, build_parser, main
 from zero_rename.cli.output import Output, stderr_safe
+from zero_rename.core.s3.profiles import named_profile
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
@@ -418,3 +420,19 @@ def test_log_and_error_lines_of_a_megabyte_are_masked_at_once() -> None:
     shown = stderr_safe(text)
     assert time.monotonic() - started < MEGABYTE_SECONDS
     assert not leaks(logged) and not leaks(shown) and "http://***@host" in shown
+
+
+def test_store_profile_holds_for_the_commands_store() -> None:
+    args = build_parser().parse_args(
+        [
+            "--endpoint-url",
+            "http://127.0.0.1:9",
+            "jobs",
+            "list",
+            "s3://bkt/t",
+            "--store-profile",
+            "ceph",
+        ]
+    )
+    ctx = Context.from_args(args, Output())
+    assert ctx.store().profile == named_profile("ceph")

@@ -43,8 +43,14 @@ from zero_rename.core.protocol.snapshot import TableSnapshot, table_snapshot
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.protocol.task import TaskAttempt
 from zero_rename.core.protocol.validate import Expected
-from zero_rename.core.s3.client import ObjectInfo, S3Store, StoreConfig, UploadInfo
-from zero_rename.core.s3.profiles import AUTO, check_profile_name, named_profile
+from zero_rename.core.s3.client import (
+    ObjectInfo,
+    S3Store,
+    StoreConfig,
+    UploadInfo,
+    declared_profile,
+)
+from zero_rename.core.s3.profiles import AUTO, check_profile_name
 from zero_rename.core.s3.progress import Advance, Steps, ignore, no_steps
 from zero_rename.core.tables.base import open_format
 from zero_rename.errors import (
@@ -74,8 +80,11 @@ class Committer:
         self.dest = (
             destination if isinstance(destination, Destination) else Destination.parse(destination)
         )
-        self.store = store or S3Store.connect(config or StoreConfig())
         self.profile = check_profile_name(profile or (config.profile if config else AUTO))
+        store = store or S3Store.connect(config or StoreConfig())
+        # A declared family holds for every step, a store made elsewhere's too (an
+        # Airflow connection's client); a job's record still wins for its job.
+        self.store = store if store.profile else store.with_profile(declared_profile(self.profile))
         self.ctx = JobContext(self.store, self.dest)
         self.records = self.ctx.records
 
@@ -404,15 +413,14 @@ class Committer:
 
     def listing_store(self, job_id: str | None = None) -> S3Store:
         """The store, knowing how to list pending uploads here: from the job's record
-        if there is one, else from a named profile; with neither, the listing
-        confirms an empty answer without a prefix (see ``S3Store.list_uploads``)."""
+        if there is one, else as the named profile the store was given; with
+        neither, the listing confirms an empty answer without a prefix (see
+        ``S3Store.list_uploads``)."""
         if job_id is not None:
             try:
                 return self.store.with_profile(self.records.get(job_id).store_profile)
             except (JobNotFoundError, ManifestError):
                 pass
-        if self.profile != AUTO:
-            return self.store.with_profile(named_profile(self.profile))
         return self.store
 
     def published_task_manifests(self, job_id: str) -> int:

@@ -26,6 +26,8 @@ from zero_rename.core.protocol.claims import Claims
 from zero_rename.core.protocol.planning import decided_plan, upload_shards
 from zero_rename.core.protocol.publish import delete_replaced
 from zero_rename.core.s3.client import S3Store, UploadInfo
+from zero_rename.core.s3.probes import resolve_profile
+from zero_rename.core.s3.profiles import AUTO
 from zero_rename.core.s3.progress import Advance, Steps, no_steps
 from zero_rename.errors import (
     AbortRefusedError,
@@ -260,6 +262,11 @@ def _replace_unreadable(
             "hand; nothing was changed"
         )
     _, etag = records.read_raw(job_id)
+    if store.profile is None:
+        # The record that names the store's profile is what cannot be read, and
+        # If-Match must carry the ETag in the form the store takes (Ceph RGW 16:
+        # unquoted): the probe job setup runs says which (once a process and bucket).
+        store = store.with_profile(resolve_profile(store, dest, AUTO))
     now = utcnow()
     record = JobRecord(
         job_id=job_id,
@@ -269,18 +276,32 @@ def _replace_unreadable(
         created=now,
         error=f"aborted with an unreadable record: {str(problem)[:300]}",
         recovered=True,
+        store_profile=store.profile,
     )
     try:
         store.put_object(dest.bucket, layout.record_key, dump(record), if_match=etag)
     except PreconditionFailed:
-        raise ZeroRenameError(
-            f"job {job_id}'s unreadable record changed while it was being "
-            "aborted; run the abort again"
-        ) from None
+        raise _unreplaced(store, dest.bucket, layout.record_key, job_id, etag) from None
     log.warning(
         "job %s had an unreadable record (%s); replaced it with an aborted one", job_id, problem
     )
     return record
+
+
+def _unreplaced(store: S3Store, bucket: str, key: str, job_id: str, etag: str) -> ZeroRenameError:
+    """Why the compare-and-swap over an unreadable record lost: the record changed
+    meanwhile, or the store refused its own ETag in the form the profile sends."""
+    found = store.get_object(bucket, key)
+    if found is not None and found[1] == etag and store.profile is not None:
+        return ZeroRenameError(
+            f"job {job_id}'s unreadable record was not replaced: the store refused If-Match "
+            f"with the record's own ETag, sent {store.profile.if_match_form} as the store "
+            f"profile {store.profile.name} says; name the store's family (--store-profile, "
+            "StoreConfig.profile) as `zero-rename doctor` finds it. Nothing was changed"
+        )
+    return ZeroRenameError(
+        f"job {job_id}'s unreadable record changed while it was being aborted; run the abort again"
+    )
 
 
 def cleanup_job(ctx: JobContext, job_id: str) -> JobSummary:
