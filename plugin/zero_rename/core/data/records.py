@@ -312,14 +312,16 @@ def step_started(record: JobRecord, step: str) -> dict[str, StepTiming]:
 
 
 def step_finished(
-    record: JobRecord, step: str, ok: bool = True, detail: str = ""
+    record: JobRecord, step: str, ok: bool = True, detail: str = "", at: datetime | None = None
 ) -> dict[str, StepTiming]:
-    started = record.steps[step].started if step in record.steps else utcnow()
+    """The record's steps with ``step`` finished ``at`` (default: now)."""
+    finished = at or utcnow()
+    started = record.steps[step].started if step in record.steps else finished
     return {
         **record.steps,
         step: StepTiming(
             started=started,
-            finished=utcnow(),
+            finished=finished,
             status="succeeded" if ok else "failed",
             detail=detail,
         ),

@@ -43,13 +43,14 @@ from zero_rename.core.data.model import (
     JobSummary,
     StageManifest,
     StepTiming,
+    SuccessData,
     TableCommit,
     TaskManifest,
     dump,
     utcnow,
 )
 from zero_rename.core.data.records import JobContext, JobRecords, step_finished, step_started
-from zero_rename.core.data.success import build_success, success_summary
+from zero_rename.core.data.success import build_success, succeeds, success_summary
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import (
     abort_uploads,
@@ -68,7 +69,7 @@ from zero_rename.core.protocol.planning import (
 from zero_rename.core.protocol.publish import ProgressCallback, delete_replaced, publish
 from zero_rename.core.protocol.rollback import roll_back
 from zero_rename.core.protocol.validate import Expected
-from zero_rename.core.s3.writes import put_checked
+from zero_rename.core.s3.writes import Version, swap
 from zero_rename.errors import (
     CommitRolledBackError,
     JobDecidedError,
@@ -153,8 +154,11 @@ def _commit_job(
         return _refused(ctx, record, refused)
     # The last shard's file list beside the record's read: a commit of this job held
     # up here (a paused zombie) while another finished it reports that, and writes
-    # no _SUCCESS over a later job's.
-    _, decided = _both(last.file_list, lambda: records.get(job_id))
+    # no _SUCCESS over a later job's. _SUCCESS is read beside both, for its swap.
+    (_, decided), previous = _both(
+        lambda: _both(last.file_list, lambda: records.get(job_id)),
+        lambda: _success_version(ctx),
+    )
     if decided.state != states.COMMITTING:
         # A commit of this job that was held up here (a paused zombie) while
         # another finished it: report that, and write no _SUCCESS over a later job's.
@@ -168,13 +172,15 @@ def _commit_job(
         if not is_final(refused) or published_to_table(ctx, record) is not None:
             raise
         return _refused_by_table(ctx, record, refused)
-    success = build_success(dest, record, plan, first_files, store.stats)
-    _both(last.done, lambda: put_checked(store, dest.bucket, dest.success_key, dump(success)))
+    # The job's commit time: _SUCCESS's timestamp and the record's commit step's end.
+    committed_at = utcnow()
+    success = build_success(dest, record, plan, first_files, store.stats, committed_at)
+    _both(last.done, lambda: _write_success(ctx, success, previous))
     summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
     committed, _ = records.advance(
         job_id,
         states.PUBLISHED,
-        lambda r: _finished(r, summary, table_commit, table_started),
+        lambda r: _finished(r, summary, table_commit, table_started, committed_at),
     )
     delete_replaced(ctx, committed, plan)
     _cleanup_after_commit(ctx, record, plan)
@@ -380,10 +386,43 @@ def _plan_and_decide(
     return decided, plan
 
 
+def _success_version(ctx: JobContext) -> Version:
+    """``_SUCCESS`` as it is now (its bytes and ETag), for the swap that writes it."""
+    found = ctx.store.get_object(ctx.dest.bucket, ctx.dest.success_key)
+    return found if found is not None else (None, None)
+
+
+def _write_success(ctx: JobContext, success: SuccessData, known: Version) -> bool:
+    """Write ``_SUCCESS`` by compare-and-swap from ``known``, unless a job later in
+    the destination's commit order (its commit time, which its record keeps)
+    wrote it meanwhile: two jobs committing side by side (other partitions, or
+    appends), or a paused commit resumed after a later job, never take it back to
+    an earlier job. Returns whether this job's was written."""
+    body = dump(success)
+
+    def change(current: bytes | None) -> bytes | None:
+        if not succeeds(current, success):
+            return None
+        return None if current == body else body
+
+    done = swap(ctx.store, ctx.dest.bucket, ctx.dest.success_key, change, "_SUCCESS", known=known)
+    if not done.wrote and done.data != body:
+        log.info(
+            "job %s: _SUCCESS stays with a job committed after it at %s",
+            success.job_id,
+            ctx.dest.url,
+        )
+    return done.wrote
+
+
 def _finished(
-    record: JobRecord, summary: JobSummary, table: TableCommit | None, table_started: datetime
+    record: JobRecord,
+    summary: JobSummary,
+    table: TableCommit | None,
+    table_started: datetime,
+    committed_at: datetime,
 ) -> dict[str, Any]:
-    steps = step_finished(record, "commit", detail=f"{summary.files} file(s)")
+    steps = step_finished(record, "commit", detail=f"{summary.files} file(s)", at=committed_at)
     if table is not None:
         steps["publish_table"] = StepTiming(
             started=table_started,
