@@ -711,10 +711,11 @@ def test_requests_per_commit_do_not_grow_with_files(proxy: Any, dest: str) -> No
             added.setdefault(mode, []).append(commits[1] - commits[0])
     print(f"requests a commit adds to publish to Iceberg, for 1 and 12 files: {added}")
     # An append writes a manifest, a manifest list and a metadata.json (three
-    # requests each) and reads the table's metadata; a replace also reads the
-    # manifests of the partitions it replaces, so it grows with those, not with files.
-    assert added["append"][0] == added["append"][1] <= 18, added
-    assert added["replace"][0] <= added["replace"][1] <= 45, added
+    # requests each) and reads the table's metadata, and the record says the table
+    # commit may start (its fence against a rollback by hand); a replace also reads
+    # the manifests of the partitions it replaces, so it grows with those, not with files.
+    assert added["append"][0] == added["append"][1] <= 19, added
+    assert added["replace"][0] <= added["replace"][1] <= 46, added
 
 
 # -- a user's own catalog --------------------------------------------------------

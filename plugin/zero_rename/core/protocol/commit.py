@@ -164,6 +164,11 @@ def _commit_job(
         # another finished it: report that, and write no _SUCCESS over a later job's.
         return _decided_elsewhere(ctx, decided)
     table_started = utcnow()
+    if record.options.table_format != "none":
+        fenced = _fence_publish(ctx, job_id, table_started)
+        if fenced.state != states.COMMITTING:  # a rollback by hand won the record first
+            return _decided_elsewhere(ctx, fenced)
+        table_started = fenced.steps["publish_table"].started
     try:
         table_commit = publish_table(ctx, record, plan)
     except ZeroRenameError as refused:
@@ -384,6 +389,21 @@ def _plan_and_decide(
         plan.replaced_files,
     )
     return decided, plan
+
+
+def _fence_publish(ctx: JobContext, job_id: str, started: datetime) -> JobRecord:
+    """Record that the table commit may start (the ``publish_table`` step), by
+    compare-and-swap, before it does: a rollback by hand swaps the same record
+    and refuses once this is there, so the two never overlap. A record no longer
+    committing (rolled back first) is returned as it is, and nothing is published."""
+
+    def mark(current: JobRecord) -> JobRecord | None:
+        if current.state != states.COMMITTING or "publish_table" in current.steps:
+            return None
+        step = StepTiming(started=started, status="running")
+        return current.model_copy(update={"steps": {**current.steps, "publish_table": step}})
+
+    return ctx.records.update(job_id, mark)
 
 
 def _success_version(ctx: JobContext) -> Version:
