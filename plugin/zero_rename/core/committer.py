@@ -140,6 +140,8 @@ class Committer:
         if table is None:
             raise ConfigError(f"no table format to expire at {self.dest.url}")
         deleted = table.expire(older_than)
+        # What the expiry's own metadata writes left pending (a lost answer's leftover).
+        abort_mod.end_table_uploads(self.ctx, options.table_format)
         log.info("expired %s at %s: %d file(s) deleted", table.table, self.dest.url, deleted)
         return table.table, deleted
 

@@ -15,13 +15,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from datetime import UTC, datetime
 from typing import Any
 
 from zero_rename.core.data.layout import is_job_data_key
 from zero_rename.core.data.model import JobRecord, JobSummary, dump, utcnow
 from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.records import JobContext, JobRecords, step_finished, step_started
-from zero_rename.core.protocol import states
+from zero_rename.core.protocol import states, table_uploads
 from zero_rename.core.protocol.claims import Claims
 from zero_rename.core.protocol.planning import decided_plan, upload_shards
 from zero_rename.core.protocol.publish import delete_replaced
@@ -29,6 +30,7 @@ from zero_rename.core.s3.client import S3Store, UploadInfo
 from zero_rename.core.s3.probes import resolve_profile
 from zero_rename.core.s3.profiles import AUTO
 from zero_rename.core.s3.progress import Advance, Steps, no_steps
+from zero_rename.core.tables.ended import take_ended
 from zero_rename.errors import (
     AbortRefusedError,
     JobNotFoundError,
@@ -123,6 +125,32 @@ def abort_uploads(
     )
     if aborted:
         log.info("aborted %d pending upload(s) of job %s", aborted, job_id)
+    return aborted
+
+
+def end_table_uploads(ctx: JobContext, table_format: str, threads: int = 16) -> int:
+    """Abort the pending uploads in the table format's folder at the destination
+    that nobody will complete: those at a key whose write ended in this process
+    (a lost answer's leftover), and those abandoned
+    (:mod:`zero_rename.core.protocol.table_uploads`). Returns how many."""
+    prefix = table_uploads.folder(ctx.dest, table_format)
+    if prefix is None:
+        return 0
+    ended = take_ended(ctx.bucket, prefix)
+    now = datetime.now(UTC)
+    stale = [
+        u
+        for u in ctx.store.list_uploads(ctx.bucket, prefix)
+        if u.key in ended or table_uploads.abandoned(u, now)
+    ]
+    aborted, _ = abort_each(ctx.store, ctx.bucket, stale, threads)
+    if aborted:
+        log.info(
+            "aborted %d pending upload(s) of the %s table's metadata at %s",
+            aborted,
+            table_format,
+            ctx.dest.url,
+        )
     return aborted
 
 
@@ -331,6 +359,7 @@ def cleanup_job(ctx: JobContext, job_id: str) -> JobSummary:
     delete_replaced(ctx, record)
     Claims(ctx).release(job_id)
     aborted = abort_uploads(ctx, job_id, record.options.threads, record.file_columns)
+    aborted += end_table_uploads(ctx, record.options.table_format, record.options.threads)
     keep = decided_plan_keys(ctx, record)
     committed = record.state == states.COMMITTED
     removed = remove_temporary(ctx, job_id, keep, files=committed)
@@ -386,6 +415,7 @@ def finish_rollback(ctx: JobContext, record: JobRecord, steps: Steps = no_steps)
     )
     Claims(ctx).release(record.job_id)
     remove_temporary(ctx, record.job_id, files=False)
+    aborted += end_table_uploads(ctx, record.options.table_format, threads)
     log.warning(
         "job %s is rolled back at %s: its %d planned file(s) removed, %d pending upload(s) "
         "aborted; %s",

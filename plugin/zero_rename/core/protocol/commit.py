@@ -55,6 +55,7 @@ from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import (
     abort_uploads,
     decided_plan_keys,
+    end_table_uploads,
     finish_rollback,
     remove_temporary,
 )
@@ -470,6 +471,10 @@ def _cleanup_after_commit(
             lambda: abort_uploads(ctx, record.job_id, record.options.threads, record.file_columns),
             lambda: remove_temporary(ctx, record.job_id, keep),
         ]
+        if record.options.table_format != "none":
+            # What the table commit's writes left pending (a lost answer's leftover).
+            threads = record.options.threads
+            parts.append(lambda: end_table_uploads(ctx, record.options.table_format, threads))
         with ThreadPoolExecutor(len(parts)) as pool:
             for future in [pool.submit(part) for part in parts]:
                 future.result()
