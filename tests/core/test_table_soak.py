@@ -36,14 +36,13 @@ from tests.core.test_table_uploads import user_table
 from tests.helpers import pending_in_bucket
 from tests.s3proxy import S3Proxy, S3Request
 from tests.servers import S3Server
-from tests.table_jobs import TABLE_SCHEMA, parquet_file
+from tests.table_jobs import written_table_job
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.core.tables.base import JOB_ID_PROPERTY
 from zero_rename.core.tables.iceberg_catalog import HOME_VARIABLE
 from zero_rename.errors import CommitRolledBackError, ZeroRenameError
-from zero_rename.spark.parquet import file_stats
 
 pytestmark = [pytest.mark.s3, pytest.mark.soak]
 
@@ -60,20 +59,6 @@ KILL_AT = (1, 45)
 def _commit(dest: str, endpoint: str, job_id: str) -> None:
     Committer(dest, StoreConfig(endpoint_url=endpoint)).commit_job(job_id)
     os._exit(0)
-
-
-def written(c: Committer, table_format: str, day: str, ids: list[int]) -> JobRecord:
-    options = {"partition_columns": "dt", "conflict_mode": "append", "table_format": table_format}
-    job = c.setup_job(options, table_schema=TABLE_SCHEMA)
-    attempt = c.task_attempt(job, "00000")
-    attempt.table_schema = TABLE_SCHEMA
-    body, footer = parquet_file(ids)
-    with attempt.open({"dt": day}, ".parquet") as out:
-        out.write(body)
-        out.rows = len(ids)
-        out.stats = file_stats(footer)
-    attempt.commit()
-    return job
 
 
 class Soak:
@@ -169,7 +154,7 @@ def test_table_format_jobs_under_lost_answers_and_kills_leave_nothing_pending(
         table_format = ("iceberg", "delta")[n % 2]
         c = Committer(tables[table_format], direct)
         day = f"2024-01-{n % 28 + 1:02d}"
-        job = written(c, table_format, day, [n])
+        job = written_table_job(c, {day: [n]}, table_format=table_format)
         proxy.chaos(FAULTS, seed=SEED * 1000 + n, actions=("lose", "error500", "reset", "slowdown"))
         soak.commit_in_child(c, job, kill=soak.rng.random() < KILLS)
         state = soak.finish(Committer(tables[table_format], faulty), job)

@@ -23,29 +23,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
 
 from tests.helpers import pending_in_bucket
 from tests.s3proxy import S3Proxy, S3Request
-from tests.table_jobs import TABLE_SCHEMA, parquet_file
+from tests.table_jobs import written_table_job
+from tests.table_readers import iceberg_table
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
 from zero_rename.core.protocol import table_uploads
 from zero_rename.core.protocol.pending import Owners, pending_uploads
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.core.tables.base import JOB_ID_PROPERTY
-from zero_rename.core.tables.iceberg_catalog import (
-    EMBEDDED_CATALOG,
-    HOME_VARIABLE,
-    derived_table_name,
-    embedded_uri,
-)
-from zero_rename.spark.parquet import file_stats
+from zero_rename.core.tables.iceberg_catalog import HOME_VARIABLE, derived_table_name
 
 pytestmark = pytest.mark.s3
 
-OPTIONS = {"partition_columns": "dt", "table_format": "iceberg", "conflict_mode": "append"}
 # Over pyarrow's part size (10 MiB): metadata.json then goes as a multipart upload.
 LARGE = 11 * 1024 * 1024
 KILLED = -signal.SIGKILL
@@ -67,31 +60,12 @@ def through(proxy: S3Proxy, dest: str) -> Committer:
 
 def written(c: Committer, day: str, ids: list[int]) -> JobRecord:
     """A job whose one task wrote one Parquet file of ``ids`` to ``dt=day``."""
-    job = c.setup_job(OPTIONS, table_schema=TABLE_SCHEMA)
-    attempt = c.task_attempt(job, "00000")
-    attempt.table_schema = TABLE_SCHEMA
-    body, footer = parquet_file(ids)
-    with attempt.open({"dt": day}, ".parquet") as out:
-        out.write(body)
-        out.rows = len(ids)
-        out.stats = file_stats(footer)
-    attempt.commit()
-    return job
+    return written_table_job(c, {day: ids}, table_format="iceberg")
 
 
 def user_table(c: Committer) -> Table:
-    catalog = load_catalog(
-        EMBEDDED_CATALOG,
-        **{
-            "type": "sql",
-            "uri": embedded_uri(),
-            "s3.endpoint": c.store.endpoint_url,
-            "s3.region": "us-east-1",
-            "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
-            "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"],
-        },
-    )
-    return catalog.load_table(derived_table_name(c.dest))
+    """The table as a PyIceberg user loads it from the embedded catalog."""
+    return iceberg_table(derived_table_name(c.dest))
 
 
 def assert_intact(c: Committer, jobs: list[JobRecord], rows: list[tuple[str, int]]) -> None:
