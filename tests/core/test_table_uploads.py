@@ -193,6 +193,11 @@ def test_a_kill_at_each_metadata_write(
     assert_intact(committer, [first, job], [("2024-01-01", 1), ("2024-01-02", 2)])
 
 
+@pytest.mark.moto_xfail(
+    reason="moto lists every upload as initiated on 2010-11-10, so the killed write's "
+    "upload is taken for abandoned and the retry's cleanup ends it at once",
+    raises=ValueError,
+)
 def test_a_kill_during_a_large_metadata_write_leaves_an_upload_the_sweep_ends(
     committer: Committer, proxy: S3Proxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
