@@ -30,8 +30,8 @@ LOCALSTACK_STAMP := $(LOCALSTACK_VENV)/.installed
 PYTHON313 ?= $(firstword $(foreach p,python3.13 $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13),\
 	$(shell $(p) --version 2>/dev/null | grep -q '^Python 3\.13' && echo $(p))))
 
-.PHONY: demo demo-core demo-dagster lint test test-unit bench bench-spark bench-peers test-peers \
-	peers-venv clean venv localstack-venv
+.PHONY: demo demo-core demo-dagster lint test test-unit soak-tables bench bench-spark bench-peers \
+	test-peers peers-venv clean venv localstack-venv
 
 venv: $(STAMP) localstack-venv
 
@@ -126,6 +126,14 @@ test: $(STAMP) localstack-venv
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+# Table-format jobs (Iceberg and Delta) committed under lost answers and kills,
+# ending with no pending upload anywhere in the bucket (tests/core/test_table_soak.py):
+# 30 jobs take about two and a half minutes on two cores. SOAK_JOBS=n for more.
+SOAK_JOBS ?= 30
+soak-tables: $(STAMP)
+	ZERO_RENAME_TEST_SOAK=1 ZERO_RENAME_SOAK_JOBS=$(SOAK_JOBS) $(PY) -m pytest \
+		tests/core/test_table_soak.py --s3-backends seaweedfs -s $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.commit_bench

@@ -43,7 +43,7 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
-_MARKERS = {"unit", "s3", "spark", "airflow", "dagster", "browser", "ceph"}
+_MARKERS = {"unit", "s3", "spark", "airflow", "dagster", "browser", "ceph", "soak"}
 
 # Two task threads and three attempts per task, so that a failed task attempt
 # is retried as on a cluster.
@@ -107,12 +107,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # Tests run only when asked for, by an environment variable: marker -> (variable, why).
 # Ceph RGW 16: its packages (about 15 s to install) and its start (about 12 s)
 # cost more than the default suite can spend; the fault proxy plays its If-Match.
+# The table-format soak runs for minutes (tests/core/test_table_soak.py).
 _OPT_IN = {
     "ceph": (
         "ZERO_RENAME_TEST_CEPH",
         "Ceph RGW 16 takes about 12 s to start, and its packages "
         f"({' '.join(CEPH_PACKAGES)}) must be installed",
-    )
+    ),
+    # Minutes of jobs under faults: run on request, its numbers reported.
+    "soak": (
+        "ZERO_RENAME_TEST_SOAK",
+        "a soak of table-format jobs under lost answers and kills takes minutes",
+    ),
 }
 
 # What a marker's tests need beyond the venv: deploy/system-deps.sh installs it.

@@ -32,14 +32,14 @@ def parquet_file(ids: Sequence[int]) -> tuple[bytes, pq.FileMetaData]:
     return out.getvalue(), footers[0]
 
 
-def table_job(
+def written_table_job(
     c: Committer,
     days: Mapping[str, Sequence[int]],
     conflict_mode: str = "append",
     **options: Any,
 ) -> JobRecord:
-    """One job, one task, a file per day of ``days`` (day -> ids), committed with
-    ``options`` (``table_format``...) and partitioned by ``dt``."""
+    """One job, one task, a file per day of ``days`` (day -> ids), set up with
+    ``options`` (``table_format``...) and partitioned by ``dt``; not committed."""
     job = c.setup_job(
         {"partition_columns": "dt", "conflict_mode": conflict_mode, **options},
         table_schema=TABLE_SCHEMA,
@@ -53,5 +53,16 @@ def table_job(
             out.rows = len(ids)
             out.stats = file_stats(footer)
     attempt.commit()
+    return job
+
+
+def table_job(
+    c: Committer,
+    days: Mapping[str, Sequence[int]],
+    conflict_mode: str = "append",
+    **options: Any,
+) -> JobRecord:
+    """:func:`written_table_job`, committed."""
+    job = written_table_job(c, days, conflict_mode, **options)
     c.commit_job(job.job_id)
     return c.job(job.job_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import re
 import shutil
 import signal
@@ -17,10 +18,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -120,6 +123,61 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+# Linux's prctl(PR_SET_PDEATHSIG, SIGKILL): the kernel kills the process when its
+# parent dies, a SIGKILL of the parent included, which no handler of the parent's
+# could catch. Set by a fresh interpreter that then becomes the server (execv keeps
+# it), rather than in a preexec_fn, which is unsafe in a process with threads. A
+# parent already gone by then (the child was adopted) means: do not start at all.
+_PR_SET_PDEATHSIG = 1
+_BOUND = (
+    "import ctypes, os, signal, sys\n"
+    f"ctypes.CDLL(None).prctl({_PR_SET_PDEATHSIG}, signal.SIGKILL)\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit(70)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+_spawns: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[bytes]], Future[Any]]] | None = None
+_spawns_lock = threading.Lock()
+
+
+def spawn_bound(cmd: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(cmd, **popen)`` in a session of its own, the process
+    ending with this one: stopped by :func:`stop_process_group` as ever, and
+    killed by the kernel if this process dies first (SIGTERM, SIGKILL, a crash),
+    where the server would otherwise outlive it, holding its ports and memory.
+
+    The kernel sends the signal when the *thread* that started the child ends,
+    so every child is started by one daemon thread that lives as long as the
+    process. Elsewhere than Linux the child is only in a session of its own.
+    """
+    path = shutil.which(cmd[0]) or cmd[0]
+    if sys.platform.startswith("linux") and os.path.isabs(path):
+        cmd = [sys.executable, "-S", "-E", "-c", _BOUND, str(os.getpid()), path, *cmd[1:]]
+    started: Future[subprocess.Popen[bytes]] = Future()
+    _spawner().put((lambda: subprocess.Popen(cmd, start_new_session=True, **popen), started))
+    return started.result()
+
+
+def _spawner() -> queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[bytes]], Future[Any]]]:
+    """The queue of the one thread that starts servers (started on first use)."""
+    global _spawns
+    with _spawns_lock:
+        if _spawns is None:
+            _spawns = queue.SimpleQueue()
+            threading.Thread(target=_spawn_forever, args=(_spawns,), daemon=True).start()
+        return _spawns
+
+
+def _spawn_forever(
+    requests: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[bytes]], Future[Any]]],
+) -> None:
+    while True:
+        start, started = requests.get()
+        try:
+            started.set_result(start())
+        except BaseException as exc:  # handed to the caller, who raises it
+            started.set_exception(exc)
+
+
 class StartStop:
     """A context manager over ``start()``, which returns the started object, and ``stop()``."""
 
@@ -185,11 +243,10 @@ class ServerProcess(StartStop):
 
     def _spawn(self, cmd: list[str], env: dict[str, str], log_path: Path) -> None:
         """Start the server, its output appended to ``log_path``, leading a
-        process group of its own so that stopping it stops its children too."""
+        process group of its own so that stopping it stops its children too,
+        and ending with this process however it ends (:func:`spawn_bound`)."""
         with open(log_path, "ab") as out:
-            self._proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
+            self._proc = spawn_bound(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
 
     def _stop_process(self, name: str) -> None:
         """Stop the server and remove the temporary directory it was given.

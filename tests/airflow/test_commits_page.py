@@ -11,18 +11,20 @@ which a test may change between requests: the api-server looks it up anew.
 from __future__ import annotations
 
 import html
+import http.client
 import json
 import os
 import re
 import secrets
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 import pytest
@@ -469,6 +471,30 @@ def test_the_page_shows_a_jobs_table_commit_after_its_commit_step(
     assert (f"delta {committer.dest.url}: 1", "publish_table") in steps
 
 
+def test_the_page_shows_each_job_as_its_own_record_says(
+    api_server: ApiServer, committer: Committer
+) -> None:
+    """A backup of a record taken before its commit, under ``jobs/zz-backup/`` and
+    under another job's key: the page shows the job committed, as Committer.job."""
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    record_key = committer.dest.job(job.job_id).record_key
+    found = committer.store.get_object(committer.dest.bucket, record_key)
+    assert found is not None
+    write_task(committer, job, "00000", {"2024-07-06": b"c" * 50})
+    committer.commit_job(job.job_id)
+    other = str(uuid.uuid4())
+    for key in (
+        committer.dest.jobs_dir + "zz-backup/job.json",
+        committer.dest.job(other).record_key,
+    ):
+        committer.store.put_object(committer.dest.bucket, key, found[0])
+    page = get_page(api_server, committer.dest.url)
+    assert page.status_code == 200
+    states = dict(re.findall(r'data-job-id="([0-9a-f-]+)" data-state="(\w+)"', page.text))
+    assert states == {job.job_id: committer.job(job.job_id).state} == {job.job_id: "committed"}
+    assert other not in page.text
+
+
 def get_page(server: ApiServer, *dests: str) -> httpx.Response:
     return httpx.get(
         f"{server.url}/zero-rename/commits",
@@ -476,6 +502,18 @@ def get_page(server: ApiServer, *dests: str) -> httpx.Response:
         headers={"Authorization": f"Bearer {server.token}"},
         timeout=60,
     )
+
+
+def raw_get(server: ApiServer, target: str) -> tuple[int, str]:
+    """A GET of any length (httpx refuses a query over 64 KiB): status and text."""
+    url = urlsplit(server.url)
+    conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=60)
+    try:
+        conn.request("GET", target, headers={"Authorization": f"Bearer {server.token}"})
+        response = conn.getresponse()
+        return response.status, response.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
 
 
 def test_the_page_refuses_destinations_its_settings_do_not_allow(
@@ -499,7 +537,7 @@ def test_the_page_refuses_destinations_its_settings_do_not_allow(
     # Prefixes match whole path elements; one refused destination refuses the request.
     assert get_page(api_server, f"s3://{page_bucket}/tables_private/t").status_code == 403
     assert get_page(api_server, committer.dest.url, other.dest.url).status_code == 403
-    long = get_page(api_server, f"s3://{bucket}/" + "x" * 5000)
+    long = get_page(api_server, f"s3://{bucket}/" + "x" * 1000)
     assert long.status_code == 403 and "x" * 400 not in long.text
     # The configured destination, however spelt, and one under the allowed prefix.
     shown = get_page(api_server, f"s3a://{page_bucket}/configured/", committer.dest.url)
@@ -515,6 +553,51 @@ def test_the_page_refuses_destinations_its_settings_do_not_allow(
         assert bad.status_code == 400 and "Malformed destination" in bad.text
         assert s3_server.secret_key not in bad.text and "x" * 400 not in bad.text
         assert "Traceback" not in bad.text
+
+
+# What a refused destination of a megabyte, and a health check beside it, may take:
+# far more than either takes, far less than the minutes one took when masking its
+# message was quadratic (a 65,000-character one held the api-server for 181 s).
+ANSWER_SECONDS = 15.0
+
+
+def test_a_megabyte_destination_gets_400_at_once_while_the_server_answers_others(
+    api_server: ApiServer, page_bucket: str
+) -> None:
+    """Under the allowed prefix, so that only its length refuses it. Four clients
+    send such destinations meanwhile; the api-server keeps answering its health
+    check throughout. A megabyte of URL is refused by the api-server's HTTP parser
+    itself (uvicorn takes a request line and headers of up to 80 KiB, and answers
+    "Invalid HTTP request received.", a 400 too); 65,000 characters reach the
+    page, which refuses them before asking S3 anything."""
+    under = f"s3://{page_bucket}/tables/"
+    huge = [under + "x" * 1_000_000, under + "x" * 65_000, under + "a:b." * 10_000]
+    answers: list[tuple[int, int, float, str]] = []  # (characters sent, status, seconds, text)
+
+    def send() -> None:
+        for dest in huge:
+            started = time.monotonic()
+            status, text = raw_get(api_server, "/zero-rename/commits?" + urlencode({"dest": dest}))
+            answers.append((len(quote(dest)), status, time.monotonic() - started, text))
+
+    senders = [threading.Thread(target=send) for _ in range(4)]
+    for sender in senders:
+        sender.start()
+    health: list[float] = []
+    while any(s.is_alive() for s in senders) or not health:
+        started = time.monotonic()
+        answer = httpx.get(f"{api_server.url}/api/v2/monitor/health", timeout=60)
+        assert answer.status_code == 200
+        health.append(time.monotonic() - started)
+    for sender in senders:
+        sender.join()
+    assert len(answers) == 4 * len(huge)
+    for length, status, seconds, text in answers:
+        assert status == 400 and seconds < ANSWER_SECONDS and len(text) < 20_000
+        if length < 80_000:
+            assert "Malformed destination" in text and "longer than any S3 URL" in text
+            assert "x" * 400 not in text
+    assert max(health) < ANSWER_SECONDS, health
 
 
 def test_no_error_on_the_page_shows_the_endpoint(

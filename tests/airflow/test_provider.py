@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers import CREDENTIAL_URLS, leaks
 from zero_rename.core.s3.client import StoreConfig
+from zero_rename.core.s3.profiles import named_profile
 from zero_rename.embedded_s3 import EmbeddedS3
 from zero_rename.errors import ConfigError
 
@@ -78,6 +79,18 @@ def test_hook_sizes_the_pool_and_keeps_the_connection_settings(conn: str, bucket
     store = hook.store()
     assert store.pool_size == 96
     store.check_bucket(bucket)  # credentials from the connection, not the environment
+
+
+def test_hook_store_behaves_as_the_connections_store_profile(
+    s3_server: EmbeddedS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zero_rename.airflow.hooks import ZeroRenameHook
+
+    extra = {"endpoint_url": s3_server.endpoint_url, "store_profile": "ceph"}
+    monkeypatch.setenv("AIRFLOW_CONN_ZR_CEPH", json.dumps({"conn_type": "aws", "extra": extra}))
+    hook = ZeroRenameHook(aws_conn_id="zr_ceph")
+    assert hook.store().profile == named_profile("ceph")
+    assert hook.committer("s3://bkt/t").store.profile == named_profile("ceph")
 
 
 def test_hook_committer_runs_a_step(conn: str, dest: str) -> None:

@@ -50,6 +50,20 @@ def test_commands_and_exit_codes_through_the_executable(committer: Committer, de
     assert refused.stderr.startswith("error: ") and "Traceback" not in refused.stderr
 
 
+def test_a_destination_longer_than_any_key_is_refused_at_once() -> None:
+    """As long as one argument may be (Linux takes 128 KiB): a usage error at once,
+    one line, before any request (the endpoint here answers nothing)."""
+    ran = subprocess.run(
+        [EXECUTABLE, "jobs", "list", "s3://bkt/" + "a" * 120_000],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"},
+    )
+    assert ran.returncode == 2 and ran.stdout == ""
+    assert len(ran.stderr.splitlines()) == 1 and "longer than any S3 URL" in ran.stderr
+
+
 def _first_line(proc: subprocess.Popen[str], timeout: float = 90) -> dict[str, Any]:
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], timeout)

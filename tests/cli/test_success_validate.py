@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from tests.cli.conftest import Cli, committed_job
+from tests.helpers import write_task
 from zero_rename.cli.exits import ExitCode
 from zero_rename.core.committer import Committer
 
@@ -84,3 +87,36 @@ def test_no_success_file(cli: Cli, committer: Committer, dest: str) -> None:
     for argv in (["success", "show", dest], ["validate", dest]):
         ran = cli(*argv)
         assert ran.code == ExitCode.NOT_FOUND and "no _SUCCESS" in ran.err
+
+
+def test_stray_records_are_left_out_by_every_view_and_reported(
+    cli: Cli, committer: Committer, dest: str
+) -> None:
+    """A backup of a job's record taken before its commit, and a copy of it under
+    another job's key: the views show the job as Committer.job does; validate
+    (exit 1) and doctor name both copies."""
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    found = committer.store.get_object(
+        committer.dest.bucket, committer.dest.job(job.job_id).record_key
+    )
+    assert found is not None
+    write_task(committer, job, "00000", {"2024-01-01": b"a" * 10})
+    committer.commit_job(job.job_id)
+    backup = committer.dest.jobs_dir + "zz-backup/job.json"
+    copied = committer.dest.job(str(uuid.uuid4())).record_key
+    for key in (backup, copied):
+        committer.store.put_object(committer.dest.bucket, key, found[0])
+
+    assert committer.job(job.job_id).state == "committed"
+    listed = cli("jobs", "list", dest, "--json").json()
+    assert [(r["job_id"], r["state"]) for r in listed] == [(job.job_id, "committed")]
+    history = cli("jobs", "history", dest, "--json").json()
+    assert [(e["job_id"], e["state"]) for e in history] == [(job.job_id, "committed")]
+    relative = [k[len(committer.dest.dir) :] for k in (backup, copied)]
+    validated = cli("validate", dest, "--json")
+    assert validated.code == 1
+    problems = validated.json()["problems"]
+    assert [(p["kind"], p["path"]) for p in problems] == [("stray", k) for k in sorted(relative)]
+    doctor = cli("doctor", dest, "--json", "--race-rounds", "0").json()
+    assert [s["key"] for s in doctor["stray_records"]] == sorted([backup, copied])
+    assert doctor["safe"] is True

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,10 +16,12 @@ from botocore.exceptions import ClientError
 
 from tests.helpers import CREDENTIAL_URLS, KEY, SECRET, leaks
 from zero_rename.cli import lifecycle, serve
+from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration, format_span, parse_duration
 from zero_rename.cli.exits import ExitCode, NotFound, Refused, exit_code_for
-from zero_rename.cli.main import build_parser, main
-from zero_rename.cli.output import Output
+from zero_rename.cli.main import SafeFormatter, build_parser, main
+from zero_rename.cli.output import Output, stderr_safe
+from zero_rename.core.s3.profiles import named_profile
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
@@ -375,3 +378,61 @@ def test_a_credential_in_an_unexpected_error_is_masked(
     err = capsys.readouterr().err
     assert err.startswith("error: unexpected RuntimeError") and len(err.splitlines()) == 1
     assert not leaks(err) and "http://***@10.0.0.1/x" in err
+
+
+# -- a megabyte of input ----------------------------------------------------
+# What a 1 MB text may take through a path that masks it: thousands of times what
+# it takes, and nothing like the minutes a pattern rescanning words from each
+# character took for a tenth of it.
+MEGABYTE_SECONDS = 10.0
+
+
+@pytest.mark.parametrize(
+    "dest",
+    [
+        "s3://bkt/" + "a" * 1_000_000,
+        f"s3://{KEY}:{SECRET}" + "/x" * 500_000 + "@bkt/t",
+        "s3://" + "a:" * 500_000,
+    ],
+    ids=["word", "credential", "colons"],
+)
+@pytest.mark.parametrize("command", [["jobs", "list"], ["uploads", "list"], ["validate"]])
+def test_a_megabyte_destination_is_one_line_at_once(
+    command: list[str], dest: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused as a usage error before anything else is done with it (no server
+    here: asking one would be exit 5), its first characters shown, masked."""
+    started = time.monotonic()
+    assert main([*command, dest]) == ExitCode.USAGE
+    assert time.monotonic() - started < MEGABYTE_SECONDS
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "longer than any S3 URL" in err
+    assert len(err) < 500 and not leaks(err)
+
+
+def test_log_and_error_lines_of_a_megabyte_are_masked_at_once() -> None:
+    text = (
+        f"Could not connect to http://{KEY}:{SECRET}" + "/x" * 500_000 + "@host " + "a:" * 250_000
+    )
+    started = time.monotonic()
+    record = logging.LogRecord("zero_rename.x", logging.WARNING, __file__, 1, text, None, None)
+    logged = SafeFormatter("%(message)s").format(record)
+    shown = stderr_safe(text)
+    assert time.monotonic() - started < MEGABYTE_SECONDS
+    assert not leaks(logged) and not leaks(shown) and "http://***@host" in shown
+
+
+def test_store_profile_holds_for_the_commands_store() -> None:
+    args = build_parser().parse_args(
+        [
+            "--endpoint-url",
+            "http://127.0.0.1:9",
+            "jobs",
+            "list",
+            "s3://bkt/t",
+            "--store-profile",
+            "ceph",
+        ]
+    )
+    ctx = Context.from_args(args, Output())
+    assert ctx.store().profile == named_profile("ceph")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 
@@ -18,6 +19,7 @@ from tests.cli.conftest import (
 from tests.helpers import pending, pending_in_bucket, write_task
 from zero_rename.cli.exits import ExitCode
 from zero_rename.core.committer import Committer
+from zero_rename.core.protocol import table_uploads
 
 pytestmark = pytest.mark.s3
 
@@ -240,3 +242,27 @@ def test_a_stray_at_the_same_key_as_a_committed_file_leaves_the_file_intact(
     ran = cli("uploads", "abort", dest, "--job", done.job_id, "--json")
     assert ran.code == 0 and ran.json()["aborted"] == 1
     assert cli("validate", dest).code == 0
+
+
+def test_a_table_formats_metadata_uploads_are_listed_and_swept_once_abandoned(
+    cli: Cli, committer: Committer, dest: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A metadata write of a table format left pending (under ``_iceberg/`` or
+    ``_delta_log/``): listed as that table's metadata, kept by a sweep while a
+    commit may still be writing it, aborted once abandoned."""
+    bucket, prefix = committer.dest.bucket, committer.dest.dir
+    keys = {
+        "iceberg": f"{prefix}_iceberg/metadata/00007-{uuid.uuid4()}.metadata.json",
+        "delta": f"{prefix}_delta_log/00000000000000000007.checkpoint.parquet",
+    }
+    for key in keys.values():
+        committer.store.create_upload(bucket, key)
+    listed = cli("uploads", "list", dest, "--json").json()["uploads"]
+    assert {u["key"]: u["table_format"] for u in listed} == {k: f for f, k in keys.items()}
+    assert "(iceberg table metadata)" in cli("uploads", "list", dest).out
+    young = cli("uploads", "abort", dest, "--all-older-than", "0s", "--json").json()
+    assert young["aborted"] == 0 and {u["key"] for u in young["kept"]} == set(keys.values())
+    assert all("may still be writing it" in j["reason"] for j in young["jobs"])
+    monkeypatch.setattr(table_uploads, "ABANDONED_AFTER", timedelta(0))
+    swept = cli("uploads", "abort", dest, "--all-older-than", "0s", "--json").json()
+    assert swept["aborted"] == 2 and pending_in_bucket(committer) == []

@@ -23,6 +23,7 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord, TaskManifest
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.claims import Claims, compatible
+from zero_rename.core.protocol.snapshot import committed_at
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import (
     ConflictError,
@@ -319,3 +320,40 @@ def test_a_commit_still_planning_when_another_publishes_finishes_with_it(
     assert sorted(visible(committer).values()) == [b"part 0", b"part 1", b"part 2"]
     assert pending_in_bucket(committer) == []
     assert committer.job(job.job_id).state == "committed"
+
+
+def test_success_never_goes_back_to_a_job_committed_earlier(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    """Two jobs on different partitions commit side by side. The first is held
+    just before it writes ``_SUCCESS`` (its commit time taken), while the second
+    commits whole: the first then leaves ``_SUCCESS`` to the second, which is
+    later in the destination's commit order as the records keep it."""
+    first = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    write_task(committer, first, "00000", {"2024-01-01": b"first"})
+    second = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    write_task(committer, second, "00000", {"2024-01-02": b"second"})
+    held = Committer(committer.dest, store_config)
+    with (
+        ThreadPoolExecutor(1) as pool,
+        pause(held.store.client, "PutObject", key_contains="_SUCCESS") as success,
+    ):
+        running = in_thread(pool, lambda: held.commit_job(first.job_id))
+        assert success.reached.wait(60)
+        committer.commit_job(second.job_id)
+        assert _success_job(committer) == second.job_id
+        success.release()
+        assert outcome(running) == "ok"
+    assert _success_job(committer) == second.job_id
+    done = {j.job_id: committer.job(j.job_id) for j in (first, second)}
+    assert [r.state for r in done.values()] == ["committed", "committed"]
+    assert committed_at(done[first.job_id]) < committed_at(done[second.job_id])
+    assert committer.snapshot().committed_jobs == (first.job_id, second.job_id)
+    assert sorted(visible(committer).values()) == [b"first", b"second"]
+    assert pending_in_bucket(committer) == []
+
+
+def _success_job(c: Committer) -> str:
+    success = c.read_success()
+    assert success is not None
+    return success.job_id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import uuid
 from datetime import timedelta
 
 import pyarrow as pa
@@ -11,10 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import zero_rename
-from tests.helpers import strip_time_zones
+from tests.helpers import strip_time_zones, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
 from zero_rename.core.s3.client import StoreConfig
+from zero_rename.errors import ManifestError
 from zero_rename.read import read_dataset, read_table
 
 pytestmark = pytest.mark.s3
@@ -140,3 +142,46 @@ def test_job_times_without_a_zone_are_read_as_utc(
     assert all(t is not None and t.utcoffset() == timedelta(0) for t in times)
     assert rows(read_table(c.dest.url, store_config=store_config)) == [(1, "a")]
     assert [r.job_id for r in c.jobs()] == [done.job_id, running.job_id]
+
+
+def test_a_record_is_the_job_its_key_names_for_every_reader(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    """A backup of a record taken before its commit (under ``jobs/zz-backup/``), a
+    copy of it under another job's key, and a task manifest named ``job.json``:
+    no reader takes any of them for a job, and each agrees with Committer.job."""
+    c = committer
+    job = write_job(c, "append", {"2026-11-20": [1, 2]})
+    record_key = c.dest.job(job.job_id).record_key
+    found = c.store.get_object(c.dest.bucket, record_key)
+    assert found is not None
+    stale = found[0]  # the record in setup, as a backup taken now keeps it
+    c.commit_job(job.job_id)
+    staged = c.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+    write_task(c, staged, "job", {"2026-11-21": parquet([9])})  # its manifest: tasks/job.json
+    other = str(uuid.uuid4())
+    backup = c.dest.jobs_dir + "zz-backup/job.json"
+    copied = c.dest.job(other).record_key
+    for key in (backup, copied):
+        c.store.put_object(c.dest.bucket, key, stale)
+
+    states = {job.job_id: "committed", staged.job_id: "setup"}
+    assert {r.job_id: r.state for r in c.jobs()} == states
+    assert {j: c.job(j).state for j in states} == states
+    with pytest.raises(ManifestError, match=f"names job {job.job_id}"):
+        c.job(other)
+    assert rows(zero_rename.read_table(c.dest.url, store_config=store_config)) == [
+        (1, "2026-11-20"),
+        (2, "2026-11-20"),
+    ]
+    assert c.snapshot().committed_jobs == (job.job_id,)
+    assert {e.job_id: e.state for e in c.history().entries} == states
+    assert [e.job_id for e in c.history(limit=1).entries] == [staged.job_id]
+    assert set(c.partitions().records) == set(states)
+    strays = c.stray_records()
+    assert [(s.key, s.reason) for s in strays] == sorted(
+        [
+            (backup, "a job.json at a key that names no job"),
+            (copied, f"a job record naming job {job.job_id}"),
+        ]
+    )

@@ -13,15 +13,20 @@ job keeps only its record.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from tests import table_stub
 from tests.faults import act_at, inject, pause, run_until_crash
 from tests.helpers import pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord, TaskManifest
+from zero_rename.core.protocol import commit as commit_mod
+from zero_rename.core.protocol import rollback
 from zero_rename.core.protocol.claims import Claims
 from zero_rename.core.protocol.rollback import rollback_job
 from zero_rename.core.s3.client import StoreConfig
@@ -379,3 +384,68 @@ def test_a_crash_anywhere_in_the_rollback_is_finished_by_a_retry(
         committer.commit_job(job.job_id)
     committer.abort_job(job.job_id)  # an aborted job's abort removes what a crash left
     assert_rolled_back(committer, job, old, success, manifests[1].uploads[0].key)
+
+
+@pytest.mark.parametrize("first", ["publish", "rollback"])
+def test_a_forced_rollback_and_the_table_commit_never_overlap(
+    committer: Committer, store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    """A forced rollback decided on a check taken while the commit still completed
+    its uploads (one pending), racing that commit's table commit. The commit
+    records its publish_table step by compare-and-swap before it publishes: if
+    that comes first the rollback is refused and the commit finishes; if the
+    rollback swaps the record first, nothing is published and the job is rolled
+    back whole."""
+    calls = table_stub.install(monkeypatch, "delta")
+    job = committer.setup_job(
+        {"partition_columns": "dt", "conflict_mode": "append", "table_format": "delta"}
+    )
+    write_task(committer, job, "00000", {"2024-01-01": b"one"})
+    reached, go = threading.Event(), threading.Event()
+
+    def held(call: Callable[..., Any]) -> Callable[..., Any]:
+        def hold(*args: Any) -> Any:
+            reached.set()
+            assert go.wait(60)
+            return call(*args)
+
+        return hold
+
+    if first == "publish":  # held inside the table commit, its step recorded
+        fmt = sys.modules["zero_rename.core.tables.delta"].DeltaFormat
+        monkeypatch.setattr(fmt, "publish", held(fmt.publish))
+    else:  # held right before the step is recorded
+        monkeypatch.setattr(commit_mod, "_fence_publish", held(commit_mod._fence_publish))
+    stale = rollback.CommitOutlook(files=1, complete=0, pending=1)
+    monkeypatch.setattr(rollback, "commit_outlook", lambda *args: stale)
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            Committer(committer.dest, store_config).commit_job(job.job_id)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=commit)
+    thread.start()
+    assert reached.wait(60)
+    try:
+        if first == "publish":
+            with pytest.raises(RollbackRefusedError, match="table may have started"):
+                committer.rollback_job(job.job_id, force=True)
+        else:
+            committer.rollback_job(job.job_id, force=True)
+    finally:
+        go.set()
+        thread.join(60)
+    record = committer.job(job.job_id)
+    if first == "publish":
+        assert errors == [] and record.state == "committed"
+        assert [p.job_id for p, _ in calls.published] == [job.job_id]
+        assert record.steps["publish_table"].status == "succeeded"
+        assert list(visible(committer).values()) == [b"one"]
+    else:
+        assert [type(e) for e in errors] == [CommitRolledBackError]
+        assert record.state == "aborted" and calls.published == []
+        assert visible(committer) == {}
+    assert pending_in_bucket(committer) == []

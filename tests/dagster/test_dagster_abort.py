@@ -11,6 +11,7 @@ from dagster import RunRequest, SkipReason, build_sensor_context
 from tests.faults import clear, inject
 from tests.helpers import pending, pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
+from zero_rename.core.s3.profiles import named_profile
 from zero_rename.dagster import ZeroRenameResource, manual_abort_job, stale_jobs_sensor
 from zero_rename.errors import StoreError
 
@@ -99,3 +100,12 @@ def test_the_manual_abort_job_rolls_back_a_commit_that_cannot_finish(
     record = daily.job(job.job_id)
     assert record.state == "aborted" and "rolled back" in record.error
     assert pending_in_bucket(daily) == [] and visible(daily) == {}
+
+
+@pytest.mark.parametrize("keys", [False, True], ids=["boto3's chain", "keys of its own"])
+def test_the_resources_store_behaves_as_its_store_profile(keys: bool) -> None:
+    """Whichever way the resource builds its client, the declared family holds."""
+    own = {"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "s"} if keys else {}
+    resource = ZeroRenameResource(endpoint_url="http://127.0.0.1:9", store_profile="minio", **own)
+    assert resource.store().profile == named_profile("minio")
+    assert resource.committer("s3://bkt/t").store.profile == named_profile("minio")

@@ -17,7 +17,7 @@ from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 from botocore.config import Config
 
 from zero_rename.core import Committer, JobOptions, S3Store, StoreConfig
-from zero_rename.core.s3.client import check_endpoint, client_config
+from zero_rename.core.s3.client import check_endpoint, client_config, declared_profile
 from zero_rename.core.s3.profiles import AUTO
 
 DEFAULT_POOL_SIZE: int = JobOptions.model_fields["threads"].default
@@ -80,7 +80,7 @@ class ZeroRenameHook(S3Hook):
     def store(self) -> S3Store:
         """The core's store over this hook's boto3 client (its endpoint checked first)."""
         _ = self.endpoint_url
-        return S3Store(self.get_conn())
+        return S3Store(self.get_conn(), profile=declared_profile(self.store_profile))
 
     @property
     def store_profile(self) -> str:

@@ -10,7 +10,7 @@ from typing import TypeAlias
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import duration_arg, format_span
 from zero_rename.cli.output import Result
-from zero_rename.core.data.layout import check_job_id
+from zero_rename.core.data.layout import check_destination_length, check_job_id
 from zero_rename.core.protocol.history import STUCK_AFTER
 from zero_rename.core.s3.profiles import check_profile_name
 from zero_rename.errors import ConfigError
@@ -20,6 +20,7 @@ __all__ = [
     "add_stuck_after",
     "command",
     "command_group",
+    "destination_arg",
     "duration_arg",
     "job_id_arg",
     "threads_arg",
@@ -44,6 +45,15 @@ def add_stuck_after(parser: argparse.ArgumentParser) -> None:
         help="a sealed, committing or rolling-back job is stuck after this long unchanged "
         f"(default {format_span(STUCK_AFTER.total_seconds())})",
     )
+
+
+def destination_arg(text: str) -> str:
+    """DEST, refused at once (a usage error) when longer than any S3 URL can be:
+    nothing else is done with it, nor is it echoed."""
+    try:
+        return check_destination_length(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def job_id_arg(text: str) -> str:
@@ -105,7 +115,7 @@ def command(
     help) a DEST argument, with ``job`` a JOB id after it."""
     parser = commands.add_parser(name, parents=[common], help=help, description=description)
     if dest is not None:
-        parser.add_argument("dest", metavar="DEST", help=dest)
+        parser.add_argument("dest", metavar="DEST", type=destination_arg, help=dest)
     if job:
         parser.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
     parser.set_defaults(handler=handler)

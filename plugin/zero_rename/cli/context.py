@@ -8,8 +8,12 @@ from dataclasses import dataclass, field
 from zero_rename.cli.exits import NotFound, missing_bucket
 from zero_rename.cli.output import Output
 from zero_rename.core import Committer, Destination, S3Store, StoreConfig
-from zero_rename.core.s3.client import check_endpoint, check_environment_endpoint
-from zero_rename.core.s3.profiles import AUTO, named_profile
+from zero_rename.core.s3.client import (
+    check_endpoint,
+    check_environment_endpoint,
+    declared_profile,
+)
+from zero_rename.core.s3.profiles import AUTO
 from zero_rename.core.s3.redact import shown_url
 from zero_rename.errors import DestinationError
 
@@ -55,13 +59,11 @@ class Context:
         return int(getattr(self.args, "verbose", 0) or 0)
 
     def store(self) -> S3Store:
-        """The command's store; with a named ``--store-profile`` it lists pending
-        uploads as that store family needs (MinIO: without a prefix)."""
+        """The command's store; with a named ``--store-profile`` it behaves as that
+        store family needs (MinIO: uploads listed without a prefix; Ceph: If-Match
+        unquoted), whoever builds it."""
         if self._store is None:
-            store = connect(self.config)
-            if self.config.profile != AUTO:
-                store = store.with_profile(named_profile(self.config.profile))
-            self._store = store
+            self._store = connect(self.config).with_profile(declared_profile(self.config.profile))
         return self._store
 
     def destination(self, url: str) -> Destination:

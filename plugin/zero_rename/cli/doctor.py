@@ -17,7 +17,7 @@ from zero_rename.cli.arguments import Subcommands, command
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import ExitCode
 from zero_rename.cli.output import Output, Result
-from zero_rename.core import Destination
+from zero_rename.core import Committer, Destination
 from zero_rename.core.s3.probes import Check, Examination, examine
 from zero_rename.core.s3.profiles import AUTO, PROFILES, StoreProfile, named_profile
 from zero_rename.core.s3.races import RACE_ROUNDS, RACERS
@@ -75,6 +75,8 @@ def run_doctor(ctx: Context, args: argparse.Namespace) -> Result:
     # Probes and races take seconds (a round of races up to 4 s on SeaweedFS).
     with ctx.out.steps("probing") as step:
         found = examine(ctx.store().scoped(), dest, args.race_rounds, step)
+    with ctx.out.progress("reading the job records", unit="records") as advance:
+        strays = Committer(dest, store=ctx.store()).stray_records(advance)
     profile = found.profile
     declared = ctx.config.profile
     mismatches = _overstated(named_profile(declared), found) if declared != AUTO else []
@@ -104,6 +106,8 @@ def run_doctor(ctx: Context, args: argparse.Namespace) -> Result:
             for r in found.races
         },
         "checks": [c.__dict__ for c in found.checks],
+        # Objects under jobs/ that readers leave out: reported, no risk to the protocol.
+        "stray_records": [{"key": s.key, "reason": s.reason} for s in strays],
     }
     code = ExitCode.OK if data["safe"] and not mismatches else ExitCode.FAILED
     return Result(data, lambda out: _render(out, dest, endpoint, found.checks, data), code)
@@ -175,6 +179,12 @@ def _render(
         )
     if not data["race_rounds"]:
         out.say("races skipped (--race-rounds 0): whether conditional writes are atomic is unknown")
+    for stray in data["stray_records"]:
+        out.say(
+            f"stray job record: {stray['key']}: {stray['reason']}; no reader reads it as a "
+            "job (remove it, or keep copies outside _zero_rename/jobs/)",
+            style=_STYLE["fallback"],
+        )
     for problem in data["problems"]:
         out.say(f"problem: {problem}", style=_STYLE["unsafe"])
     if data["refused_at_setup"]:

@@ -12,7 +12,7 @@ from zero_rename.cli.output import Output, Result, human_bytes, shown
 from zero_rename.core import Committer, Destination
 from zero_rename.core.data.model import CommittedFile, SuccessData
 from zero_rename.core.data.success import files_committed
-from zero_rename.core.protocol.output_check import Problem
+from zero_rename.core.protocol.output_check import STRAY, Problem
 from zero_rename.core.s3.stats import total_requests
 
 
@@ -38,7 +38,9 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         dest=DEST_HELP,
         help="check the output against _SUCCESS",
         description="Check that every file DEST/_SUCCESS lists is there with its size and "
-        "ETag, and that no visible file carrying the job id is missing from it. "
+        "ETag, that no visible file carrying the job id is missing from it, and that "
+        "every job.json under DEST/_zero_rename/jobs/ is the record of the job its key "
+        "names (readers leave any other out: a stray). "
         "Exit code 1 when a problem is found.",
     )
     validate.add_argument(
@@ -121,6 +123,12 @@ def run_validate(ctx: Context, args: argparse.Namespace) -> Result:
     # A table of many thousands of files is listed 1,000 a request: seconds.
     with ctx.out.progress("listing the destination's files", unit="files") as advance:
         problems = committer.check_output(success, args.threads, advance)
+    # Job records no reader reads (a backup's copy, a record naming another job).
+    with ctx.out.progress("reading the job records", unit="records") as advance:
+        problems += [
+            Problem(kind=STRAY, path=s.key[len(committer.dest.dir) :], detail=s.reason)
+            for s in committer.stray_records(advance)
+        ]
     data = {
         "destination": committer.dest.url,
         "job_id": success.job_id,

@@ -42,7 +42,7 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         dest=DEST_HELP,
         help="pending uploads under DEST, with their job's state",
         description="List pending multipart uploads under DEST, with the job each belongs "
-        "to and the state of that job.",
+        "to and the state of that job (or the table format whose metadata it writes).",
     )
     listing.add_argument("--job", type=job_id_arg, metavar="ID", help="only this job's")
     listing.add_argument(
@@ -60,8 +60,10 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         dest=DEST_HELP,
         help="abort one job's uploads, or sweep old ones",
         description="Abort pending uploads under DEST: those of one job (--job), or those "
-        "of any job started at least AGE ago (--all-older-than). Uploads of a "
-        "job that is committing are never aborted: they are its commit's.",
+        "of any job started at least AGE ago (--all-older-than), and the table formats' "
+        "metadata writes (under _iceberg/, _delta_log/) among them started over an "
+        "hour ago. Uploads of a job that is committing are never aborted: they are "
+        "its commit's.",
     )
     scope = abort.add_mutually_exclusive_group(required=True)
     scope.add_argument(
@@ -201,7 +203,7 @@ def _sweep(
     now = datetime.now(UTC)
     with listing(ctx) as seen:
         old = pend.pending_uploads(job_ctx, owners, None, older_than, now, seen)
-    jobs = pend.plan_sweep(old)
+    jobs = pend.plan_sweep(old, now)
     aborted = gone = 0
     if not dry_run:
         jobs, aborted, gone = _carry_out(ctx, dest, jobs, threads)
@@ -231,6 +233,7 @@ def _job_entry(job: JobSweep) -> dict[str, Any]:
     owner = job.owner
     return {
         "job_id": owner.job_id,
+        "table_format": owner.table_format,
         "state": owner.state,
         "destination": owner.destination.url if owner.destination else None,
         "uploads": len(job.uploads),
@@ -282,8 +285,8 @@ def _render_sweep(out: Output, dest: Destination, data: dict[str, Any]) -> None:
         ["job", "state", "old uploads", "action", "why"],
         (
             [
-                j["job_id"] or "(not zero-rename)",
-                j["state"] or "no record",
+                j["job_id"] or _not_a_job(j["table_format"]),
+                j["state"] or ("-" if j["table_format"] else "no record"),
                 j["uploads"],
                 verb[j["action"]],
                 j["reason"],
@@ -322,6 +325,7 @@ def _upload_json(dest: Destination, p: Pending, now: datetime) -> dict[str, Any]
         "age_seconds": _age(p, now),
         "job_id": p.owner.job_id,
         "job_state": p.owner.state,
+        "table_format": p.owner.table_format,
         "job_destination": p.owner.destination.url if p.owner.destination else None,
     }
 
@@ -333,8 +337,13 @@ def _age(p: Pending, now: datetime) -> float | None:
 
 def _state(p: Pending) -> str:
     if p.owner.job_id is None:
-        return "(not zero-rename)"
+        return _not_a_job(p.owner.table_format)
     return p.owner.state or "no record"
+
+
+def _not_a_job(table_format: str | None) -> str:
+    """What an upload of no job is: a table format's metadata write, or another tool's."""
+    return f"({table_format} table metadata)" if table_format else "(not zero-rename)"
 
 
 def _relative(dest: Destination, key: str) -> str:

@@ -30,7 +30,7 @@ from zero_rename.core.data.model import (
     utcnow,
 )
 from zero_rename.core.data.options import JobOptions, parse_options
-from zero_rename.core.data.records import JobContext, step_finished, step_started
+from zero_rename.core.data.records import JobContext, StrayRecord, step_finished, step_started
 from zero_rename.core.data.success import PARTITIONS_LISTED, committed_files
 from zero_rename.core.protocol import abort as abort_mod
 from zero_rename.core.protocol import commit as commit_mod
@@ -43,8 +43,14 @@ from zero_rename.core.protocol.snapshot import TableSnapshot, table_snapshot
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.protocol.task import TaskAttempt
 from zero_rename.core.protocol.validate import Expected
-from zero_rename.core.s3.client import ObjectInfo, S3Store, StoreConfig, UploadInfo
-from zero_rename.core.s3.profiles import AUTO, check_profile_name, named_profile
+from zero_rename.core.s3.client import (
+    ObjectInfo,
+    S3Store,
+    StoreConfig,
+    UploadInfo,
+    declared_profile,
+)
+from zero_rename.core.s3.profiles import AUTO, check_profile_name
 from zero_rename.core.s3.progress import Advance, Steps, ignore, no_steps
 from zero_rename.core.tables.base import open_format
 from zero_rename.errors import (
@@ -74,8 +80,11 @@ class Committer:
         self.dest = (
             destination if isinstance(destination, Destination) else Destination.parse(destination)
         )
-        self.store = store or S3Store.connect(config or StoreConfig())
         self.profile = check_profile_name(profile or (config.profile if config else AUTO))
+        store = store or S3Store.connect(config or StoreConfig())
+        # A declared family holds for every step, a store made elsewhere's too (an
+        # Airflow connection's client); a job's record still wins for its job.
+        self.store = store if store.profile else store.with_profile(declared_profile(self.profile))
         self.ctx = JobContext(self.store, self.dest)
         self.records = self.ctx.records
 
@@ -131,6 +140,8 @@ class Committer:
         if table is None:
             raise ConfigError(f"no table format to expire at {self.dest.url}")
         deleted = table.expire(older_than)
+        # What the expiry's own metadata writes left pending (a lost answer's leftover).
+        abort_mod.end_table_uploads(self.ctx, options.table_format)
         log.info("expired %s at %s: %d file(s) deleted", table.table, self.dest.url, deleted)
         return table.table, deleted
 
@@ -140,6 +151,12 @@ class Committer:
     def jobs(self, advance: Advance = ignore) -> list[JobRecord]:
         """Every job record of the destination, oldest first; ``advance`` counts them."""
         return self.records.list(advance)
+
+    def stray_records(self, advance: Advance = ignore) -> list[StrayRecord]:
+        """Objects under the destination's ``jobs/`` that no reader takes for a job
+        record (a ``job.json`` at a key naming no job, a record naming another job
+        than its key's), with why; every record is read once. ``advance`` counts them."""
+        return self.records.strays(advance)
 
     def history(
         self,
@@ -398,15 +415,14 @@ class Committer:
 
     def listing_store(self, job_id: str | None = None) -> S3Store:
         """The store, knowing how to list pending uploads here: from the job's record
-        if there is one, else from a named profile; with neither, the listing
-        confirms an empty answer without a prefix (see ``S3Store.list_uploads``)."""
+        if there is one, else as the named profile the store was given; with
+        neither, the listing confirms an empty answer without a prefix (see
+        ``S3Store.list_uploads``)."""
         if job_id is not None:
             try:
                 return self.store.with_profile(self.records.get(job_id).store_profile)
             except (JobNotFoundError, ManifestError):
                 pass
-        if self.profile != AUTO:
-            return self.store.with_profile(named_profile(self.profile))
         return self.store
 
     def published_task_manifests(self, job_id: str) -> int:

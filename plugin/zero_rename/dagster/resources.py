@@ -15,7 +15,7 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from zero_rename.core import Committer, S3Store, StoreConfig
-from zero_rename.core.s3.client import botocore_session, make_client
+from zero_rename.core.s3.client import botocore_session, declared_profile, make_client
 from zero_rename.core.s3.profiles import AUTO
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class ZeroRenameResource(ConfigurableResource):
                 self.aws_access_key_id, self.aws_secret_access_key, self.aws_session_token
             )
         # A client of its own credentials: every request of the commit goes through it.
-        return S3Store(make_client(config, session))
+        return S3Store(make_client(config, session), profile=declared_profile(config.profile))
 
     def committer(self, destination: str) -> Committer:
         return Committer(destination, store=self.store(), profile=self.store_profile)

@@ -247,9 +247,16 @@ def stuck_view(committer: Committer, record: JobRecord, holders: tuple[Holder, .
     )
 
 
-# Any URL but a destination's (s3://, s3a://): botocore puts the endpoint's in
-# its connection errors ('Could not connect to the endpoint URL: "http://..."').
-_URL = re.compile(r"\b(?!s3a?://)[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>)]*")
+# Any URL but a destination's (s3://, s3a://) is hidden: botocore puts the
+# endpoint's in its connection errors ('Could not connect to the endpoint URL:
+# "http://..."'). A URL is a scheme (a letter, then letters, digits, '+', '.',
+# '-'; starting a word) before "://", and what follows up to a blank, a quote,
+# '<', '>' or ')'. Found from each "://" rather than by one pattern tried at
+# every character, which rescans a long word from each of its characters.
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+_URL_BODY = re.compile(r"[^\s\"'<>)]*")
+_WORD_CHAR = re.compile(r"\w")
+_DESTINATIONS = ("s3://", "s3a://")
 HIDDEN = "[endpoint hidden]"
 
 
@@ -265,7 +272,7 @@ def shown_error(exc: BaseException, endpoint: str | None) -> str:
 
 
 def hide_endpoint(text: str, endpoint: str | None) -> str:
-    text = _URL.sub(HIDDEN, text)
+    text = hide_urls(text)
     if endpoint:
         parts = urlsplit(endpoint)
         # host:port always; a bare host name only if it cannot be a word of a
@@ -274,3 +281,34 @@ def hide_endpoint(text: str, endpoint: str | None) -> str:
             if shown:
                 text = text.replace(shown, HIDDEN)
     return text
+
+
+def hide_urls(text: str) -> str:
+    """``text`` with every URL but a destination's replaced by HIDDEN; linear in
+    the text (each character is looked at a bounded number of times)."""
+    pieces: list[str] = []
+    done = search = 0
+    while (sep := text.find("://", search)) >= 0:
+        start = sep
+        while start > done and text[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        begin = next((p for p in range(start, sep) if _opens_url(text, p)), None)
+        if begin is None:
+            search = sep + 1
+            continue
+        body = _URL_BODY.match(text, sep + 3)
+        end = body.end() if body else sep + 3
+        pieces += [text[done:begin], HIDDEN]
+        done = search = end
+    return "".join([*pieces, text[done:]]) if pieces else text
+
+
+def _opens_url(text: str, at: int) -> bool:
+    """Whether a URL's scheme may start at ``at``: an ASCII letter starting a word,
+    and not a destination's ``s3://`` or ``s3a://``."""
+    char = text[at]
+    if not (char.isascii() and char.isalpha()):
+        return False
+    if at > 0 and _WORD_CHAR.match(text[at - 1]):
+        return False
+    return not text.startswith(_DESTINATIONS, at)

@@ -15,11 +15,19 @@ from zero_rename.core.s3.redact import has_userinfo, shown_url
 from zero_rename.errors import ConfigError
 
 HIDDEN_DIR = "_zero_rename"
+RECORD_NAME = "job.json"
+# Each table format's folder at the destination, where its metadata is written
+# (Iceberg's under the tables zero-rename creates; Delta's log, always).
+TABLE_FORMAT_DIRS = {"iceberg": "_iceberg", "delta": "_delta_log"}
 SUCCESS_NAME = "_SUCCESS"
 # Spark and Hive write this for a null or empty partition value.
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-# S3: an object key is at most 1,024 bytes of UTF-8.
+# S3: an object key is at most 1,024 bytes of UTF-8, a bucket name 63 characters.
 MAX_KEY_BYTES = 1024
+MAX_BUCKET_CHARS = 63
+# The longest destination URL any S3 key could be under: s3a://, the bucket, '/',
+# a key. Longer text is refused before it is looked at any further.
+MAX_DESTINATION_CHARS = len("s3a://") + MAX_BUCKET_CHARS + 1 + MAX_KEY_BYTES
 
 # The characters Spark escapes in partition directory names on Linux
 # (ExternalCatalogUtils.escapePathName), as %XX in upper-case hex.
@@ -58,6 +66,7 @@ class Destination:
                 or fragment, an empty or unsafe path element.
         """
         text = url.strip() if isinstance(url, str) else ""
+        check_destination_length(text)
         shown = shown_url(text)
         scheme, sep, rest = text.partition("://")
         if not sep or scheme.lower() not in ("s3", "s3a"):
@@ -92,7 +101,13 @@ class Destination:
                 raise ConfigError(
                     f"destination {shown!r} has an empty or unsafe path element {part!r}"
                 )
-        return cls(bucket=bucket, prefix="/".join(parts))
+        prefix = "/".join(parts)
+        if len(prefix.encode("utf-8")) + 1 > MAX_KEY_BYTES:
+            raise ConfigError(
+                f"destination {shown!r} is longer than any S3 key can be "
+                f"({MAX_KEY_BYTES:,} bytes, and its files' keys start with it)"
+            )
+        return cls(bucket=bucket, prefix=prefix)
 
     @property
     def url(self) -> str:
@@ -136,7 +151,7 @@ class JobLayout:
 
     @property
     def record_key(self) -> str:
-        return self.dir + "job.json"
+        return self.dir + RECORD_NAME
 
     @property
     def tasks_dir(self) -> str:
@@ -171,6 +186,23 @@ class JobLayout:
 
     def journal_key(self, seq: int) -> str:
         return f"{self.journal_dir}{seq:08d}.json"
+
+
+def check_destination_length(text: str) -> str:
+    """Refuse a destination URL longer than any S3 key can be under, before
+    anything else is done with it (the command line and the Commits page call
+    this first): one line naming its length, its first characters masked.
+
+    Raises:
+        ConfigError: ``text`` is longer than MAX_DESTINATION_CHARS.
+    """
+    if len(text) > MAX_DESTINATION_CHARS:
+        raise ConfigError(
+            f"destination {shown_url(text)[:60]!r}... is {len(text):,} characters, longer than "
+            f"any S3 URL can be (s3://, a bucket of at most {MAX_BUCKET_CHARS} characters, "
+            f"a key of at most {MAX_KEY_BYTES:,} bytes)"
+        )
+    return text
 
 
 def check_bucket_name(name: str, what: str = "bucket name") -> str:

@@ -19,13 +19,13 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from zero_rename.core.data.layout import Destination
+from zero_rename.core.data.layout import RECORD_NAME, Destination, check_job_id
 from zero_rename.core.data.model import JobRecord, StepTiming, dump, load, utcnow
 from zero_rename.core.protocol import states
 from zero_rename.core.s3.client import ObjectInfo, S3Store
 from zero_rename.core.s3.profiles import StoreProfile
 from zero_rename.core.s3.writes import create_once, swap
-from zero_rename.errors import JobNotFoundError, ManifestError, ZeroRenameError
+from zero_rename.errors import ConfigError, JobNotFoundError, ManifestError, ZeroRenameError
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,14 @@ RECORD_THREADS = 16
 # How far a writer's clock may run ahead of the store's: S3 refuses a request
 # signed more than 15 minutes off the server's time (RequestTimeTooSkewed).
 CLOCK_SKEW = timedelta(minutes=15)
+
+
+@dataclass(frozen=True)
+class StrayRecord:
+    """An object under ``jobs/`` that readers do not take for a job record, and why."""
+
+    key: str
+    reason: str
 
 
 class JobRecords:
@@ -206,12 +214,36 @@ class JobRecords:
         found.sort(key=when, reverse=True)
         return found[:limit], len(listed)
 
+    def record_job(self, key: str) -> str | None:
+        """The job whose record ``key`` is: ``jobs/<job id>/job.json`` with a job id
+        in canonical form; None for any other key (a copy under ``jobs/backup/``,
+        a task manifest named ``job.json``)."""
+        name = key[len(self.dest.jobs_dir) :] if key.startswith(self.dest.jobs_dir) else ""
+        job_id, sep, rest = name.partition("/")
+        if not sep or rest != RECORD_NAME:
+            return None
+        try:
+            return check_job_id(job_id)
+        except ConfigError:
+            return None
+
+    def _outside_jobs(self, key: str) -> bool:
+        """Whether ``key`` is under no job's directory (``jobs/<job id>/``), where a
+        task manifest may be named ``job.json`` too."""
+        first = key[len(self.dest.jobs_dir) :].split("/", 1)[0]
+        try:
+            check_job_id(first)
+        except ConfigError:
+            return True
+        return False
+
     def _listed(self) -> builtins.list[ObjectInfo]:
-        """The destination's job records as listed: one LIST per 1,000 jobs."""
+        """The destination's job records as listed (one LIST per 1,000 jobs): those
+        at a job's own key only (:meth:`record_job`)."""
         return [
             o
             for o in self.store.list_objects(self.dest.bucket, self.dest.jobs_dir)
-            if o.key.endswith("/job.json")
+            if self.record_job(o.key) is not None
         ]
 
     def _read(
@@ -219,12 +251,15 @@ class JobRecords:
         listed: Sequence[ObjectInfo],
         known: Mapping[str, JobRecord] | None,
         advance: Callable[[int], None] = lambda n: None,
+        strays: builtins.list[StrayRecord] | None = None,
     ) -> builtins.list[JobRecord]:
-        """The listed records, RECORD_THREADS at a time; a final one from ``known``."""
+        """The listed records, RECORD_THREADS at a time; a final one from ``known``.
+        A record is the job its key names: one whose content names another job is
+        left out, as :meth:`parse` refuses it (and added to ``strays``)."""
         found: builtins.list[JobRecord] = []
         wanted = []
         for obj in listed:
-            job_id = obj.key[len(self.dest.jobs_dir) :].split("/", 1)[0]
+            job_id = self.record_job(obj.key) or ""
             old = (known or {}).get(job_id)
             if old is not None and old.state in states.FINAL:
                 found.append(old)
@@ -234,16 +269,37 @@ class JobRecords:
 
         def read(key: str) -> JobRecord | None:
             body = self.store.get_object(self.dest.bucket, key)
-            return (
-                None if body is None else load(JobRecord, body[0], f"s3://{self.dest.bucket}/{key}")
+            if body is None:  # deleted since the listing
+                return None
+            record = load(JobRecord, body[0], f"s3://{self.dest.bucket}/{key}")
+            if record.job_id == self.record_job(key):
+                return record
+            log.info(
+                "s3://%s/%s names job %s: not read as a job", self.dest.bucket, key, record.job_id
             )
+            if strays is not None:
+                strays.append(StrayRecord(key, f"a job record naming job {record.job_id}"))
+            return None
 
         with ThreadPoolExecutor(max(1, min(RECORD_THREADS, len(wanted)))) as pool:
             for record in pool.map(read, wanted):
-                if record is not None:  # deleted since the listing
+                if record is not None:
                     found.append(record)
                 advance(1)
         return found
+
+    def strays(self, advance: Callable[[int], None] = lambda n: None) -> builtins.list[StrayRecord]:
+        """What readers leave out under the destination's ``jobs/``: a ``job.json``
+        at a key that names no job (a backup's copy), and a record at a job's key
+        whose content names another job; each read (one GET a record)."""
+        listed = list(self.store.list_objects(self.dest.bucket, self.dest.jobs_dir))
+        found = [
+            StrayRecord(o.key, "a job.json at a key that names no job")
+            for o in listed
+            if o.key.endswith("/" + RECORD_NAME) and self._outside_jobs(o.key)
+        ]
+        self._read([o for o in listed if self.record_job(o.key) is not None], None, advance, found)
+        return sorted(found, key=lambda s: s.key)
 
 
 def _modified(obj: ObjectInfo) -> datetime:
@@ -256,14 +312,16 @@ def step_started(record: JobRecord, step: str) -> dict[str, StepTiming]:
 
 
 def step_finished(
-    record: JobRecord, step: str, ok: bool = True, detail: str = ""
+    record: JobRecord, step: str, ok: bool = True, detail: str = "", at: datetime | None = None
 ) -> dict[str, StepTiming]:
-    started = record.steps[step].started if step in record.steps else utcnow()
+    """The record's steps with ``step`` finished ``at`` (default: now)."""
+    finished = at or utcnow()
+    started = record.steps[step].started if step in record.steps else finished
     return {
         **record.steps,
         step: StepTiming(
             started=started,
-            finished=utcnow(),
+            finished=finished,
             status="succeeded" if ok else "failed",
             detail=detail,
         ),

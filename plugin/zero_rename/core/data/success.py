@@ -45,8 +45,11 @@ def build_success(
     plan: CommitPlan,
     first_files: Sequence[CommittedFile],
     job_stats: RequestStats,
+    now: datetime | None = None,
 ) -> SuccessData:
-    now = datetime.now(UTC)
+    """``now``: the job's commit time, which its record keeps as the commit step's
+    end (:func:`succeeds`)."""
+    now = now or datetime.now(UTC)
     stats = combined([plan.task_stats, job_stats.snapshot()])
     options = record.options
     return SuccessData(
@@ -83,6 +86,26 @@ def build_success(
             file_shard_key(dest, plan.job_id, n)[len(dest.dir) :] for n in range(plan.upload_shards)
         ),
     )
+
+
+def commit_millis(success: SuccessData) -> tuple[int, str]:
+    """Where a ``_SUCCESS`` stands in its destination's commit order: its job's
+    commit time (Hadoop's ``timestamp``, milliseconds; the record's commit step
+    ends then), then its job id between jobs of one millisecond."""
+    return success.timestamp, success.job_id
+
+
+def succeeds(current: bytes | None, success: SuccessData) -> bool:
+    """Whether ``success`` may take the place of the ``_SUCCESS`` that holds
+    ``current`` (None: none): never that of a job later in the commit order. A
+    ``_SUCCESS`` that is not one (another tool's, damaged) is replaced."""
+    if current is None:
+        return True
+    try:
+        other = SuccessData.model_validate_json(current)
+    except ValueError:
+        return True
+    return other.job_id == success.job_id or commit_millis(other) <= commit_millis(success)
 
 
 def success_summary(

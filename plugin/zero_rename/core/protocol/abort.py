@@ -15,18 +15,22 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from datetime import UTC, datetime
 from typing import Any
 
 from zero_rename.core.data.layout import is_job_data_key
 from zero_rename.core.data.model import JobRecord, JobSummary, dump, utcnow
 from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.records import JobContext, JobRecords, step_finished, step_started
-from zero_rename.core.protocol import states
+from zero_rename.core.protocol import states, table_uploads
 from zero_rename.core.protocol.claims import Claims
 from zero_rename.core.protocol.planning import decided_plan, upload_shards
 from zero_rename.core.protocol.publish import delete_replaced
 from zero_rename.core.s3.client import S3Store, UploadInfo
+from zero_rename.core.s3.probes import resolve_profile
+from zero_rename.core.s3.profiles import AUTO
 from zero_rename.core.s3.progress import Advance, Steps, no_steps
+from zero_rename.core.tables.ended import take_ended
 from zero_rename.errors import (
     AbortRefusedError,
     JobNotFoundError,
@@ -121,6 +125,32 @@ def abort_uploads(
     )
     if aborted:
         log.info("aborted %d pending upload(s) of job %s", aborted, job_id)
+    return aborted
+
+
+def end_table_uploads(ctx: JobContext, table_format: str, threads: int = 16) -> int:
+    """Abort the pending uploads in the table format's folder at the destination
+    that nobody will complete: those at a key whose write ended in this process
+    (a lost answer's leftover), and those abandoned
+    (:mod:`zero_rename.core.protocol.table_uploads`). Returns how many."""
+    prefix = table_uploads.folder(ctx.dest, table_format)
+    if prefix is None:
+        return 0
+    ended = take_ended(ctx.bucket, prefix)
+    now = datetime.now(UTC)
+    stale = [
+        u
+        for u in ctx.store.list_uploads(ctx.bucket, prefix)
+        if u.key in ended or table_uploads.abandoned(u, now)
+    ]
+    aborted, _ = abort_each(ctx.store, ctx.bucket, stale, threads)
+    if aborted:
+        log.info(
+            "aborted %d pending upload(s) of the %s table's metadata at %s",
+            aborted,
+            table_format,
+            ctx.dest.url,
+        )
     return aborted
 
 
@@ -260,6 +290,11 @@ def _replace_unreadable(
             "hand; nothing was changed"
         )
     _, etag = records.read_raw(job_id)
+    if store.profile is None:
+        # The record that names the store's profile is what cannot be read, and
+        # If-Match must carry the ETag in the form the store takes (Ceph RGW 16:
+        # unquoted): the probe job setup runs says which (once a process and bucket).
+        store = store.with_profile(resolve_profile(store, dest, AUTO))
     now = utcnow()
     record = JobRecord(
         job_id=job_id,
@@ -269,18 +304,32 @@ def _replace_unreadable(
         created=now,
         error=f"aborted with an unreadable record: {str(problem)[:300]}",
         recovered=True,
+        store_profile=store.profile,
     )
     try:
         store.put_object(dest.bucket, layout.record_key, dump(record), if_match=etag)
     except PreconditionFailed:
-        raise ZeroRenameError(
-            f"job {job_id}'s unreadable record changed while it was being "
-            "aborted; run the abort again"
-        ) from None
+        raise _unreplaced(store, dest.bucket, layout.record_key, job_id, etag) from None
     log.warning(
         "job %s had an unreadable record (%s); replaced it with an aborted one", job_id, problem
     )
     return record
+
+
+def _unreplaced(store: S3Store, bucket: str, key: str, job_id: str, etag: str) -> ZeroRenameError:
+    """Why the compare-and-swap over an unreadable record lost: the record changed
+    meanwhile, or the store refused its own ETag in the form the profile sends."""
+    found = store.get_object(bucket, key)
+    if found is not None and found[1] == etag and store.profile is not None:
+        return ZeroRenameError(
+            f"job {job_id}'s unreadable record was not replaced: the store refused If-Match "
+            f"with the record's own ETag, sent {store.profile.if_match_form} as the store "
+            f"profile {store.profile.name} says; name the store's family (--store-profile, "
+            "StoreConfig.profile) as `zero-rename doctor` finds it. Nothing was changed"
+        )
+    return ZeroRenameError(
+        f"job {job_id}'s unreadable record changed while it was being aborted; run the abort again"
+    )
 
 
 def cleanup_job(ctx: JobContext, job_id: str) -> JobSummary:
@@ -310,6 +359,7 @@ def cleanup_job(ctx: JobContext, job_id: str) -> JobSummary:
     delete_replaced(ctx, record)
     Claims(ctx).release(job_id)
     aborted = abort_uploads(ctx, job_id, record.options.threads, record.file_columns)
+    aborted += end_table_uploads(ctx, record.options.table_format, record.options.threads)
     keep = decided_plan_keys(ctx, record)
     committed = record.state == states.COMMITTED
     removed = remove_temporary(ctx, job_id, keep, files=committed)
@@ -365,6 +415,7 @@ def finish_rollback(ctx: JobContext, record: JobRecord, steps: Steps = no_steps)
     )
     Claims(ctx).release(record.job_id)
     remove_temporary(ctx, record.job_id, files=False)
+    aborted += end_table_uploads(ctx, record.options.table_format, threads)
     log.warning(
         "job %s is rolled back at %s: its %d planned file(s) removed, %d pending upload(s) "
         "aborted; %s",

@@ -43,17 +43,19 @@ from zero_rename.core.data.model import (
     JobSummary,
     StageManifest,
     StepTiming,
+    SuccessData,
     TableCommit,
     TaskManifest,
     dump,
     utcnow,
 )
 from zero_rename.core.data.records import JobContext, JobRecords, step_finished, step_started
-from zero_rename.core.data.success import build_success, success_summary
+from zero_rename.core.data.success import build_success, succeeds, success_summary
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import (
     abort_uploads,
     decided_plan_keys,
+    end_table_uploads,
     finish_rollback,
     remove_temporary,
 )
@@ -68,7 +70,7 @@ from zero_rename.core.protocol.planning import (
 from zero_rename.core.protocol.publish import ProgressCallback, delete_replaced, publish
 from zero_rename.core.protocol.rollback import roll_back
 from zero_rename.core.protocol.validate import Expected
-from zero_rename.core.s3.writes import put_checked
+from zero_rename.core.s3.writes import Version, swap
 from zero_rename.errors import (
     CommitRolledBackError,
     JobDecidedError,
@@ -153,13 +155,21 @@ def _commit_job(
         return _refused(ctx, record, refused)
     # The last shard's file list beside the record's read: a commit of this job held
     # up here (a paused zombie) while another finished it reports that, and writes
-    # no _SUCCESS over a later job's.
-    _, decided = _both(last.file_list, lambda: records.get(job_id))
+    # no _SUCCESS over a later job's. _SUCCESS is read beside both, for its swap.
+    (_, decided), previous = _both(
+        lambda: _both(last.file_list, lambda: records.get(job_id)),
+        lambda: _success_version(ctx),
+    )
     if decided.state != states.COMMITTING:
         # A commit of this job that was held up here (a paused zombie) while
         # another finished it: report that, and write no _SUCCESS over a later job's.
         return _decided_elsewhere(ctx, decided)
     table_started = utcnow()
+    if record.options.table_format != "none":
+        fenced = _fence_publish(ctx, job_id, table_started)
+        if fenced.state != states.COMMITTING:  # a rollback by hand won the record first
+            return _decided_elsewhere(ctx, fenced)
+        table_started = fenced.steps["publish_table"].started
     try:
         table_commit = publish_table(ctx, record, plan)
     except ZeroRenameError as refused:
@@ -168,13 +178,15 @@ def _commit_job(
         if not is_final(refused) or published_to_table(ctx, record) is not None:
             raise
         return _refused_by_table(ctx, record, refused)
-    success = build_success(dest, record, plan, first_files, store.stats)
-    _both(last.done, lambda: put_checked(store, dest.bucket, dest.success_key, dump(success)))
+    # The job's commit time: _SUCCESS's timestamp and the record's commit step's end.
+    committed_at = utcnow()
+    success = build_success(dest, record, plan, first_files, store.stats, committed_at)
+    _both(last.done, lambda: _write_success(ctx, success, previous))
     summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
     committed, _ = records.advance(
         job_id,
         states.PUBLISHED,
-        lambda r: _finished(r, summary, table_commit, table_started),
+        lambda r: _finished(r, summary, table_commit, table_started, committed_at),
     )
     delete_replaced(ctx, committed, plan)
     _cleanup_after_commit(ctx, record, plan)
@@ -380,10 +392,58 @@ def _plan_and_decide(
     return decided, plan
 
 
+def _fence_publish(ctx: JobContext, job_id: str, started: datetime) -> JobRecord:
+    """Record that the table commit may start (the ``publish_table`` step), by
+    compare-and-swap, before it does: a rollback by hand swaps the same record
+    and refuses once this is there, so the two never overlap. A record no longer
+    committing (rolled back first) is returned as it is, and nothing is published."""
+
+    def mark(current: JobRecord) -> JobRecord | None:
+        if current.state != states.COMMITTING or "publish_table" in current.steps:
+            return None
+        step = StepTiming(started=started, status="running")
+        return current.model_copy(update={"steps": {**current.steps, "publish_table": step}})
+
+    return ctx.records.update(job_id, mark)
+
+
+def _success_version(ctx: JobContext) -> Version:
+    """``_SUCCESS`` as it is now (its bytes and ETag), for the swap that writes it."""
+    found = ctx.store.get_object(ctx.dest.bucket, ctx.dest.success_key)
+    return found if found is not None else (None, None)
+
+
+def _write_success(ctx: JobContext, success: SuccessData, known: Version) -> bool:
+    """Write ``_SUCCESS`` by compare-and-swap from ``known``, unless a job later in
+    the destination's commit order (its commit time, which its record keeps)
+    wrote it meanwhile: two jobs committing side by side (other partitions, or
+    appends), or a paused commit resumed after a later job, never take it back to
+    an earlier job. Returns whether this job's was written."""
+    body = dump(success)
+
+    def change(current: bytes | None) -> bytes | None:
+        if not succeeds(current, success):
+            return None
+        return None if current == body else body
+
+    done = swap(ctx.store, ctx.dest.bucket, ctx.dest.success_key, change, "_SUCCESS", known=known)
+    if not done.wrote and done.data != body:
+        log.info(
+            "job %s: _SUCCESS stays with a job committed after it at %s",
+            success.job_id,
+            ctx.dest.url,
+        )
+    return done.wrote
+
+
 def _finished(
-    record: JobRecord, summary: JobSummary, table: TableCommit | None, table_started: datetime
+    record: JobRecord,
+    summary: JobSummary,
+    table: TableCommit | None,
+    table_started: datetime,
+    committed_at: datetime,
 ) -> dict[str, Any]:
-    steps = step_finished(record, "commit", detail=f"{summary.files} file(s)")
+    steps = step_finished(record, "commit", detail=f"{summary.files} file(s)", at=committed_at)
     if table is not None:
         steps["publish_table"] = StepTiming(
             started=table_started,
@@ -411,6 +471,10 @@ def _cleanup_after_commit(
             lambda: abort_uploads(ctx, record.job_id, record.options.threads, record.file_columns),
             lambda: remove_temporary(ctx, record.job_id, keep),
         ]
+        if record.options.table_format != "none":
+            # What the table commit's writes left pending (a lost answer's leftover).
+            threads = record.options.threads
+            parts.append(lambda: end_table_uploads(ctx, record.options.table_format, threads))
         with ThreadPoolExecutor(len(parts)) as pool:
             for future in [pool.submit(part) for part in parts]:
                 future.result()

@@ -42,6 +42,8 @@ SIZE = "size"
 ETAG = "etag"
 UNLISTED = "unlisted"
 SUCCESS = "success"  # _SUCCESS itself: gone, or not what the job committed
+# A job.json under jobs/ that readers leave out (``zero-rename validate`` only).
+STRAY = "stray"
 # Problems a job record keeps (the count says how many in all): the record is
 # read by every fence read, so it stays small.
 PROBLEMS_RECORDED = 20

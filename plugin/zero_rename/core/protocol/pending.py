@@ -10,6 +10,10 @@ the job's state is what keeps an abort from destroying a commit:
 - ``committed``: every upload of the plan is complete; what is still pending is
   a stray of an attempt that did not commit. Abort.
 - ``aborted`` or no record: leftovers and orphans. Abort.
+- no job id, in a table format's folder (``_iceberg/``, ``_delta_log/``): a
+  write of the format's metadata (:mod:`zero_rename.core.protocol.table_uploads`).
+  Abort once abandoned (started over an hour ago); a younger one may be a
+  commit's write in progress.
 - ``setup`` or ``sealed``: the job may still run (``sealed``: a job commit is
   planning). Aborting its uploads under it could let a commit without upload
   verification pass its point of no return and fail half-published, so the
@@ -31,9 +35,10 @@ from datetime import UTC, datetime, timedelta
 
 from zero_rename.core.data.layout import HIDDEN_DIR, Destination, file_job_id
 from zero_rename.core.data.records import JobContext, JobRecords
-from zero_rename.core.protocol import states
+from zero_rename.core.protocol import states, table_uploads
 from zero_rename.core.protocol.abort import abort_job, sweep_uploads
 from zero_rename.core.protocol.states import JobState
+from zero_rename.core.protocol.table_uploads import ABANDONED_AFTER, table_format_of
 from zero_rename.core.s3.client import S3Store, UploadInfo
 from zero_rename.errors import AbortRefusedError, JobNotFoundError
 
@@ -47,11 +52,13 @@ REFUSE = "refuse"
 
 @dataclass(frozen=True)
 class Owner:
-    """The job an upload belongs to, as its record says."""
+    """The job an upload belongs to, as its record says; or, for an upload of a
+    table format's metadata (no job's), that format."""
 
     job_id: str | None
     state: JobState | None = None  # None: no record found
     destination: Destination | None = None  # where the record was found
+    table_format: str | None = None  # "iceberg", "delta": in that format's folder
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,7 @@ class Owners:
     def of(self, key: str) -> Owner:
         job_id = file_job_id(key)
         if job_id is None:
-            return Owner(None)
+            return Owner(None, table_format=table_format_of(key))
         if job_id not in self._known:
             self._known[job_id] = self._find(job_id, key)
         return self._known[job_id]
@@ -176,8 +183,21 @@ def decide_for_job(owner: Owner) -> Decision:
     return Decision(ABORT, _abort_reason(state))
 
 
-def decide_for_sweep(owner: Owner) -> Decision:
-    """What ``uploads abort DEST --all-older-than AGE`` does with an old upload."""
+def decide_for_sweep(owner: Owner, abandoned: bool = False) -> Decision:
+    """What ``uploads abort DEST --all-older-than AGE`` does with an old upload
+    (``abandoned``: one of a table format's metadata started ABANDONED_AFTER ago)."""
+    if owner.job_id is None and owner.table_format is not None:
+        if abandoned:
+            return Decision(
+                ABORT,
+                f"a write of the {owner.table_format} table's metadata, abandoned: "
+                f"started over {_span(ABANDONED_AFTER)} ago, and none takes that long",
+            )
+        return Decision(
+            KEEP,
+            f"a write of the {owner.table_format} table's metadata started less than "
+            f"{_span(ABANDONED_AFTER)} ago: a commit may still be writing it",
+        )
     if owner.job_id is None:
         return Decision(KEEP, "not written by a zero-rename job (no job id in the file name)")
     if owner.state == states.COMMITTING:
@@ -240,16 +260,24 @@ class JobSweep:
     decision: Decision
 
 
-def plan_sweep(old: Sequence[Pending]) -> list[JobSweep]:
+def plan_sweep(old: Sequence[Pending], now: datetime | None = None) -> list[JobSweep]:
     """The old uploads by job, in order of first appearance, each job decided once
-    (job id None: uploads zero-rename did not write)."""
-    by_job: dict[str | None, list[Pending]] = {}
+    (job id None: uploads zero-rename did not write; a table format's metadata
+    in groups of their own, abandoned or not)."""
+    now = now or datetime.now(UTC)
+    groups: dict[tuple[str | None, str | None, bool], list[Pending]] = {}
     for p in old:
-        by_job.setdefault(p.owner.job_id, []).append(p)
+        gone = p.owner.table_format is not None and table_uploads.abandoned(p.upload, now)
+        groups.setdefault((p.owner.job_id, p.owner.table_format, gone), []).append(p)
     return [
-        JobSweep(group[0].owner, tuple(group), decide_for_sweep(group[0].owner))
-        for group in by_job.values()
+        JobSweep(group[0].owner, tuple(group), decide_for_sweep(group[0].owner, gone))
+        for (_, _, gone), group in groups.items()
     ]
+
+
+def _span(age: timedelta) -> str:
+    hours = age.total_seconds() / 3600
+    return f"{hours:g} hour(s)"
 
 
 def abort_abandoned_job(store: S3Store, job: JobSweep, reason: str) -> tuple[JobSweep, int]:

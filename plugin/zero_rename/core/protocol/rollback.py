@@ -29,9 +29,10 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from zero_rename.core.data.journal import read_progress
-from zero_rename.core.data.model import JobRecord, JobSummary, PendingUpload
+from zero_rename.core.data.model import JobRecord, JobSummary, PendingUpload, utcnow
 from zero_rename.core.data.records import JobContext, step_started
 from zero_rename.core.data.shards import KeySet
 from zero_rename.core.protocol import states
@@ -49,23 +50,42 @@ log = logging.getLogger(__name__)
 LOST_SHOWN = 5
 
 
-def roll_back(ctx: JobContext, job_id: str, reason: str, steps: Steps = no_steps) -> JobSummary:
+def roll_back(
+    ctx: JobContext, job_id: str, reason: str, steps: Steps = no_steps, by_hand: bool = False
+) -> JobSummary:
     """Decide the rollback of a job stuck in ``committing`` and carry it out.
+    ``by_hand``: an operator's (:func:`rollback_job`), not the commit's own after
+    a refusal: refused once the job's table commit may have started.
 
     Raises:
         JobDecidedError: the job is committed (nothing to roll back), or not past
             its point of no return (abort it instead).
+        RollbackRefusedError: the job is in its table, or (``by_hand``) its commit
+            may be publishing it there.
     """
     dest = ctx.dest
     _refuse_if_in_the_table(ctx, ctx.records.get(job_id))
-    record, moved = ctx.records.advance(
-        job_id,
-        states.ROLL_BACK,
-        lambda r: {
-            "error": abort_reason(f"rolled back: {reason}"),
-            "steps": step_started(r, "rollback"),
-        },
-    )
+
+    def decision(current: JobRecord) -> dict[str, Any]:
+        # Decided on the record the swap writes over: the commit records its
+        # publish_table step by compare-and-swap before its table commit starts,
+        # so either that step is here, or the commit finds the job rolling back.
+        publishing = current.steps.get("publish_table")
+        if publishing is not None and by_hand:
+            raise RollbackRefusedError(
+                f"job {job_id}'s commit to its {current.options.table_format} table may have "
+                f"started (its publish_table step, since {publishing.started:%Y-%m-%d %H:%M:%S}"
+                "Z): a rollback could race it, or leave the table naming deleted files. Retry "
+                "its commit: it finds the table's commit of the job, or makes it"
+            )
+        changed = step_started(current, "rollback")
+        if publishing is not None and publishing.status == "running":
+            changed["publish_table"] = publishing.model_copy(
+                update={"finished": utcnow(), "status": "failed", "detail": "refused"}
+            )
+        return {"error": abort_reason(f"rolled back: {reason}"), "steps": changed}
+
+    record, moved = ctx.records.advance(job_id, states.ROLL_BACK, decision)
     if record.state == states.ABORTED and "rollback" not in record.steps:
         return JobSummary(job_id=job_id, destination=dest.url, state=states.ABORTED)
     if moved:
@@ -180,7 +200,7 @@ def rollback_job(
     ctx = ctx.profiled(record.store_profile)
     why = reason or "rolled back by hand"
     if record.state in states.DECIDED - {states.COMMITTING}:
-        return roll_back(ctx, job_id, why, steps)  # finishes, reports, or refuses
+        return roll_back(ctx, job_id, why, steps, by_hand=True)  # finishes, reports, or refuses
     if record.state in states.UNDECIDED:
         if not force:
             raise RollbackRefusedError(
@@ -200,4 +220,4 @@ def rollback_job(
             "--force rolls it back anyway"
         )
     log.warning("job %s: rolling back by hand; %s", job_id, outlook.describe())
-    return roll_back(ctx, job_id, f"{why}; {outlook.describe()}", steps)
+    return roll_back(ctx, job_id, f"{why}; {outlook.describe()}", steps, by_hand=True)

@@ -23,7 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from zero_rename.core.s3.listing import streamed_uploads, streaming_unsupported
-from zero_rename.core.s3.profiles import AUTO, StoreProfile, check_profile_name
+from zero_rename.core.s3.profiles import AUTO, StoreProfile, check_profile_name, named_profile
 from zero_rename.core.s3.redact import has_userinfo, redact, shown_url
 from zero_rename.core.s3.stats import BODY_READ, RequestStats
 from zero_rename.errors import (
@@ -239,6 +239,18 @@ def make_client(config: StoreConfig, session: Any = None) -> Any:
     )
 
 
+def declared_profile(name: str | None) -> StoreProfile | None:
+    """The profile a store family's name declares; None for ``auto`` (or none):
+    then a job's record or a probe says. Every path that builds a store applies
+    it (the command line's ``--store-profile``, ``StoreConfig.profile``, an
+    Airflow connection's or a Dagster resource's ``store_profile``), so that even
+    a step with no record to go by (an abort of a job whose record is unreadable,
+    a listing of pending uploads) behaves as the store needs."""
+    if not name or check_profile_name(name) == AUTO:
+        return None
+    return named_profile(name)
+
+
 _LOADER_LOCK = threading.Lock()
 _LOADER: Any = None
 
@@ -323,8 +335,10 @@ class S3Store:
 
     @classmethod
     def connect(cls, config: StoreConfig | None = None) -> S3Store:
+        """A store over a new client for ``config``, behaving as its ``profile``
+        names (a declared family; ``auto``: as a job's record or a probe says)."""
         config = config or StoreConfig()
-        return cls(make_client(config), config=config)
+        return cls(make_client(config), profile=declared_profile(config.profile), config=config)
 
     def scoped(self, stats: RequestStats | None = None) -> S3Store:
         """The same connection pool, counting into other statistics (a task's, a job's)."""

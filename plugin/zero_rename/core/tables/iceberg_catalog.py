@@ -34,6 +34,7 @@ from zero_rename.core.data.layout import Destination
 from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.redact import MASK, redact
 from zero_rename.core.tables.common import frozen_credentials
+from zero_rename.core.tables.iceberg_io import PY_IO_IMPL, SINGLE_REQUEST_IO
 from zero_rename.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -138,10 +139,15 @@ def _masked(text: str, secrets: list[str]) -> str | None:
 
 
 def file_io_properties(store: S3Store, configured: dict[str, str]) -> dict[str, str]:
-    """The S3 FileIO properties of ``store`` that ``configured`` lacks: endpoint
-    (none for AWS), region (PyIceberg would otherwise ask AWS for the bucket's),
-    and credentials unless the configuration names any of its own."""
+    """The S3 FileIO properties of ``store`` that ``configured`` lacks: the FileIO
+    (:mod:`.iceberg_io`, unless one is configured), endpoint (none for AWS),
+    region (PyIceberg would otherwise ask AWS for the bucket's), and credentials
+    unless the configuration names any of its own."""
     added: dict[str, str] = {}
+    if PY_IO_IMPL not in configured:
+        # Metadata written one request an object (no multipart upload to leave
+        # pending after a lost answer), and every write's end noted.
+        added[PY_IO_IMPL] = SINGLE_REQUEST_IO
     client = store.client
     endpoint = str(client.meta.endpoint_url or "")
     host = urlsplit(endpoint).hostname or ""

@@ -1,0 +1,117 @@
+"""What zero-rename leans on in PyIceberg (pinned at 0.12.0) and pyarrow beyond
+their public API, checked so that a version that changes any of it fails here,
+by name, rather than in a commit.
+
+- ``_SnapshotProducer._snapshot_id`` (core/tables/iceberg.py): a job's snapshot
+  gets an id derived from the job id, set on the producer before it commits, and
+  PyIceberg's own retry of a refused commit must keep it (it is how a commit
+  racing its own retry finds the job landed, rather than adding it twice).
+- ``PyArrowFileIO._initialize_s3_fs``, ``fs_by_scheme``, ``parse_location`` and
+  ``PyArrowFile``'s constructor (core/tables/iceberg_io.py): the FileIO whose S3
+  writes are one PutObject below a part, and which notes each write's end.
+- pyarrow's ``S3FileSystem.__reduce__``: the settings PyIceberg chose, rebuilt
+  with ``allow_delayed_open``.
+- ``py-io-impl``: a catalog's FileIO named by its properties.
+- the private names imported by core/tables (``_FastAppendFiles``,
+  ``_OverwriteFiles``, ``_pyarrow_to_schema_without_ids``).
+
+Runs on the local file system: no S3 server, about a second.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyarrow.fs import S3FileSystem
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.io import load_file_io
+from pyiceberg.table import Table
+
+from zero_rename.core.tables import ended
+from zero_rename.core.tables.iceberg_io import (
+    PY_IO_IMPL,
+    SINGLE_REQUEST_IO,
+    SingleRequestFileIO,
+    delayed_open,
+)
+
+PRIVATE_NAMES = {
+    "pyiceberg.table.update.snapshot": ("_FastAppendFiles", "_OverwriteFiles"),
+    "pyiceberg.io.pyarrow": ("_pyarrow_to_schema_without_ids", "BUFFER_SIZE", "ONE_MEGABYTE"),
+}
+S3_PROPERTIES = {
+    "s3.endpoint": "http://127.0.0.1:9",
+    "s3.region": "eu-west-3",
+    "s3.access-key-id": "AKIDEXAMPLE",
+    "s3.secret-access-key": "secret",
+    "s3.request-timeout": "7",
+}
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Table:
+    catalog = SqlCatalog(
+        "internals", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/wh"
+    )
+    catalog.create_namespace("ns")
+    created = catalog.create_table("ns.t", schema=pa.schema([("id", pa.int64())]))
+    created.append(pa.table({"id": [1]}))
+    return catalog.load_table("ns.t")
+
+
+def test_the_private_names_core_tables_imports_exist() -> None:
+    for module, names in PRIVATE_NAMES.items():
+        missing = [n for n in names if not hasattr(importlib.import_module(module), n)]
+        assert not missing, f"{module} no longer has {missing}: core/tables imports them"
+
+
+def test_a_snapshot_producer_commits_the_id_it_is_given_through_a_retry(table: Table) -> None:
+    """Set after the producer is made, kept by PyIceberg's own retry of a commit
+    the catalog refused because another writer's landed first."""
+    other = table.catalog.load_table("ns.t")
+    other.append(pa.table({"id": [2]}))  # lands first: the next commit is retried
+    transaction = table.transaction()
+    producer = transaction.update_snapshot(snapshot_properties={"k": "v"}).fast_append()
+    assert hasattr(producer, "_snapshot_id"), "the snapshot producer has no _snapshot_id"
+    producer._snapshot_id = 987_654_321
+    producer._refresh_for_retry()
+    assert producer._snapshot_id == 987_654_321, "a retry no longer keeps the snapshot id"
+    producer.commit()
+    transaction.commit_transaction()
+    assert producer.snapshot_id == 987_654_321
+    snapshots = table.catalog.load_table("ns.t").snapshots()
+    assert snapshots[-1].snapshot_id == 987_654_321 and len(snapshots) == 3
+
+
+def test_the_file_io_rebuilds_pyicebergs_s3_file_system_with_delayed_open() -> None:
+    io = SingleRequestFileIO(S3_PROPERTIES)
+    fs = io.fs_by_scheme("s3", "bkt")
+    assert isinstance(fs, S3FileSystem)
+    rebuild, (state, *_) = fs.__reduce__()
+    assert isinstance(state, dict), "pyarrow's S3FileSystem pickles its settings otherwise"
+    assert state["allow_delayed_open"] is True
+    assert state["endpoint_override"] == "http://127.0.0.1:9"
+    assert (state["region"], state["request_timeout"]) == ("eu-west-3", 7.0)
+    assert delayed_open(fs).__reduce__()[1][0] == state  # rebuilt as it was
+
+
+def test_the_file_io_notes_each_write_when_it_ends(tmp_path: Path) -> None:
+    io = SingleRequestFileIO(S3_PROPERTIES)  # a region given: PyIceberg asks AWS for none
+    target = tmp_path / "x.metadata.json"
+    with io.new_output(str(target)).create(overwrite=True) as stream:
+        stream.write(b"{}")
+    assert target.read_bytes() == b"{}"
+    # Keys are noted for S3 locations only; the stream is what PyIceberg writes through.
+    noted = io.new_output("s3://bkt/t/_iceberg/metadata/00001-x.metadata.json")
+    assert type(noted).__name__ == "_NotedFile" and noted.location.startswith("s3://bkt/")
+    ended.note_ended("bkt", "t/_iceberg/metadata/00001-x.metadata.json")
+    assert ended.take_ended("bkt", "t/_iceberg/") == {"t/_iceberg/metadata/00001-x.metadata.json"}
+    assert ended.take_ended("bkt", "t/_iceberg/") == set()
+
+
+def test_a_catalogs_file_io_is_named_by_its_properties() -> None:
+    io = load_file_io({PY_IO_IMPL: SINGLE_REQUEST_IO, **S3_PROPERTIES}, "s3://bkt/t")
+    assert isinstance(io, SingleRequestFileIO)
