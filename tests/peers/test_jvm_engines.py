@@ -228,9 +228,9 @@ def test_delta_changes_zero_rename_builds_on_or_refuses(
     """A column Spark added is built upon. On a table with deletion vectors (Spark's
     DELETE wrote one) zero-rename still appends, but refuses a replace, whose
     remove actions would carry no deletion vector and so would not remove that
-    file: Spark kept its rows. A table Spark created with column mapping
-    (physical names of its own) is refused, where Spark read zero-rename's rows
-    as nulls."""
+    file: Spark kept its rows. A table Spark's writer created is built upon; one
+    Spark created with column mapping (physical names of its own) is refused,
+    where Spark read zero-rename's rows as nulls."""
     table = new_table(spark, bucket, s3_server, "delta")
     ours = batch({D1: range(0, 4), D2: range(4, 6)})
     table.write(ours)
@@ -245,6 +245,16 @@ def test_delta_changes_zero_rename_builds_on_or_refuses(
     kept = [r for r in expected(ours, more) if r[0] != 1]
     assert table.jvm_rows(jvm) == kept
     table.assert_refused(jvm, batch({D1: range(9, 11)}), "replace", "has deletion vectors")
+
+    # A table Spark's writer created: its empty _delta_log/_staged_commits/ does
+    # not make it catalog-managed, and zero-rename builds on it.
+    created = new_table(spark, bucket, s3_server, "delta")
+    theirs = batch({D1: range(0, 2)})
+    jvm.append("delta", created.bucket, created.name, theirs)
+    assert f"{created.committer.dest.dir}_delta_log/_staged_commits/" in created.objects()
+    ours = batch({D2: range(2, 4)})
+    created.write(ours)
+    assert created.jvm_rows(jvm) == created.python_rows() == expected(theirs, ours)
 
     mapped = new_table(spark, bucket, s3_server, "delta")
     jvm.sql(
