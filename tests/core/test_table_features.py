@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.helpers import pending_in_bucket, visible
-from tests.parquet_files import write_parquet
+from tests.parquet_files import encoded_schema, write_parquet
 from tests.table_jobs import TABLE_SCHEMA, table_job
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
@@ -53,9 +53,18 @@ def protocol(reader: int, writer: int, writers: str = "", readers: str = "") -> 
     return {"protocol": action}
 
 
-def metadata(settings: dict[str, str], columns: dict[str, dict[str, Any]] | None = None) -> Any:
+def metadata(
+    settings: dict[str, str],
+    columns: dict[str, dict[str, Any]] | None = None,
+    not_null: tuple[str, ...] = (),
+) -> Any:
     fields = [
-        {"name": n, "type": t, "nullable": True, "metadata": (columns or {}).get(n, {})}
+        {
+            "name": n,
+            "type": t,
+            "nullable": n not in not_null,
+            "metadata": (columns or {}).get(n, {}),
+        }
         for n, t in FIELDS
     ]
     return {
@@ -175,6 +184,19 @@ def test_column_mapping_keeping_the_columns_names_is_built_upon(committer: Commi
     log_version(c, 0, [protocol(2, 5), metadata({"delta.columnMapping.mode": "name"}, same)])
     job = table_job(c, {"2024-01-01": [1]}, "replace", **DELTA)
     assert c.job(job.job_id).table_commit is not None
+
+
+def test_a_not_null_column_takes_only_files_that_keep_nulls_out(committer: Committer) -> None:
+    """Spark's CREATE TABLE (id BIGINT NOT NULL): a job whose files' id may be null is
+    refused (Delta's writers keep nulls out, and the files are written already);
+    one whose files' id is not nullable is taken."""
+    c = committer
+    log_version(c, 0, [protocol(1, 2), metadata({}, not_null=("id",))])
+    with pytest.raises(ConfigError, match="has column 'id' NOT NULL, which the job's files may"):
+        setup(c, "append")
+    assert_untouched(c, 1)
+    required = pa.schema([pa.field("id", pa.int64(), nullable=False), ("dt", pa.string())])
+    c.setup_job({**DELTA, "conflict_mode": "append"}, table_schema=encoded_schema(required))
 
 
 def test_a_feature_turned_on_after_setup_rolls_the_job_back(committer: Committer) -> None:

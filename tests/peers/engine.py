@@ -17,7 +17,7 @@ import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
-# The first start resolves about 1.6 GB of jars from Maven Central into the cache.
+# The first start downloads about 830 MB of jars from Maven Central into the cache.
 START_TIMEOUT = 1800.0
 ANSWER_TIMEOUT = 300.0
 

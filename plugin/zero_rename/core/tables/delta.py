@@ -117,7 +117,7 @@ class DeltaFormat:
                 "or change the job to match the table"
             )
         replaces = self.options.conflict_mode == "replace"
-        problem = delta_features.unsupported(table, replaces, _names(delta_schema))
+        problem = delta_features.unsupported(table, replaces, delta_schema)
         if problem:
             raise ConfigError(
                 f"the Delta table at {self.uri} {problem}; zero-rename cannot publish this "
@@ -230,7 +230,7 @@ class DeltaFormat:
         columns = publication.partition_columns
         job_schema = delta_log.table_schema(schema, columns) if schema is not None else None
         problem = delta_log.incompatibility(table, job_schema, columns) or (
-            delta_features.unsupported(table, publication.replaces, _names(job_schema))
+            delta_features.unsupported(table, publication.replaces, job_schema)
         )
         if problem:
             raise TableConflictError(
@@ -412,8 +412,3 @@ class DeltaFormat:
                 redact(f"cannot {what} the Delta table {self.uri}: {delta_log.one_line(exc)}"),
                 operation=f"delta {what}",
             ) from None
-
-
-def _names(schema: Any) -> list[str] | None:
-    """The columns of a job's Delta schema (None: its files' schema is unknown)."""
-    return None if schema is None else [field.name for field in schema.fields]

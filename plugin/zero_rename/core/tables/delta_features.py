@@ -14,8 +14,9 @@ as seen with Spark 4.1 and Delta 4.4 reading the table:
 - ``deletionVectors``: a remove action names no deletion vector, so it does not
   remove a file that has one, and a ``replace`` would keep that file's rows;
 - ``delta.appendOnly``: a ``replace`` removes files;
-- CHECK constraints, invariants, generated and identity columns: the rows are
-  already written, unchecked;
+- CHECK constraints, invariants, generated and identity columns, and NOT NULL
+  columns the files lack or may leave null: the rows are already written,
+  unchecked;
 - any other table feature (``inCommitTimestamp``, ``rowTracking``,
   ``v2Checkpoint``, ``catalogManaged``...): a duty of every commit that these
   commits do not carry out; delta-rs refuses some of them only at the log write.
@@ -24,10 +25,9 @@ as seen with Spark 4.1 and Delta 4.4 reading the table:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Schema
 
 # Table features whose duties these commits carry out, or which the checks below
 # find not in use. Legacy protocol versions (no feature lists) imply only these.
@@ -53,10 +53,10 @@ _COLUMN_DUTIES = {
 }
 
 
-def unsupported(table: DeltaTable, replaces: bool, columns: Iterable[str] | None) -> str:
+def unsupported(table: DeltaTable, replaces: bool, schema: Schema | None) -> str:
     """What the table asks that a commit of this job cannot honour, or "".
-    ``columns``: the columns the job writes (its files' and its partition
-    columns), None when its files' schema is unknown (then every column)."""
+    ``schema``: the columns the job writes (its files' and its partition
+    columns), None when its files' schema is unknown (then every column counts)."""
     protocol = table.protocol()
     features = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
     unknown = sorted(features - HONOURED)
@@ -79,12 +79,33 @@ def unsupported(table: DeltaTable, replaces: bool, columns: Iterable[str] | None
             f"has CHECK constraints ({', '.join(constraints)}), which zero-rename does not "
             "check its files' rows against"
         )
-    fields = {f["name"]: f for f in json.loads(table.schema().to_json())["fields"]}
-    wanted = set(fields) if columns is None else set(columns) & set(fields)
-    for name in sorted(wanted):
+    fields = _fields(table.schema())
+    written = None if schema is None else _fields(schema)
+    for name in sorted(fields if written is None else set(written) & set(fields)):
         problem = _column_problem(name, fields[name].get("metadata") or {}, settings)
         if problem:
             return problem
+    return _not_null_problem(fields, written)
+
+
+def _fields(schema: Schema) -> dict[str, dict[str, Any]]:
+    return {f["name"]: f for f in json.loads(schema.to_json())["fields"]}
+
+
+def _not_null_problem(
+    fields: dict[str, dict[str, Any]], written: dict[str, dict[str, Any]] | None
+) -> str:
+    """A NOT NULL column the job's files lack or may leave null: Delta's writers
+    must keep nulls out of it, and these files are written already."""
+    if written is None:
+        return ""
+    for name, field in sorted(fields.items()):
+        if field.get("nullable", True):
+            continue
+        if name not in written:
+            return f"has column {name!r} NOT NULL, which the job's files lack"
+        if written[name].get("nullable", True):
+            return f"has column {name!r} NOT NULL, which the job's files may leave null"
     return ""
 
 
