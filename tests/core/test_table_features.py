@@ -58,14 +58,18 @@ def metadata(
     columns: dict[str, dict[str, Any]] | None = None,
     not_null: tuple[str, ...] = (),
 ) -> Any:
+    """The table's metaData: FIELDS and any other column ``columns`` names (a
+    long, which the job's files lack), with that column metadata."""
+    types = dict(FIELDS)
+    names = [*types, *(n for n in columns or {} if n not in types)]
     fields = [
         {
             "name": n,
-            "type": t,
+            "type": types.get(n, "long"),
             "nullable": n not in not_null,
             "metadata": (columns or {}).get(n, {}),
         }
-        for n, t in FIELDS
+        for n in names
     ]
     return {
         "metaData": {
@@ -146,6 +150,12 @@ CASES = {
         {"delta.constraints.positive": "id > 0"},
         None,
         ("CHECK constraints \\(positive\\)", "CHECK"),
+    ),
+    "an identity column the files lack": (
+        [protocol(1, 6)],
+        {},
+        {"key": {"delta.identity.start": 1, "delta.identity.step": 1}},
+        ("an identity value in column 'key'", "identity"),
     ),
     "a generated column": (
         [protocol(1, 4)],

@@ -81,8 +81,14 @@ def unsupported(table: DeltaTable, replaces: bool, schema: Schema | None) -> str
         )
     fields = _fields(table.schema())
     written = None if schema is None else _fields(schema)
+    for name, field in sorted(fields.items()):
+        # A value to check or compute is due in every row, written by the job or not.
+        metadata = field.get("metadata") or {}
+        what = next((w for key, w in _COLUMN_DUTIES.items() if key in metadata), None)
+        if what:
+            return f"asks writers for {what} in column {name!r}, which zero-rename does not give"
     for name in sorted(fields if written is None else set(written) & set(fields)):
-        problem = _column_problem(name, fields[name].get("metadata") or {}, settings)
+        problem = _mapping_problem(name, fields[name].get("metadata") or {}, settings)
         if problem:
             return problem
     return _not_null_problem(fields, written)
@@ -109,10 +115,7 @@ def _not_null_problem(
     return ""
 
 
-def _column_problem(name: str, metadata: dict[str, Any], settings: dict[str, str]) -> str:
-    for key, what in _COLUMN_DUTIES.items():
-        if key in metadata:
-            return f"asks writers for {what} in column {name!r}, which zero-rename does not give"
+def _mapping_problem(name: str, metadata: dict[str, Any], settings: dict[str, str]) -> str:
     mode = settings.get("delta.columnMapping.mode", "none").lower()
     physical = metadata.get(PHYSICAL_NAME, name)
     if mode == "id" or (mode == "name" and physical != name):
