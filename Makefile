@@ -135,6 +135,16 @@ soak-tables: $(STAMP)
 	ZERO_RENAME_TEST_SOAK=1 ZERO_RENAME_SOAK_JOBS=$(SOAK_JOBS) $(PY) -m pytest \
 		tests/core/test_table_soak.py --s3-backends seaweedfs -s $(PYTEST_ARGS)
 
+# The JVM engines against zero-rename's tables (tests/peers, marker peers, opt-in
+# by ZERO_RENAME_TEST_PEERS): Spark 4.1.2 with Iceberg 1.12.0 and Delta 4.4.0,
+# from .venv-peers, reads the tables zero-rename publishes from the suite's Spark,
+# and appends to them before zero-rename commits on top. A test may wait for the
+# first run's download of the jars (bench/peers/jars.py), hence the long timeout.
+test-peers: $(STAMP) $(PEERS_STAMP)
+	deploy/system-deps.sh
+	ZERO_RENAME_TEST_PEERS=1 PATH="$(abspath $(VENV))/bin:$$PATH" \
+		$(PY) -m pytest tests/peers --timeout 1800 $(PYTEST_ARGS)
+
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.commit_bench
 

@@ -43,7 +43,7 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
-_MARKERS = {"unit", "s3", "spark", "airflow", "dagster", "browser", "ceph", "soak"}
+_MARKERS = {"unit", "s3", "spark", "airflow", "dagster", "browser", "ceph", "soak", "peers"}
 
 # Two task threads and three attempts per task, so that a failed task attempt
 # is retried as on a cluster.
@@ -119,10 +119,20 @@ _OPT_IN = {
         "ZERO_RENAME_TEST_SOAK",
         "a soak of table-format jobs under lost answers and kills takes minutes",
     ),
+    # Spark 4.1 with Iceberg and Delta in a JVM of its own (.venv-peers, its jars
+    # cached): its start and first reads of each format take about half a minute.
+    "peers": (
+        "ZERO_RENAME_TEST_PEERS",
+        "the JVM engines' reads and writes (make test-peers builds .venv-peers and runs them)",
+    ),
 }
 
 # What a marker's tests need beyond the venv: deploy/system-deps.sh installs it.
-_PROGRAMS = {"spark": ("java", "Java"), "browser": ("chromium", "Chromium")}
+_PROGRAMS = {
+    "spark": ("java", "Java"),
+    "peers": ("java", "Java"),
+    "browser": ("chromium", "Chromium"),
+}
 
 
 def _missing_programs() -> dict[str, str]:
@@ -373,9 +383,9 @@ def store_config(s3_backend: S3Server) -> StoreConfig:
     return StoreConfig(endpoint_url=s3_backend.endpoint_url, max_pool_connections=64)
 
 
-# Tests whose buckets other processes (Spark's, Airflow's, Dagster's workers)
+# Tests whose buckets other processes (Spark's, the JVM engines', Airflow's, Dagster's)
 # write to, which may outlive the test: their buckets are never reused.
-_FOREIGN_WRITERS = ("spark", "airflow", "dagster")
+_FOREIGN_WRITERS = ("spark", "airflow", "dagster", "peers")
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ from zero_rename.core.data.model import TableCommit
 from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.s3.redact import redact
-from zero_rename.core.tables import delta_log
+from zero_rename.core.tables import delta_features, delta_log
 from zero_rename.core.tables.base import JOB_ID_PROPERTY, Publication
 from zero_rename.core.tables.common import files_schema
 from zero_rename.core.tables.delta_storage import storage_options
@@ -115,6 +115,13 @@ class DeltaFormat:
             raise ConfigError(
                 f"the Delta table at {self.uri} {problem}; write to another destination, "
                 "or change the job to match the table"
+            )
+        replaces = self.options.conflict_mode == "replace"
+        problem = delta_features.unsupported(table, replaces, delta_schema)
+        if problem:
+            raise ConfigError(
+                f"the Delta table at {self.uri} {problem}; zero-rename cannot publish this "
+                "job to it: write to another destination"
             )
 
     def find(self, job_id: str) -> TableCommit | None:
@@ -222,7 +229,9 @@ class DeltaFormat:
         None if another writer's commit landed first and does not conflict."""
         columns = publication.partition_columns
         job_schema = delta_log.table_schema(schema, columns) if schema is not None else None
-        problem = delta_log.incompatibility(table, job_schema, columns)
+        problem = delta_log.incompatibility(table, job_schema, columns) or (
+            delta_features.unsupported(table, publication.replaces, job_schema)
+        )
         if problem:
             raise TableConflictError(
                 f"the Delta table {self.uri} {problem}; nothing of job "

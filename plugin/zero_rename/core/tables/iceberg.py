@@ -42,7 +42,7 @@ from pyiceberg.expressions import BooleanExpression
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.metadata import SUPPORTED_TABLE_FORMAT_VERSION, TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
 from pyiceberg.utils.properties import property_as_bool
@@ -370,6 +370,13 @@ class IcebergFormat:
         self, metadata: TableMetadata, files: pa.Schema | None, partition_columns: tuple[str, ...]
     ) -> list[str]:
         problems = []
+        if metadata.format_version > SUPPORTED_TABLE_FORMAT_VERSION:
+            # PyIceberg writes manifests of versions 1 and 2 only; it would fail at the
+            # catalog commit, every file of the job complete, its outcome unknown.
+            problems.append(
+                f"its format version is {metadata.format_version}, and zero-rename "
+                f"(PyIceberg) commits to versions up to {SUPPORTED_TABLE_FORMAT_VERSION}"
+            )
         location = _normal(metadata.location)
         if location != self.ctx.dest.url:
             problems.append(f"its location is {location}, not the destination {self.ctx.dest.url}")
