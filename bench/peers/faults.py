@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import queue
 import shutil
 import signal
@@ -46,10 +47,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.page import write_section
+from bench.page import seaweedfs_version, write_section
+from bench.peers import jars
 from bench.peers.fault_driver import MARK, one_line
 from bench.peers.fault_state import Inspector, Observed, Rows, describe, expected, leftover_text
 from bench.peers.sessions import METHODS, Method, Store
@@ -465,36 +468,57 @@ def task_kill(run: RowRun) -> dict[str, str]:
     }
 
 
-def driver_kill(run: RowRun) -> dict[str, str]:
+@dataclass
+class HeldJob:
+    """The job under test over an earlier write, its commit held at the proxy."""
+
+    proxy: S3Proxy
+    driver: Driver
+    mode: str
+    states: dict[str, Rows]
+    where: str
+    rule: Rule
+    held: bool
+
+
+def held_job(run: RowRun) -> HeldJob | str:
+    """Write ``old``, then start the job and wait until its commit is held after
+    ``through`` publishing requests; what went wrong, if it could not."""
     proxy = run.proxy()
     mode = job_mode(run.method)
-    states = states_for(mode)
     driver = run.driver(proxy, [step(1, "append"), step(2, mode)])
     failed = seed(run, driver)
     if failed:
-        return {"mode": mode, "killed": failed}
+        return failed
     if not driver.ready():
-        return {"mode": mode, "killed": f"driver: {outcome(driver.note)}"}
+        return f"driver: {outcome(driver.note)}"
     prefix = prefix_of(run.method, run.store(proxy.endpoint_url), run.name)
     where, rule = hold(proxy, run.method, prefix, run.lab.through + 1)
     driver.go()
     (held,) = wait_held([rule], [driver], HOLD_TIMEOUT)
-    if held:
-        driver.kill()
-        killed = f"at {where}"
+    return HeldJob(proxy, driver, mode, states_for(mode), where, rule, held)
+
+
+def driver_kill(run: RowRun) -> dict[str, str]:
+    job = held_job(run)
+    if isinstance(job, str):
+        return {"mode": job_mode(run.method), "killed": job}
+    if job.held:
+        job.driver.kill()
+        killed = f"at {job.where}"
     else:
-        killed = f"not held: {outcome(driver.result(5))}"
-    proxy.release(rule, forward=False)
-    driver.close()
-    after = look(run.observe(), states)
-    again = run.driver(proxy, [step(2, mode)])
+        killed = f"not held: {outcome(job.driver.result(5))}"
+    job.proxy.release(job.rule, forward=False)
+    job.driver.close()
+    after = look(run.observe(), job.states)
+    again = run.driver(job.proxy, [step(2, job.mode)])
     rerun = run_step(again)
     again.close()
     if run.method.zero_rename and rerun != "ok":
-        rerun = f"{rerun}; {recover(run, proxy, mode)}"
-    final = look(run.observe(), states)
+        rerun = f"{rerun}; {recover(run, job.proxy, job.mode)}"
+    final = look(run.observe(), job.states)
     return {
-        "mode": mode,
+        "mode": job.mode,
         "killed": killed,
         **{f"after {k}": v for k, v in after.items()},
         "rerun": rerun,
@@ -577,24 +601,16 @@ def serial_verdict(
 
 
 def reader(run: RowRun) -> dict[str, str]:
-    proxy = run.proxy()
-    mode = job_mode(run.method)
-    states = states_for(mode)
-    driver = run.driver(proxy, [step(1, "append"), step(2, mode)])
-    failed = seed(run, driver)
-    if failed or not driver.ready():
-        return {"mode": mode, "held": failed or "driver failed"}
-    prefix = prefix_of(run.method, run.store(proxy.endpoint_url), run.name)
-    where, rule = hold(proxy, run.method, prefix, run.lab.through + 1)
-    driver.go()
-    (held,) = wait_held([rule], [driver], HOLD_TIMEOUT)
-    during = look(run.observe(), states) if held else {}
-    proxy.release(rule)
-    result = driver.result()
-    final = look(run.observe(), states)
+    job = held_job(run)
+    if isinstance(job, str):
+        return {"mode": job_mode(run.method), "held": job}
+    during = look(run.observe(), job.states) if job.held else {}
+    job.proxy.release(job.rule)
+    result = job.driver.result()
+    final = look(run.observe(), job.states)
     return {
-        "mode": mode,
-        "held": f"at {where}" if held else "not held",
+        "mode": job.mode,
+        "held": f"at {job.where}" if job.held else "not held",
         "saw listing": during.get("listing", "-"),
         "saw table": during.get("table", "-"),
         "write": outcome(result),
@@ -687,14 +703,111 @@ def table(scenario: str, results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def report(
-    results: list[Result], seconds: float, load: tuple[float, float], args: argparse.Namespace
-) -> str:
-    parts = [HEADER, ""]
+INTRO = """\
+What it measures: what each method's output is after a fault, read from the
+bucket itself rather than from what the writer reported. Every method of
+`bench/peers/sessions.py` writes in a Spark driver process of its own (Spark
+{spark}, local mode) through the suite's S3 proxy (`tests/s3proxy.py`) to the
+embedded SeaweedFS; the proxy holds the request at which a commit publishes,
+so that a process is killed, or a reader reads, at the same point of the commit
+every time. See [failure modes](failure-modes.md#what-the-peers-leave-after-a-fault)
+for zero-rename's guarantees beside these rows.
+
+Every write is 4,000 rows of `(id, version, payload, dt)`: two days (`dt`), two
+Spark tasks, 500 rows a file (8 files, 4 a partition). `version` names the write
+(1 `old`, the write already there; 2 `new`, the job under test; 3 `appended`,
+the job beside it) and `id` is unique within a write, so each reader's rows are
+counted: a cell naming a state (`old`, `new`, `old + new`, `nothing`) means
+exactly those rows, each once; otherwise it says how many of each write's rows
+were seen (`old 4,000/4,000 + new 1,000/4,000`) and how many were seen twice.
+
+- **listing reader**: what a Hive-style directory reader reads
+  (`spark.read.parquet`, a pyarrow dataset, Athena): every `.parquet` object
+  under the destination none of whose path elements starts with `_` or `.`.
+- **table reader**: the data files the table's current state names: Iceberg
+  through PyIceberg on the shared catalog, Delta through `deltalake`,
+  zero-rename's committed state through `zero_rename.read` (what
+  `spark.read.format("zero-rename")` reads); `-` for a plain directory.
+- **pending uploads**: multipart uploads under the destination, invisible and
+  billed.
+- **leftovers**: objects under the destination that neither the current state
+  nor its kept history needs (`_temporary/`, `__magic/`, `.spark-staging/`,
+  zero-rename's job objects other than a decided job's record, file list and
+  plan header; for a table, data files its current version does not name:
+  orphans of a failed commit, or files a replace dropped from the table but
+  keeps for its older versions until expired or vacuumed), and files left on
+  local disk by a committer's spool (`local ...`).
+
+Jobs are a `replace` of the partitions written (Spark's dynamic partition
+overwrite; the S3A partitioned committer's `replace` conflict mode; Iceberg's
+`overwritePartitions`; zero-rename's `overwrite`), or an `append` for the S3A
+magic and directory committers, which have no replace of just the partitions
+written (`bench/peers/writes.py` says why).
+"""
+
+SCENARIO_TEXT = {
+    "task-kill": """\
+On `local-cluster[2,1,1024]` (executors are processes of their own), a
+Python UDF upstream of the writer kills its executor's JVM (SIGKILL; its Python
+workers, zero-rename's writer among them, die with it) in attempt 0 of one
+task, 10 s after 750 of its rows went on to the writer: the attempt's first
+file is closed, its second open. Spark runs the task again on another executor.
+The write is unpartitioned (Spark's partitioned writes sort their input first,
+so no file would be open yet). Expected: every row once, nothing left.""",
+    "driver-kill": """\
+Over `old`, the job is held at its commit's first publishing request after
+{through} such requests went through (see "held at"), and its driver is killed
+(SIGKILL to every process of its session: the Python driver, the JVM and their
+Python workers) while the request is held, so it never reaches the store. Then
+the job is run again from scratch, as a scheduler would; where zero-rename's
+rerun is refused, its documented way out follows (retry the killed job's
+commit, then run the job again). The first four columns are the state after
+the kill, the last four after the rerun.""",
+    "concurrent": """\
+Over `old`, two drivers: a replace (`new`) and an append (`appended`) of the
+same two partitions, each held at its first publishing request until both are
+held (or one failed before reaching its commit), then released together.
+"result" compares what the table reader (else the listing reader) sees, and the
+table's count of new commits, with what running the jobs that reported success
+one after the other would leave.""",
+    "reader": """\
+Over `old`, the job is held after {through} publishing requests; meanwhile both
+readers read the destination ("saw"), then the commit is released and the job
+finishes ("then").""",
+}
+
+HELD_AT = """\
+Held at: the directory committers and zero-rename, a data file copied
+(CopyObject) or completed (CompleteMultipartUpload) to a key a listing reader
+reads (for FileOutputCommitter v2's appends that is its task commit); Spark's
+Iceberg writer, the PUT of the table's new metadata file (the catalog swap
+follows it); Spark's Delta writer, the PUT of the log entry."""
+
+
+def report(results: list[Result], meta: dict[str, Any]) -> str:
+    through = meta.get("through", 2)
+    seconds = meta.get("seconds") or sum(r.seconds for r in results)
+    load = meta.get("load", [0.0, 0.0])
+    parts = [HEADER, "", INTRO.format(spark=meta.get("spark", "?")), HELD_AT, ""]
+    parts += [
+        f"Run {meta.get('date', '?')} on {meta.get('cores', '?')} cores: Spark "
+        f"{meta.get('spark', '?')}, Hadoop {meta.get('hadoop', '?')}, Iceberg "
+        f"{meta.get('iceberg', '?')}, Delta {meta.get('delta', '?')}, SeaweedFS "
+        f"{meta.get('seaweedfs', '?')}, Python {meta.get('python', '?')}. The table took "
+        f"{seconds / 60:.0f} minutes ({len(results)} rows; load average {load[0]:.1f} at "
+        f"the start, {load[1]:.1f} at the end: the times are the machine's, the "
+        "outcomes are not). Run it with `make bench-peers-faults`; one row:",
+        "",
+        "```",
+        "python -m bench.peers.faults --scenarios driver-kill --methods s3a-magic",
+        "```",
+        "",
+    ]
     for scenario in SCENARIOS:
         mine = [r for r in results if r.scenario == scenario]
         if mine:
-            parts += [f"### {scenario}", "", table(scenario, mine), ""]
+            text = SCENARIO_TEXT[scenario].format(through=through)
+            parts += [f"### {scenario}", "", text, "", table(scenario, mine), ""]
     return "\n".join(parts)
 
 
@@ -724,6 +837,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the page whose section to rewrite ('-': print only); by default the "
         "benchmarks page for a run of the whole table, else print only",
     )
+    parser.add_argument("--results", help="append each row's result to this JSON-lines file")
+    parser.add_argument(
+        "--render",
+        nargs="+",
+        metavar="RESULTS",
+        help="run nothing: write the section from these results files (a later row "
+        "of a scenario and method replaces an earlier one)",
+    )
     parser.add_argument("--trace", action="store_true", help="keep each row's requests")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
@@ -736,11 +857,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def load_results(paths: list[str]) -> tuple[list[Result], dict[str, Any]]:
+    rows: dict[tuple[str, str], Result] = {}
+    meta: dict[str, Any] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            item = json.loads(line)
+            if "meta" in item:
+                meta.update(item["meta"])
+                continue
+            result = Result(**item)
+            rows[(result.scenario, result.method)] = result
+    order = {(s, m): i for i, (s, m) in enumerate((s, m) for s in SCENARIOS for m in METHODS)}
+    return sorted(rows.values(), key=lambda r: order[(r.scenario, r.method)]), meta
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render:
+        results, meta = load_results(args.render)
+        output = args.output or str(DEFAULT_PAGE)
+        write_section(output, HEADER, report(results, meta))
+        print(f"wrote {HEADER!r} into {output} from {len(results)} rows")
+        return 0
     whole = args.scenarios == list(SCENARIOS) and args.methods == list(METHODS)
     output = args.output or (str(DEFAULT_PAGE) if whole else "-")
     root = Path(tempfile.mkdtemp(prefix="zero-rename-faults-"))
+    results_path = Path(args.results) if args.results else root / "results.jsonl"
     started = time.monotonic()
     load = os.getloadavg()[0]
     results: list[Result] = []
@@ -753,17 +896,39 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.methods:
                 result = run_row(lab, scenario, METHODS[name])
                 results.append(result)
+                with results_path.open("a") as out:
+                    out.write(json.dumps(result.__dict__) + "\n")
                 print(f"{scenario} {name} ({result.seconds:.0f} s): {result.cells}", flush=True)
+    meta = run_meta(time.monotonic() - started, (load, os.getloadavg()[0]), args.through)
+    with results_path.open("a") as out:
+        out.write(json.dumps({"meta": meta}) + "\n")
     print_results(results)
     if output != "-":
-        body = report(results, time.monotonic() - started, (load, os.getloadavg()[0]), args)
-        write_section(output, HEADER, body)
+        write_section(output, HEADER, report(results, meta))
         print(f"\nwrote {HEADER!r} into {output}")
     if args.keep:
         print(f"scratch directory kept: {root}")
     else:
         shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def run_meta(seconds: float, load: tuple[float, float], through: int) -> dict[str, Any]:
+    import pyspark
+
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "seconds": round(seconds),
+        "load": list(load),
+        "through": through,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "spark": pyspark.__version__,
+        "seaweedfs": seaweedfs_version(),
+        "hadoop": jars.HADOOP_VERSION,
+        "iceberg": jars.ICEBERG_VERSION,
+        "delta": jars.DELTA_VERSION,
+    }
 
 
 if __name__ == "__main__":
