@@ -37,8 +37,9 @@ KILL_DELAY = 10.0
 
 # "package.Name: message", the last line of a Python traceback; Spark's and
 # py4j's own wrappers say nothing of the cause.
-_CAUSE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Conflict|Refused)\w*): (.+)$")
-_WRAPPERS = ("py4j", "org.apache.spark", "java.", "pyspark.errors")
+_CAUSE = re.compile(r"^([A-Za-z_][\w.$]*(?:Error|Exception|Conflict|Refused)\w*): (.+)$")
+_JAVA_PREFIX = re.compile(r"^(: |Caused by: )")
+_WRAPPERS = ("py4j", "org.apache.spark.SparkException", "java.util.concurrent")
 
 
 def say(kind: str, **fields: Any) -> None:
@@ -48,13 +49,19 @@ def say(kind: str, **fields: Any) -> None:
 
 def one_line(exc: BaseException) -> str:
     """The error as one line: the last Python error a Spark error carries (the
-    writer's own, raised in a Python worker), else its first line."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    causes = [m for m in map(_CAUSE.match, lines) if m and not m.group(1).startswith(_WRAPPERS)]
-    if causes:
-        name, message = causes[-1].groups()
-        return f"{name.rsplit('.', 1)[-1]}: {message}"[:400]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:400]
+    writer's own, raised in a Python worker), else the first Java exception in
+    it that is not Spark's or py4j's wrapper, else its first line."""
+    lines = [_JAVA_PREFIX.sub("", line.strip()) for line in str(exc).splitlines()]
+    found = [m for m in map(_CAUSE.match, lines) if m]
+    python = [m for m in found if "." not in m.group(1) or m.group(1).startswith("zero_rename")]
+    java = [m for m in found if m.group(1).startswith(("java.", "org.")) and m not in python]
+    java = [m for m in java if not m.group(1).startswith(_WRAPPERS)]
+    chosen = python[-1] if python else (java[0] if java else None)
+    if chosen:
+        name, message = chosen.groups()
+        return f"{name.rsplit('.', 1)[-1]}: {message}"[:300]
+    first = next((line for line in lines if line), "")
+    return f"{type(exc).__name__}: {first}"[:300]
 
 
 def rows(spark: Any, step: dict[str, Any]) -> Any:

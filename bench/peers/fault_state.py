@@ -38,6 +38,8 @@ Rows = Counter[tuple[int, int]]  # (version, id) -> how many times a reader sees
 # table metadata, zero-rename's job history and claims, success markers.
 _DELTA_LOG = "_delta_log"
 _ZERO_RENAME = "_zero_rename"
+# Where zero-rename keeps an Iceberg table's metadata (write.metadata.path).
+_ICEBERG_METADATA = "_iceberg"
 _JOB_OBJECT = re.compile(r"^jobs/([^/]+)/(.*)$")
 # What a decided job keeps on purpose: its record and file list as history and,
 # once committed, the plan's header and committed attempts, which a late attempt
@@ -288,7 +290,7 @@ def leftover_kind(
         if method.family == "table" and method.name == "iceberg-spark" and parts[0] == "metadata":
             return None
         return None  # data (counted by the readers) or a directory marker
-    if hidden in ("_SUCCESS", _DELTA_LOG):
+    if hidden in ("_SUCCESS", _DELTA_LOG, _ICEBERG_METADATA):
         return None
     if hidden == _ZERO_RENAME:
         inner = "/".join(parts[parts.index(hidden) + 1 :])

@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -62,6 +63,7 @@ from zero_rename.embedded_s3 import EmbeddedS3
 
 SCENARIOS = ("task-kill", "driver-kill", "concurrent", "reader")
 HEADER = "## What each method leaves after a fault"
+_UUID = re.compile(r"\b([0-9a-f]{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 DEFAULT_PAGE = Path("docs/benchmarks.md")
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 4000  # a write: two days of 2,000 rows, two Spark tasks
@@ -688,6 +690,12 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
 
 
 def _cell(text: str) -> str:
+    """A cell's text, made short: job ids cut to their first 8 digits, the
+    claim's time and host and the refusal's closing sentence (cut off in the
+    one-line error) left out."""
+    text = _UUID.sub(r"\1", text)
+    text = re.sub(r", claimed [^)]*\)", ")", text)
+    text = re.sub(r"\. Nothing of job [^;]*", "", text)
     return text.replace("|", "\\|").replace("\n", " ")
 
 
