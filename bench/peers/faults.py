@@ -533,7 +533,11 @@ def recover(run: RowRun, proxy: S3Proxy, mode: str) -> str:
     no return (docs/failure-modes.md): retry that job's commit, then run the job
     again."""
     from zero_rename.core import Committer, StoreConfig
+    from zero_rename.core.tables.iceberg_catalog import HOME_VARIABLE as ICEBERG_HOME_VARIABLE
 
+    # The embedded Iceberg catalog the drivers publish to is the row's, found
+    # (as in the drivers, by sessions.start_session) through this variable.
+    os.environ[ICEBERG_HOME_VARIABLE] = str(run.dir)
     config = StoreConfig(endpoint_url=run.lab.server.endpoint_url)
     committer = Committer(f"s3://{run.bucket}/{run.name}", config)
     stuck = [r.job_id for r in committer.jobs() if r.state.value == "committing"]
@@ -775,6 +779,7 @@ the kill, the last four after the rerun.""",
 Over `old`, two drivers: a replace (`new`) and an append (`appended`) of the
 same two partitions, each held at its first publishing request until both are
 held (or one failed before reaching its commit), then released together.
+"one reached no commit": one job failed before its first publishing request.
 "result" compares what the table reader (else the listing reader) sees, and the
 table's count of new commits, with what running the jobs that reported success
 one after the other would leave.""",
@@ -794,17 +799,19 @@ follows it); Spark's Delta writer, the PUT of the log entry."""
 
 def report(results: list[Result], meta: dict[str, Any]) -> str:
     through = meta.get("through", 2)
-    seconds = meta.get("seconds") or sum(r.seconds for r in results)
+    seconds = sum(r.seconds for r in results)
     load = meta.get("load", [0.0, 0.0])
     parts = [HEADER, "", INTRO.format(spark=meta.get("spark", "?")), HELD_AT, ""]
     parts += [
         f"Run {meta.get('date', '?')} on {meta.get('cores', '?')} cores: Spark "
         f"{meta.get('spark', '?')}, Hadoop {meta.get('hadoop', '?')}, Iceberg "
         f"{meta.get('iceberg', '?')}, Delta {meta.get('delta', '?')}, SeaweedFS "
-        f"{meta.get('seaweedfs', '?')}, Python {meta.get('python', '?')}. The table took "
-        f"{seconds / 60:.0f} minutes ({len(results)} rows; load average {load[0]:.1f} at "
-        f"the start, {load[1]:.1f} at the end: the times are the machine's, the "
-        "outcomes are not). Run it with `make bench-peers-faults`; one row:",
+        f"{meta.get('seaweedfs', '?')}, Python {meta.get('python', '?')}. The {len(results)} "
+        f"rows took {seconds / 60:.0f} minutes in all, one to four minutes each (load "
+        f"average {load[0]:.1f} at the start and {load[1]:.1f} at the end of the last "
+        "run: a machine shared with other work, so the times are slow; the holds make "
+        "the outcomes the same at any speed). Run the table with `make bench-peers-faults`, "
+        "a scenario with `--scenarios`, one row with:",
         "",
         "```",
         "python -m bench.peers.faults --scenarios driver-kill --methods s3a-magic",
