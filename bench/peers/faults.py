@@ -698,6 +698,9 @@ def _cell(text: str) -> str:
     claim's time and host and the refusal's closing sentence (cut off in the
     one-line error) left out."""
     text = _UUID.sub(r"\1", text)
+    text = re.sub(r"job [0-9a-f]{8} \(\w+\) cannot claim .*? at s3://\S+: ", "", text)
+    text = re.sub(r"s3a?://f-[\w-]+/", "", text)  # the row's own bucket
+    text = text.replace("a data file copied or completed into place, #", "data file published, #")
     text = re.sub(r", claimed [^)]*\)", ")", text)
     text = re.sub(r"\. Nothing of job [^;]*", "", text)
     return text.replace("|", "\\|").replace("\n", " ")
