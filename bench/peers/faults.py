@@ -313,7 +313,6 @@ class RowRun:
             "AWS_SECRET_ACCESS_KEY": self.lab.server.secret_key,
             "AWS_ENDPOINT_URL": proxy.endpoint_url,  # every request through the proxy
             "TMPDIR": str(self.local_dirs["spool"]),
-            "SPARK_WORKER_DIR": str(self.dir / "work"),
             "PYTHONPATH": str(ROOT),
         }
         driver = Driver(spec, env, self.dir / f"driver-{len(self.drivers)}.log")
@@ -444,7 +443,28 @@ def run_step(driver: Driver) -> str:
     return outcome(driver.result())
 
 
+def worker_dir() -> Path:
+    """Where local-cluster's executors work: Spark's own ``work/`` directory,
+    which local-cluster does not let be moved (SPARK_WORKER_DIR is read by
+    standalone workers only)."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "work"
+
+
+def remove_worker_dirs(before: set[str]) -> None:
+    """Remove the executors' directories a row's local-cluster made (their logs
+    and the jars they fetched), so that rows leave nothing in the environment."""
+    root = worker_dir()
+    for entry in root.glob("app-*"):
+        if entry.name not in before:
+            shutil.rmtree(entry, ignore_errors=True)
+    if root.exists() and not any(root.iterdir()):
+        root.rmdir()
+
+
 def task_kill(run: RowRun) -> dict[str, str]:
+    before = {p.name for p in worker_dir().glob("app-*")}
     proxy = run.proxy()
     states = {"every row once": expected(1, ROWS)}
     kill = {"partition": 1, "after_rows": KILL_AFTER_ROWS}
@@ -457,11 +477,14 @@ def task_kill(run: RowRun) -> dict[str, str]:
         # zero-rename's writer has rows to write before the kill, as the JVM's do.
         conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "100"},
     )
-    if not driver.ready():
-        return {"write": f"driver: {outcome(driver.note)}"}
-    driver.go()
-    message = driver.result()
-    driver.close()
+    try:
+        if not driver.ready():
+            return {"write": f"driver: {outcome(driver.note)}"}
+        driver.go()
+        message = driver.result()
+        driver.close()
+    finally:
+        remove_worker_dirs(before)
     killed = driver.saw_in_log("Lost executor") or driver.saw_in_log("ExecutorLostFailure")
     return {
         "write": outcome(message),
