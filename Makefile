@@ -154,6 +154,16 @@ bench-spark: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.spark_bench
 
 
+# What each method leaves after a fault (bench/peers/faults.py): four scenarios by
+# the twelve methods of bench/peers/sessions.py, each row in driver processes of
+# its own; its section of docs/benchmarks.md says how long the table took. One row:
+# make bench-peers-faults FAULTS_ARGS="--scenarios driver-kill --methods s3a-magic"
+FAULTS_ARGS ?=
+.PHONY: bench-peers-faults
+bench-peers-faults: $(PEERS_STAMP)
+	PATH="$(abspath $(PEERS_VENV))/bin:$$PATH" $(PEERS_VENV)/bin/python -m bench.peers.faults $(FAULTS_ARGS)
+
+
 clean:
 	rm -rf $(VENV) $(LOCALSTACK_VENV) .pytest_cache .mypy_cache .ruff_cache
 

@@ -28,6 +28,16 @@ Usage::
         client = boto3.client("s3", endpoint_url=proxy.endpoint_url, ...)
         proxy.add("UploadPart", "lose")            # the first UploadPart: outcome unknown
         proxy.quirks = {"minio_upload_prefix"}
+
+A ``hold`` rule keeps the requests it fires on waiting in the proxy, unsent, until
+the test releases them, so that a process can be killed at an exact request (the
+request then never reaches the store) or a reader can look at a half-done
+commit::
+
+        rule = proxy.add("CompleteMultipartUpload", "hold", nth=3, times=None)
+        rule.arrived.wait(60)                      # two completes went through
+        ...                                        # kill the client, or read
+        proxy.release(rule, forward=False)         # drop the held requests
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -60,7 +70,7 @@ from zero_rename.embedded_s3 import StartStop
 
 log = logging.getLogger(__name__)
 
-ACTIONS = frozenset({"error", "reset", "lose", "delay", "error_after"})
+ACTIONS = frozenset({"error", "reset", "lose", "delay", "error_after", "hold"})
 QUIRKS = frozenset(
     {
         "minio_upload_prefix",
@@ -515,6 +525,11 @@ class Rule:
     when: Callable[[S3Request], bool] | None = None
     seen: int = 0
     fired: int = 0
+    # "hold": set once a request is held; the gate opens at release, and
+    # ``forward`` says whether the held requests then go on or are dropped.
+    arrived: threading.Event = field(default_factory=threading.Event)
+    gate: threading.Event = field(default_factory=threading.Event)
+    forward: bool = True
 
     def matches(self, request: S3Request) -> bool:
         if self.op not in ("*", request.op):
@@ -537,6 +552,7 @@ class _Fault:
     status: int = 500
     code: str = "InternalError"
     seconds: float = 0.0
+    rule: Rule | None = None
 
 
 @dataclass
@@ -864,6 +880,7 @@ class S3Proxy(StartStop):
         return self
 
     def stop(self) -> None:
+        self.clear()  # requests still held would keep their handler threads waiting
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()
@@ -942,11 +959,24 @@ class S3Proxy(StartStop):
             if rule in self._rules:
                 self._rules.remove(rule)
 
+    def release(self, rule: Rule, *, forward: bool = True) -> None:
+        """Remove a ``hold`` rule and let the requests it holds go on to the store
+        (``forward``) or drop them unanswered, as a client killed while they were
+        in flight would never have sent them."""
+        self.remove(rule)
+        rule.forward = forward
+        rule.gate.set()
+
     def clear(self) -> None:
-        """Remove every rule and stop chaos (quirks stay as they are)."""
+        """Remove every rule and stop chaos (quirks stay as they are); requests
+        held by a ``hold`` rule are dropped."""
         with self._lock:
-            self._rules.clear()
+            rules, self._rules = self._rules, []
             self._chaos = None
+        for rule in rules:
+            if rule.action == "hold":
+                rule.forward = False
+                rule.gate.set()
 
     def chaos(
         self,
@@ -997,6 +1027,8 @@ class S3Proxy(StartStop):
             return _Outcome(error_response(fault.status, fault.code, request))
         if fault is not None and fault.action == "reset":
             return _Outcome(drop="reset")
+        if fault is not None and fault.action == "hold" and not self._hold(fault):
+            return _Outcome(drop="close")
         early = self._quirk_answer(request)
         if early is not None:
             return _Outcome(early)
@@ -1009,6 +1041,15 @@ class S3Proxy(StartStop):
             return _Outcome(error_response(fault.status, fault.code, request))
         return _Outcome(response)
 
+    def _hold(self, fault: _Fault) -> bool:
+        """Keep a request waiting until its rule is released (or ``seconds`` pass,
+        if given); True if it is then to be forwarded."""
+        rule = fault.rule
+        assert rule is not None
+        rule.arrived.set()
+        released = rule.gate.wait(fault.seconds or None)
+        return released and rule.forward
+
     def _fault_for(self, request: S3Request) -> _Fault | None:
         with self._lock:
             rules = list(self._rules)
@@ -1020,7 +1061,7 @@ class S3Proxy(StartStop):
                     rule.fired += 1
                     fired = rule
             if fired is not None:
-                return _Fault(fired.action, fired.status, fired.code, fired.seconds)
+                return _Fault(fired.action, fired.status, fired.code, fired.seconds, fired)
             return self._chaos_fault()
 
     def _chaos_fault(self) -> _Fault | None:

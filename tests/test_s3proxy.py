@@ -410,6 +410,30 @@ def test_reset_never_reaches_s3(
     )
 
 
+def test_hold_then_forward_or_drop(
+    make_client: MakeClient, proxy: S3Proxy, direct: Any, bucket: str
+) -> None:
+    once = make_client(proxy.endpoint_url, attempts=1)
+    rule = proxy.add("PutObject", "hold", nth=2, times=None)
+    once.put_object(Bucket=bucket, Key="first", Body=b"x")  # the 1st passes
+    with ThreadPoolExecutor(2) as pool:
+        held = [pool.submit(once.put_object, Bucket=bucket, Key=k, Body=b"x") for k in "ab"]
+        assert rule.arrived.wait(10)
+        time.sleep(0.2)
+        assert not any(f.done() for f in held) and not exists(direct, bucket, "a")
+        proxy.release(rule)
+        assert all(f.result()["ResponseMetadata"]["HTTPStatusCode"] == 200 for f in held)
+    assert exists(direct, bucket, "a") and exists(direct, bucket, "b")
+    rule = proxy.add("PutObject", "hold")
+    with ThreadPoolExecutor(1) as pool:
+        dropped = pool.submit(once.put_object, Bucket=bucket, Key="dropped", Body=b"x")
+        assert rule.arrived.wait(10)
+        proxy.release(rule, forward=False)  # as if the client had died meanwhile
+        with pytest.raises(ConnectionClosedError):
+            dropped.result()
+    assert proxy.forwarded["PutObject"] == 3 and not exists(direct, bucket, "dropped")
+
+
 def test_lose_takes_effect_but_the_client_never_hears(
     make_client: MakeClient, proxy: S3Proxy, direct: Any, bucket: str
 ) -> None:

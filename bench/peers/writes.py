@@ -30,7 +30,9 @@ def destination(method: Method, store: Store, name: str) -> str:
 def prefix_of(method: Method, store: Store, name: str) -> str:
     """The key prefix the destination's files live under, for listing."""
     if method.name == "iceberg-spark":
-        return f"iceberg-warehouse/{ICEBERG_NAMESPACE}.db/{name.replace('-', '_')}/"
+        # Iceberg's JDBC catalog puts a table at <warehouse>/<namespace>/<table>
+        # (no ".db", which Hive's and Hadoop's catalogs add).
+        return f"iceberg-warehouse/{ICEBERG_NAMESPACE}/{name.replace('-', '_')}/"
     return f"{name}/"
 
 
@@ -42,23 +44,34 @@ def write(
     name: str,
     mode: str = "append",
     max_rows_per_file: int | None = None,
+    partitioned: bool = True,
 ) -> None:
-    """Write ``df`` to ``name`` by ``method``: ``append`` or ``replace``."""
+    """Write ``df`` to ``name`` by ``method``: ``append`` or ``replace``, by
+    ``dt`` unless not ``partitioned`` (an append only: what a replace of an
+    unpartitioned destination replaces differs from method to method)."""
     if mode not in ("append", "replace"):
         raise ValueError(f"mode must be append or replace, not {mode!r}")
+    if not partitioned and mode != "append":
+        raise ValueError("an unpartitioned write here is an append")
     target = destination(method, store, name)
     if method.name == "iceberg-spark":
-        _iceberg(spark, df, target, mode, max_rows_per_file)
+        _iceberg(spark, df, target, mode, max_rows_per_file, partitioned)
     elif method.zero_rename:
-        _zero_rename(df, method, store, target, mode, max_rows_per_file)
+        _zero_rename(df, method, store, target, mode, max_rows_per_file, partitioned)
     else:
-        _files(spark, method, df, target, mode, max_rows_per_file)
+        _files(spark, method, df, target, mode, max_rows_per_file, partitioned)
 
 
 def _files(
-    spark: Any, method: Method, df: Any, target: str, mode: str, max_rows: int | None
+    spark: Any,
+    method: Method,
+    df: Any,
+    target: str,
+    mode: str,
+    max_rows: int | None,
+    partitioned: bool = True,
 ) -> None:
-    writer = df.write.partitionBy(PARTITION)
+    writer = df.write.partitionBy(PARTITION) if partitioned else df.write
     if max_rows:
         writer = writer.option("maxRecordsPerFile", str(max_rows))
     if mode == "append":
@@ -88,7 +101,9 @@ def _files(
         writer.format("parquet").mode("overwrite").save(target)
 
 
-def _iceberg(spark: Any, df: Any, table: str, mode: str, max_rows: int | None) -> None:
+def _iceberg(
+    spark: Any, df: Any, table: str, mode: str, max_rows: int | None, partitioned: bool = True
+) -> None:
     from pyspark.sql.functions import col
 
     spark.sql(f"create namespace if not exists {table.rsplit('.', 1)[0]}")
@@ -97,7 +112,7 @@ def _iceberg(spark: Any, df: Any, table: str, mode: str, max_rows: int | None) -
         # Iceberg's own file roll-over is by size; rows per file follow Spark's.
         spark.conf.set("spark.sql.files.maxRecordsPerFile", str(max_rows))
     if not spark.catalog.tableExists(table):
-        writer.partitionedBy(col(PARTITION)).using("iceberg").create()
+        (writer.partitionedBy(col(PARTITION)) if partitioned else writer).using("iceberg").create()
     elif mode == "append":
         writer.append()
     else:
@@ -105,15 +120,22 @@ def _iceberg(spark: Any, df: Any, table: str, mode: str, max_rows: int | None) -
 
 
 def _zero_rename(
-    df: Any, method: Method, store: Store, target: str, mode: str, max_rows: int | None
+    df: Any,
+    method: Method,
+    store: Store,
+    target: str,
+    mode: str,
+    max_rows: int | None,
+    partitioned: bool = True,
 ) -> None:
     writer = (
         df.write.format("zero-rename")
         .mode("overwrite" if mode == "replace" else "append")
-        .option("partition_by", PARTITION)
         .option("committer", method.committer)
         .option("endpoint", store.endpoint_url)
     )
+    if partitioned:
+        writer = writer.option("partition_by", PARTITION)
     if method.table_format != "none":
         writer = writer.option("table_format", method.table_format)
     if max_rows:
