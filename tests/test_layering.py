@@ -50,7 +50,9 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "data": ("s3",),
     "tables": ("data", "s3"),
     "protocol": ("tables", "data", "s3"),
-    "face": ("protocol", "tables", "data", "s3"),
+    # Read-only views of a destination: they read through the protocol, and no step imports them.
+    "views": ("protocol", "tables", "data", "s3"),
+    "face": ("views", "protocol", "tables", "data", "s3"),
 }
 # The table formats' libraries, and the one room that may import them (on first use).
 TABLE_LIBRARIES = ("pyarrow", "pyiceberg", "deltalake")

@@ -1,7 +1,7 @@
 """Reading a destination's committed state into Arrow, for pandas, DuckDB and Polars.
 
 ``read_table(dest)`` reads exactly the files of the committed state
-(:mod:`zero_rename.core.protocol.snapshot`): never part of a job, never a partition
+(:mod:`zero_rename.core.views.snapshot`): never part of a job, never a partition
 with old and new files of a replace side by side, never an empty one during
 it. ``read_dataset(dest)`` gives the same files as a ``pyarrow.dataset.Dataset``
 to scan lazily; filters on partition columns skip whole files.
@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 from zero_rename.core import Destination, S3Store, StoreConfig
 from zero_rename.core.data.records import JobContext
-from zero_rename.core.protocol.snapshot import TableSnapshot, table_snapshot
 from zero_rename.core.s3.client import botocore_session, environment_endpoint
+from zero_rename.core.views.snapshot import TableSnapshot, table_snapshot
 from zero_rename.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from zero_rename.cli.output import Output, Result, human_bytes, shown
 from zero_rename.core import Committer, Destination
 from zero_rename.core.data.model import CommittedFile, SuccessData
 from zero_rename.core.data.success import files_committed
-from zero_rename.core.protocol.output_check import STRAY, Problem
 from zero_rename.core.s3.stats import total_requests
+from zero_rename.core.views.output_check import STRAY, Problem
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:

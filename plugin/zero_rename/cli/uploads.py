@@ -24,9 +24,9 @@ from zero_rename.cli.exits import ExitCode, NotFound, Refused
 from zero_rename.cli.output import Advance, Output, Result, iso, shown
 from zero_rename.core import Destination
 from zero_rename.core.data.records import JobContext
-from zero_rename.core.protocol import pending as pend
 from zero_rename.core.protocol.abort import abort_each
-from zero_rename.core.protocol.pending import Decision, JobSweep, Owners, Pending
+from zero_rename.core.views import pending as pend
+from zero_rename.core.views.pending import Decision, JobSweep, Owners, Pending
 
 # Recorded in the job record of a job the sweep aborts.
 ABANDONED = "abandoned in setup; aborted from the command line (zero-rename uploads abort)"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from zero_rename.core import states
-from zero_rename.core.protocol.history import HistoryEntry
+from zero_rename.core.views.history import HistoryEntry
 from zero_rename.formatting import human_bytes
 
 WIDTH = 760

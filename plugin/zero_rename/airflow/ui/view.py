@@ -21,8 +21,8 @@ from zero_rename.core import Committer, JobRecord, JobSummary, OutputCheck, stat
 from zero_rename.core.data.layout import file_job_id
 from zero_rename.core.data.model import TableCommit
 from zero_rename.core.data.success import files_committed
-from zero_rename.core.protocol.history import HistoryEntry, stuck_advice
-from zero_rename.core.protocol.partitions import Holder, PartitionInfo
+from zero_rename.core.views.history import HistoryEntry, stuck_advice
+from zero_rename.core.views.partitions import Holder, PartitionInfo
 from zero_rename.errors import ZeroRenameError
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@
    shard, journaling progress and writing the job's file list.
 5. Write ``_SUCCESS`` (a bounded summary naming the file list) and swap the
    record to ``committed``: the job's new state is whole, and readers of the
-   committed state (:mod:`zero_rename.core.protocol.snapshot`) switch to it at once.
+   committed state (:mod:`zero_rename.core.views.snapshot`) switch to it at once.
 6. Delete the files being replaced, only now, so that neither a crash nor a
    reader ever finds a partition empty; release the claim, clean up.
 

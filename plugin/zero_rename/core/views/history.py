@@ -23,8 +23,8 @@ from typing import Any
 from zero_rename.core.data.model import JobRecord, JobSummary, utcnow
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol import states
-from zero_rename.core.protocol.snapshot import committed_at
 from zero_rename.core.protocol.states import JobState
+from zero_rename.core.views.snapshot import committed_at
 
 # A job whose record has not changed for this long in sealed, committing or
 # rolling_back is stuck: a commit or rollback that crashed, or one still
