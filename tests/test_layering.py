@@ -156,6 +156,61 @@ def test_check_catches_wrong_imports(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert sorted(set(found) - set(LOWER)) == ["stray"]
 
 
+# The layers above the core, which reach it only through its front door.
+FRONT_ENDS = ("read", "spark", "cli", "airflow", "dagster")
+# Names users import from the front door that no front end does (README.md, docs/, demo/).
+DOCUMENTED = {"Committer", "StoreConfig", "Destination", "JobRecord", "TaskAttempt", "JobState"}
+
+
+def front_door_violations(found: dict[str, list[Path]]) -> list[str]:
+    """Imports of the core's rooms (anything but ``zero_rename.core`` itself) by the
+    front ends."""
+    return [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for layer in FRONT_ENDS
+        for path in found.get(layer, [])
+        for name in imports_of(path)
+        if name.startswith("zero_rename.core.")
+    ]
+
+
+def names_from_the_front_door(found: dict[str, list[Path]]) -> set[str]:
+    names = set()
+    for layer in FRONT_ENDS:
+        for path in found.get(layer, []):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module == "zero_rename.core":
+                    names |= {a.name for a in node.names}
+    return names
+
+
+def test_the_front_ends_come_in_through_the_front_door() -> None:
+    assert front_door_violations(modules()) == []
+
+
+def test_the_front_door_exports_what_the_front_ends_use() -> None:
+    import zero_rename.core
+
+    used = names_from_the_front_door(modules())
+    assert set(zero_rename.core.__all__) == used | DOCUMENTED
+    assert set(zero_rename.core.__all__) == set(zero_rename.core._EXPORTS)
+
+
+def test_the_front_door_check_catches_a_side_door(tmp_path: Path) -> None:
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "bad.py").write_text(
+        "from zero_rename.core import Committer\n"
+        "def later():\n    from zero_rename.core.protocol.abort import abort_each\n"
+    )
+    found = {"cli": [tmp_path / "cli" / "bad.py"]}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
+        assert front_door_violations(found) == [
+            "cli/bad.py imports zero_rename.core.protocol.abort"
+        ]
+    assert names_from_the_front_door(found) == {"Committer"}
+
+
 def room_of(name: str) -> str | None:
     """The core's room a module name is in; None outside the core."""
     parts = name.split(".")
@@ -242,6 +297,7 @@ def test_the_public_face_and_the_documented_import_paths() -> None:
         "loaded = [m for m in sys.modules if m.startswith('zero_rename.core.')]\n"
         "assert not [m for m in loaded if '.protocol.' in m or '.data.' in m], loaded\n"
         "from zero_rename.core import Committer, StoreConfig, StepRunner, states, JobState\n"
+        "from zero_rename.core import Destination, JobRecord, TaskAttempt\n"
         "from zero_rename.core.committer import Committer as C\n"
         "from zero_rename.core.store import StoreConfig as S, client_config\n"
         "from zero_rename import read_table, read_dataset\n"

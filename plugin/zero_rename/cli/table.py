@@ -17,8 +17,7 @@ from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_span
 from zero_rename.cli.exits import NotFound
 from zero_rename.cli.output import Result, Steps
-from zero_rename.core import Committer, JobOptions
-from zero_rename.core.data.options import parse_options
+from zero_rename.core import Committer, JobOptions, parse_options
 from zero_rename.errors import ConfigError
 
 FORMATS = ("iceberg", "delta")

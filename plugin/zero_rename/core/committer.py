@@ -52,6 +52,7 @@ from zero_rename.core.tables.base import open_format
 from zero_rename.core.views import history as history_mod
 from zero_rename.core.views.output_check import Problem, check_failed, check_job, check_output
 from zero_rename.core.views.partitions import PartitionView, partition_view
+from zero_rename.core.views.pending import PendingUploads
 from zero_rename.core.views.snapshot import TableSnapshot, table_snapshot
 from zero_rename.errors import (
     AbortRefusedError,
@@ -412,6 +413,11 @@ class Committer:
         if job_id is not None:
             return abort_mod.job_uploads(JobContext(store, self.dest), job_id)
         return list(store.list_uploads(self.dest.bucket, self.dest.dir))
+
+    def uploads(self) -> PendingUploads:
+        """The destination's pending uploads with their owners, for ``uploads list``
+        and ``uploads abort`` (:mod:`zero_rename.core.views.pending`)."""
+        return PendingUploads(JobContext(self.store, self.dest))
 
     def listing_store(self, job_id: str | None = None) -> S3Store:
         """The store, knowing how to list pending uploads here: from the job's record

@@ -47,9 +47,10 @@ from zero_rename.core import (
     StoreConfig,
     TaskAttempt,
     TaskManifest,
+    load_object,
     states,
+    utcnow,
 )
-from zero_rename.core.data.model import load, utcnow
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
@@ -105,7 +106,7 @@ class ZeroRenameCommitMessage(WriterCommitMessage):
     """What a task attempt reports to the driver: its task manifest, as JSON.
 
     JSON rather than the pydantic object keeps the message readable by any
-    version of the driver that can load the manifest format.
+    version of the driver that can load_object the manifest format.
     """
 
     manifest_json: str
@@ -116,7 +117,7 @@ class ZeroRenameCommitMessage(WriterCommitMessage):
     peak_rss_bytes: int
 
     def manifest(self) -> TaskManifest:
-        return load(TaskManifest, self.manifest_json.encode("utf-8"), "Spark commit message")
+        return load_object(TaskManifest, self.manifest_json.encode("utf-8"), "Spark commit message")
 
 
 class ZeroRenameDataSource(DataSource):
@@ -183,7 +184,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         self.config = config
         self.stage_started = utcnow()  # an orchestrated job records its stage step from here
         # Spark's schema, not Arrow's: this object is pickled to the worker that
-        # commits the job, which then needs no pyarrow to load it.
+        # commits the job, which then needs no pyarrow to load_object it.
         self.schema = schema
         # The files' schema as a table format takes it, the same text in every
         # task's manifest; "" without a table format (pyarrow stays unloaded).

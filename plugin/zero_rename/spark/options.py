@@ -29,10 +29,15 @@ from typing import Annotated, Any, ClassVar, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from zero_rename.core import Destination, JobOptions, StoreConfig
-from zero_rename.core.data.layout import check_job_id
-from zero_rename.core.data.options import parse_options
-from zero_rename.core.s3.client import check_endpoint, check_environment_endpoint
+from zero_rename.core import (
+    Destination,
+    JobOptions,
+    StoreConfig,
+    check_endpoint,
+    check_environment_endpoint,
+    check_job_id,
+    parse_options,
+)
 from zero_rename.errors import ConfigError
 
 FORMAT = "zero-rename"

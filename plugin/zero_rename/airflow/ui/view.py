@@ -17,12 +17,20 @@ from datetime import datetime
 from urllib.parse import quote, urlsplit
 
 from zero_rename.airflow.ui.chart import Chart, history_chart
-from zero_rename.core import Committer, JobRecord, JobSummary, OutputCheck, states
-from zero_rename.core.data.layout import file_job_id
-from zero_rename.core.data.model import TableCommit
-from zero_rename.core.data.success import files_committed
-from zero_rename.core.views.history import HistoryEntry, stuck_advice
-from zero_rename.core.views.partitions import Holder, PartitionInfo
+from zero_rename.core import (
+    Committer,
+    HistoryEntry,
+    Holder,
+    JobRecord,
+    JobSummary,
+    OutputCheck,
+    PartitionInfo,
+    TableCommit,
+    file_job_id,
+    files_committed,
+    states,
+    stuck_advice,
+)
 from zero_rename.errors import ZeroRenameError
 
 log = logging.getLogger(__name__)
