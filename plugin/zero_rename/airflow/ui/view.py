@@ -140,7 +140,7 @@ def _counts(committer: Committer, record: JobRecord) -> JobSummary | None:
     """Committed jobs report their summary; staged ones what their stage manifest holds."""
     if record.summary is not None:
         return record.summary
-    if record.state in (states.ABORTED, states.ROLLING_BACK):
+    if record.state in states.FAILED:
         return None
     return committer.stage_summary(record.job_id, record.state)
 

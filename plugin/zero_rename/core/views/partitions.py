@@ -44,7 +44,7 @@ from zero_rename.core.data.records import RECORD_THREADS, JobContext
 from zero_rename.core.data.shards import SHARD_SIZE, read_shard
 from zero_rename.core.data.success import file_shard_key
 from zero_rename.core.protocol.claims import Claim, Claims
-from zero_rename.core.protocol.states import FINAL
+from zero_rename.core.protocol.states import LIVE
 from zero_rename.core.views.history import STUCK_AFTER, is_stuck, iso, partition_count
 from zero_rename.core.views.snapshot import CommittedState, SnapshotFile, gather
 from zero_rename.errors import ZeroRenameError
@@ -210,7 +210,7 @@ def _holders(
     live = []
     for claim in claims:
         record = records.get(claim.job_id)
-        if record is None or record.state in FINAL:
+        if record is None or record.state not in LIVE:
             continue
         live.append(
             Holder(
