@@ -82,6 +82,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "parse_options": ("zero_rename.core.data.options", "parse_options"),
     "files_committed": ("zero_rename.core.data.success", "files_committed"),
     "JobState": ("zero_rename.core.protocol.states", "JobState"),
+    "table_formats": ("zero_rename.core.tables.registry", "table_formats"),
     "TaskAttempt": ("zero_rename.core.protocol.task", "TaskAttempt"),
     "History": ("zero_rename.core.views.history", "History"),
     "HistoryEntry": ("zero_rename.core.views.history", "HistoryEntry"),
@@ -103,6 +104,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "states": ("zero_rename.core.protocol.states", ""),
 }
 __all__ = [
+    "table_formats",
     "AUTO_PROFILE",
     "Advance",
     "Bound",
@@ -272,6 +274,9 @@ if TYPE_CHECKING:
         StepRunner,
         describe,
         failures_as,
+    )
+    from zero_rename.core.tables.registry import (
+        table_formats,
     )
     from zero_rename.core.views.history import (
         PARTITIONS_NAMED,

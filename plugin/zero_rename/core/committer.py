@@ -48,7 +48,7 @@ from zero_rename.core.s3.client import (
 )
 from zero_rename.core.s3.profiles import AUTO, check_profile_name
 from zero_rename.core.s3.progress import Advance, Steps, ignore, no_steps
-from zero_rename.core.tables.base import open_format
+from zero_rename.core.tables.registry import open_format
 from zero_rename.core.views import history as history_mod
 from zero_rename.core.views.output_check import Problem, check_failed, check_job, check_output
 from zero_rename.core.views.partitions import PartitionView, partition_view
