@@ -31,7 +31,7 @@ from zero_rename.core.data.model import (
 )
 from zero_rename.core.data.options import JobOptions, parse_options
 from zero_rename.core.data.records import JobContext, StrayRecord, step_finished, step_started
-from zero_rename.core.data.success import PARTITIONS_LISTED, committed_files
+from zero_rename.core.data.success import committed_files, plan_summary
 from zero_rename.core.protocol import abort as abort_mod
 from zero_rename.core.protocol import commit as commit_mod
 from zero_rename.core.protocol import planning, rollback, states
@@ -306,18 +306,7 @@ class Committer:
         if key != record.prepared_plan:
             prepared = {"prepared_plan": key, "prepared_plan_digest": planning.plan_digest(plan)}
             self.records.update(record.job_id, lambda r: r.model_copy(update=prepared))
-        return JobSummary(
-            job_id=record.job_id,
-            destination=self.dest.url,
-            state=record.state,
-            files=plan.files,
-            bytes=plan.bytes,
-            rows=plan.rows,
-            tasks=plan.tasks,
-            partitions=plan.partitions[:PARTITIONS_LISTED],
-            partition_count=len(plan.partitions),
-            replaced_files=plan.replaced_files,
-        )
+        return plan_summary(self.dest, plan, record.state)
 
     def _step(
         self, job_id: str, step: str, run: Callable[[S3Store, JobRecord], JobSummary]

@@ -48,11 +48,9 @@ from zero_rename.core import (
     TaskAttempt,
     TaskManifest,
     load_object,
-    states,
     utcnow,
 )
 from zero_rename.errors import (
-    AbortRefusedError,
     ConfigError,
     ConflictError,
     JobDecidedError,
@@ -357,12 +355,6 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             self.job_id, manifests, expected, COMMIT_RETRIES, COMMIT_RETRY_SECONDS
         )
 
-    def _committed(self) -> bool:
-        try:
-            return self._committer().job(self.job_id).state == states.COMMITTED
-        except ZeroRenameError:
-            return False
-
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         finished = sum(1 for m in messages if m is not None)
         log.warning(
@@ -371,23 +363,13 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             finished,
             len(messages),
         )
-        try:
-            summary = self._committer().abort_job(
-                self.job_id,
-                reason=f"Spark aborted the write ({finished} of {len(messages)} "
-                "task(s) had finished); the failing task's error is in "
-                "the Spark application's log",
-            )
-        except AbortRefusedError as exc:
-            if self._committed():
-                # A step after the commit failed (the output check): nothing to undo.
-                log.warning("job %s is committed; Spark's abort changes nothing", self.job_id)
-                return
-            # Aborting now would lose committed output; the job must finish instead.
-            log.error("job %s cannot be aborted: %s", self.job_id, exc)
-            return
-        log.info(
-            "job %s aborted: %d pending upload(s) aborted", self.job_id, summary.aborted_uploads
+        # A committed job (a step after the commit failed: the output check) or one
+        # past its point of no return is left alone; the abort cleans up itself.
+        StepRunner(self._committer()).abort_job(
+            self.job_id,
+            f"Spark aborted the write ({finished} of {len(messages)} task(s) had finished); "
+            "the failing task's error is in the Spark application's log",
+            cleanup=False,
         )
 
 
