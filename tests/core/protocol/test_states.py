@@ -1,6 +1,6 @@
 """The job state machine and the errors' retry meanings, as tables: every event in
 every state, every error class. No S3: the records' compare-and-swap is the
-behaviour suite's (tests/core/test_failures.py, test_concurrency.py)."""
+behaviour suite's (tests/core/protocol/test_failures.py, test_concurrency.py)."""
 
 from __future__ import annotations
 
