@@ -180,6 +180,11 @@ def _render(
             f"{' or '.join(data['like']) or 'auto'}",
             style=_STYLE["unsafe"],
         )
+    _render_findings(out, data)
+
+
+def _render_findings(out: Output, data: dict[str, Any]) -> None:
+    """What the races, the records and the problems found, and the verdict."""
     complete = data["races"].get("complete")
     if complete and not complete["atomic"]:
         out.say(
