@@ -128,12 +128,12 @@ test-unit: $(STAMP)
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
 # Table-format jobs (Iceberg and Delta) committed under lost answers and kills,
-# ending with no pending upload anywhere in the bucket (tests/core/test_table_soak.py):
+# ending with no pending upload anywhere in the bucket (tests/core/tables/test_table_soak.py):
 # 30 jobs take about two and a half minutes on two cores. SOAK_JOBS=n for more.
 SOAK_JOBS ?= 30
 soak-tables: $(STAMP)
 	ZERO_RENAME_TEST_SOAK=1 ZERO_RENAME_SOAK_JOBS=$(SOAK_JOBS) $(PY) -m pytest \
-		tests/core/test_table_soak.py --s3-backends seaweedfs -s $(PYTEST_ARGS)
+		tests/core/tables/test_table_soak.py --s3-backends seaweedfs -s $(PYTEST_ARGS)
 
 # The JVM engines against zero-rename's tables (tests/peers, marker peers, opt-in
 # by ZERO_RENAME_TEST_PEERS): Spark 4.1.2 with Iceberg 1.12.0 and Delta 4.4.0,

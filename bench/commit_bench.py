@@ -29,6 +29,11 @@ requests are counted at the wire, through the suite's S3 proxy
 theirs. ``--methods committer,committer-iceberg,committer-delta --wire`` puts
 the three side by side, in a section of their own.
 
+``--before TREE`` (a checkout of earlier code) adds the method ``committer@before``:
+the same job commit, run in a child whose ``zero_rename`` is that tree's
+(``TREE/plugin`` first on its path), on jobs this run prepared the same way, so
+a change is measured against the code before it in one run.
+
 ``--scale N,...`` runs the committer alone at larger counts, for its time,
 requests and peak memory; with 0-byte files (the default) the files are
 written by :mod:`bench.scale_prep`, which leaves what task attempts leave
@@ -46,6 +51,8 @@ import io
 import logging
 import multiprocessing
 import os
+import pickle
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +62,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -236,16 +244,58 @@ def committer_at_scale(cfg: BenchConfig, files: int, tag: str) -> Run:
     return commit_and_check(cfg, committer, job, "committer-scale", files)
 
 
+# --before: the earlier tree whose package ``committer@before`` commits with.
+BEFORE: dict[str, Path] = {}
+# A child committing with the earlier tree's package: its plugin/ is first on the
+# path (PYTHONPATH), then this checkout's root, for bench's own modules.
+_BEFORE_CHILD = """
+import pickle, sys
+import zero_rename
+from bench.commit_bench import commit_in_child
+print("zero_rename from", zero_rename.__file__, file=sys.stderr)
+sys.stdout.buffer.write(pickle.dumps(commit_in_child(*pickle.load(sys.stdin.buffer))))
+"""
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def commit_with_tree(tree: Path, args: tuple[Any, ...]) -> ChildCommit:
+    """:func:`commit_in_child` in a fresh process importing ``tree``'s package."""
+    plugin = tree / "plugin"
+    done = subprocess.run(
+        [sys.executable, "-c", _BEFORE_CHILD],
+        input=pickle.dumps(args),
+        env={**os.environ, "PYTHONPATH": f"{plugin}{os.pathsep}{ROOT}"},
+        capture_output=True,
+        check=False,
+    )
+    stderr = done.stderr.decode(errors="replace")
+    if done.returncode:
+        raise RuntimeError(f"the commit with {plugin} failed:\n{stderr[-2000:]}")
+    if f"zero_rename from {plugin}" not in stderr:
+        raise RuntimeError(f"the child did not import zero_rename from {plugin}")
+    result: ChildCommit = pickle.loads(done.stdout)
+    return result
+
+
 def commit_and_check(
-    cfg: BenchConfig, committer: Committer, job: JobRecord, name: str, files: int, writes: int = 0
+    cfg: BenchConfig,
+    committer: Committer,
+    job: JobRecord,
+    name: str,
+    files: int,
+    writes: int = 0,
+    tree: Path | None = None,
 ) -> Run:
-    """``commit_job`` in a spawned child, so that its peak memory is measured alone;
-    then what is visible and what was left pending."""
+    """``commit_job`` in a spawned child, so that its peak memory is measured alone
+    (``tree``: with that tree's package); then what is visible and what was left
+    pending."""
     before = wire_counts()
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
-        result = child.submit(
-            commit_in_child, cfg, committer.dest.url, job.job_id, job.options.table_format
-        ).result()
+    args = (cfg, committer.dest.url, job.job_id, job.options.table_format)
+    if tree is not None:
+        result = commit_with_tree(tree, args)
+    else:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
+            result = child.submit(commit_in_child, *args).result()
     # At the wire, every client's requests; else those botocore sent in the child.
     requests = dict(wire_counts() - before) if _wire is not None else result.requests
     # A file counts as committed when it is visible and the commit reported it.
@@ -263,6 +313,12 @@ def commit_and_check(
         write_requests=writes,
         peak_rss=result.peak_rss,
     )
+
+
+def committer_commit_before(cfg: BenchConfig, files: int, tag: str) -> Run:
+    """The committer's job commit with the ``--before`` tree's package."""
+    committer, job, _, writes = prepared_job(cfg, tag, files)
+    return commit_and_check(cfg, committer, job, "committer@before", files, writes, BEFORE["tree"])
 
 
 def committer_commit_noverify(cfg: BenchConfig, files: int, tag: str) -> Run:
@@ -358,6 +414,7 @@ METHODS: dict[str, Method] = {
     "copy-bulk": copy_then_bulk_delete,
     "committer-iceberg": iceberg_commit,
     "committer-delta": delta_commit,
+    "committer@before": committer_commit_before,
 }
 assert set(TABLE_METHODS) <= set(METHODS)
 
@@ -408,7 +465,8 @@ def run_benchmark(
     for files, repeat in zip(file_counts, repeats, strict=True):
         for round_ in range(repeat):
             for name in methods:
-                tag = f"{name}-{files}-{round_}-{uuid.uuid4().hex[:8]}"
+                # A key of the tag's: no "@" (committer@before), which reads as credentials.
+                tag = f"{name.replace('@', '-')}-{files}-{round_}-{uuid.uuid4().hex[:8]}"
                 if wire or name in TABLE_METHODS:
                     with at_the_wire(cfg) as counted:
                         run = METHODS[name](counted, files, tag)
@@ -497,6 +555,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "table-format methods always are, and count them there (default: off)",
     )
     parser.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        metavar="TREE",
+        help="a checkout of earlier code, for the method committer@before (default: none)",
+    )
+    parser.add_argument(
         "--output",
         default="docs/benchmarks.md",
         help="Markdown file whose '## Job commit' section is replaced; "
@@ -509,6 +574,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             f"--methods must name only {', '.join(METHODS)}"
             + (f"; unknown: {', '.join(unknown)}" if unknown else "")
         )
+    if ("committer@before" in args.methods) != (args.before is not None):
+        parser.error("--before TREE and the method committer@before go together")
+    if args.before is not None:
+        if not (args.before / "plugin" / "zero_rename").is_dir():
+            parser.error(f"--before {args.before}: no plugin/zero_rename there")
+        BEFORE["tree"] = args.before.resolve()
     if args.repeat is None:
         args.repeat = list(DEFAULT_REPEATS) if args.files == list(DEFAULT_FILES) else [1]
     if len(args.repeat) == 1:
@@ -538,6 +609,8 @@ def command_line(args: argparse.Namespace) -> str:
             parts.append(f"--{flag.replace('_', '-')} {text}")
     if args.wire:
         parts.append("--wire")
+    if args.before is not None:
+        parts.append("--before TREE")
     return " ".join(parts)
 
 

@@ -47,6 +47,7 @@ from zero_rename.airflow.operators import (
     ValidateTaskManifestsOperator,
 )
 from zero_rename.airflow.spark import SparkStageSubmitOperator
+from zero_rename.core import table_formats
 
 DESTINATION = conf.get("zero_rename", "daily_destination", fallback="s3://warehouse/daily_events")
 APPLICATION = conf.get("zero_rename", "daily_application", fallback="") or str(
@@ -62,11 +63,15 @@ VALIDATE_OUTPUT = conf.getboolean("zero_rename", "daily_validate_output", fallba
 # commit waits for the first, then replaces its files.
 OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace", "on_conflict": "wait"}
 # Publish each committed day to a table format (none, iceberg, delta): an option
-# of the job's setup, which the writer takes from the job record.
+# of the job's setup, which the writer takes from the job record; each format's
+# own options (daily_iceberg_catalog...) as the formats' registry declares them.
 TABLE_OPTIONS = {
     "table_format": conf.get("zero_rename", "daily_table_format", fallback="none") or "none",
-    "iceberg_catalog": conf.get("zero_rename", "daily_iceberg_catalog", fallback=""),
-    "iceberg_table": conf.get("zero_rename", "daily_iceberg_table", fallback=""),
+    **{
+        name: conf.get("zero_rename", f"daily_{name}", fallback="")
+        for plugin in table_formats().values()
+        for name in plugin.option_help
+    },
 }
 if TABLE_OPTIONS["table_format"] != "none":
     OPTIONS.update({k: v for k, v in TABLE_OPTIONS.items() if v})

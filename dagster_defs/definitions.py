@@ -41,6 +41,7 @@ from dagster import (
 )
 from dagster_pyspark import PySparkResource
 
+from zero_rename.core import table_formats
 from zero_rename.dagster import (
     JobRef,
     ZeroRenameResource,
@@ -59,7 +60,8 @@ OPTIONS = {"partition_columns": "dt", "conflict_mode": "replace", "on_conflict":
 TABLE_FORMAT = os.environ.get("ZERO_RENAME_DAGSTER_TABLE_FORMAT") or "none"
 if TABLE_FORMAT != "none":
     OPTIONS["table_format"] = TABLE_FORMAT
-    for option in ("iceberg_catalog", "iceberg_table"):
+    # Each format's own options, as the formats' registry declares them.
+    for option in (n for p in table_formats().values() for n in p.option_help):
         if value := os.environ.get(f"ZERO_RENAME_DAGSTER_{option.upper()}"):
             OPTIONS[option] = value
 ROWS = 1000

@@ -12,7 +12,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from zero_rename.core import Committer, StoreConfig
+from zero_rename.core import Committer, StoreConfig, table_formats
 from zero_rename.embedded_s3 import EmbeddedS3
 
 # The repository the demos run from: its dags/ and dagster_defs/.
@@ -20,7 +20,7 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 # Where the daily DAG and the Dagster asset write, as in the deployed stack.
 WAREHOUSE = "warehouse"
 DAILY_DESTINATION = f"s3://{WAREHOUSE}/daily_events"
-TABLE_FORMATS = ("none", "iceberg", "delta")
+TABLE_FORMATS = ("none", *table_formats())
 # The embedded Iceberg catalog's variable: the demos keep it in their throw-away home.
 ICEBERG_HOME = "ZERO_RENAME_ICEBERG_HOME"
 

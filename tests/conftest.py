@@ -107,7 +107,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # Tests run only when asked for, by an environment variable: marker -> (variable, why).
 # Ceph RGW 16: its packages (about 15 s to install) and its start (about 12 s)
 # cost more than the default suite can spend; the fault proxy plays its If-Match.
-# The table-format soak runs for minutes (tests/core/test_table_soak.py).
+# The table-format soak runs for minutes (tests/core/tables/test_table_soak.py).
 _OPT_IN = {
     "ceph": (
         "ZERO_RENAME_TEST_CEPH",

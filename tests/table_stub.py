@@ -3,8 +3,9 @@ about a table commit (the record's ``table_commit``, its ``publish_table`` step)
 and of how they call a format (``check`` at setup, ``expire``), without a catalog.
 
 It keeps its commits in memory, per destination, in the test's own process:
-:func:`install` puts it where :func:`zero_rename.core.tables.base.open_format`
-imports a format's class from, for one test. The formats themselves are tested
+:func:`install` puts it where the formats' registry
+(:meth:`zero_rename.core.tables.plugin.FormatPlugin.open`) imports a format's class
+from, for one test. The formats themselves are tested
 against their own readers (tests/spark/test_table_formats.py and the formats' tests).
 """
 

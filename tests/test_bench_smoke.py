@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import commit_report, latency_bench, page
+from bench import commit_bench, commit_report, latency_bench, page
 from bench.commit_bench import METHODS, command_line, parse_args, run_benchmark
 from bench.commit_results import TABLE_METHODS, BenchConfig, Run, summarize
 from tests.s3proxy import proxy_for
@@ -29,9 +29,14 @@ def bench_runs(s3_server: EmbeddedS3) -> tuple[BenchConfig, list[Run]]:
     bucket = f"bench-{uuid.uuid4().hex[:8]}"
     s3_server.create_bucket(bucket)
     cfg = BenchConfig(s3_server.endpoint_url, bucket, threads=8, files_per_task=5)
-    return cfg, run_benchmark(
-        cfg, [FILES], [1], tuple(METHODS), scale_counts=[FILES], scale_file_size=0
-    )
+    # committer@before commits with a checkout's package in a child: this one's.
+    commit_bench.BEFORE["tree"] = Path(__file__).resolve().parents[1]
+    try:
+        return cfg, run_benchmark(
+            cfg, [FILES], [1], tuple(METHODS), scale_counts=[FILES], scale_file_size=0
+        )
+    finally:
+        commit_bench.BEFORE.clear()
 
 
 def _run(runs: list[Run], method: str) -> Run:
@@ -60,6 +65,8 @@ def test_request_counts_match_each_method(bench_runs: tuple[BenchConfig, list[Ru
     # Uploads are confirmed pending by listing them, not one ListParts each.
     assert "ListParts" not in verified.requests
     assert verified.requests["ListMultipartUploads"] >= 1
+    # The same commit through another checkout's package (--before): the same requests.
+    assert _run(runs, "committer@before").requests == verified.requests
     unverified = _run(runs, "committer-noverify")
     assert unverified.requests["CompleteMultipartUpload"] == FILES
     assert "ListParts" not in unverified.requests

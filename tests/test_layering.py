@@ -50,13 +50,22 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "data": ("s3",),
     "tables": ("data", "s3"),
     "protocol": ("tables", "data", "s3"),
-    "face": ("protocol", "tables", "data", "s3"),
+    # Read-only views of a destination: they read through the protocol, and no step imports them.
+    "views": ("protocol", "tables", "data", "s3"),
+    "face": ("views", "protocol", "tables", "data", "s3"),
 }
 # The table formats' libraries, and the one room that may import them (on first use).
 TABLE_LIBRARIES = ("pyarrow", "pyiceberg", "deltalake")
 # Modules of a higher room a lower one may import, and why: a record carries the
-# job's state, which the state machine's module defines (it imports nothing of the core).
-ROOM_EXCEPTIONS = {("data", "zero_rename.core.protocol.states")}
+# job's state, which the state machine's module defines; the job's options carry
+# each table format's, which the formats' registry declares. Neither imports
+# anything of the core (test_the_exceptions_import_nothing_of_the_core).
+ROOM_EXCEPTIONS = {
+    ("data", "zero_rename.core.protocol.states"),
+    ("data", "zero_rename.core.tables.registry"),
+}
+# What the exceptions may import of the core: the registry, its formats' declarations.
+DECLARATIONS = {"zero_rename.core.tables.plugin"}
 CORE = PACKAGE / "core"
 
 
@@ -154,6 +163,61 @@ def test_check_catches_wrong_imports(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert sorted(set(found) - set(LOWER)) == ["stray"]
 
 
+# The layers above the core, which reach it only through its front door.
+FRONT_ENDS = ("read", "spark", "cli", "airflow", "dagster")
+# Names users import from the front door that no front end does (README.md, docs/, demo/).
+DOCUMENTED = {"Committer", "StoreConfig", "Destination", "JobRecord", "TaskAttempt", "JobState"}
+
+
+def front_door_violations(found: dict[str, list[Path]]) -> list[str]:
+    """Imports of the core's rooms (anything but ``zero_rename.core`` itself) by the
+    front ends."""
+    return [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for layer in FRONT_ENDS
+        for path in found.get(layer, [])
+        for name in imports_of(path)
+        if name.startswith("zero_rename.core.")
+    ]
+
+
+def names_from_the_front_door(found: dict[str, list[Path]]) -> set[str]:
+    names = set()
+    for layer in FRONT_ENDS:
+        for path in found.get(layer, []):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module == "zero_rename.core":
+                    names |= {a.name for a in node.names}
+    return names
+
+
+def test_the_front_ends_come_in_through_the_front_door() -> None:
+    assert front_door_violations(modules()) == []
+
+
+def test_the_front_door_exports_what_the_front_ends_use() -> None:
+    import zero_rename.core
+
+    used = names_from_the_front_door(modules())
+    assert set(zero_rename.core.__all__) == used | DOCUMENTED
+    assert set(zero_rename.core.__all__) == set(zero_rename.core._EXPORTS)
+
+
+def test_the_front_door_check_catches_a_side_door(tmp_path: Path) -> None:
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "bad.py").write_text(
+        "from zero_rename.core import Committer\n"
+        "def later():\n    from zero_rename.core.protocol.abort import abort_each\n"
+    )
+    found = {"cli": [tmp_path / "cli" / "bad.py"]}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
+        assert front_door_violations(found) == [
+            "cli/bad.py imports zero_rename.core.protocol.abort"
+        ]
+    assert names_from_the_front_door(found) == {"Committer"}
+
+
 def room_of(name: str) -> str | None:
     """The core's room a module name is in; None outside the core."""
     parts = name.split(".")
@@ -162,11 +226,19 @@ def room_of(name: str) -> str | None:
     return parts[2] if len(parts) > 2 and parts[2] in ROOMS else "face"
 
 
-def core_imports_of(path: Path) -> list[str]:
+def core_imports_of(path: Path, at_run_time: bool = False) -> list[str]:
     """The core modules ``path`` imports: ``from zero_rename.core.data import shards``
-    counts as ``zero_rename.core.data.shards``."""
+    counts as ``zero_rename.core.data.shards``; ``at_run_time``: not those only the
+    type checker reads (under ``if TYPE_CHECKING:``)."""
     names = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    if at_run_time:
+        tree.body = [
+            n
+            for n in tree.body
+            if not (isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+        ]
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -206,6 +278,17 @@ def test_the_core_rooms_import_one_way() -> None:
     assert room_violations(CORE) == []
 
 
+def test_the_exceptions_import_nothing_of_the_core() -> None:
+    """The modules a lower room may import (and the formats' declarations the registry
+    lists) import nothing of the core but the declarations' own type: no circle."""
+    from zero_rename.core.tables import registry
+
+    modules = [name for _, name in ROOM_EXCEPTIONS] + list(registry.PLUGINS)
+    for name in modules:
+        path = PLUGIN.joinpath(*name.split(".")).with_suffix(".py")
+        assert set(core_imports_of(path, at_run_time=True)) <= DECLARATIONS, name
+
+
 def test_the_room_check_catches_wrong_imports(tmp_path: Path) -> None:
     for room in ("s3", "data"):
         (tmp_path / room).mkdir()
@@ -240,6 +323,7 @@ def test_the_public_face_and_the_documented_import_paths() -> None:
         "loaded = [m for m in sys.modules if m.startswith('zero_rename.core.')]\n"
         "assert not [m for m in loaded if '.protocol.' in m or '.data.' in m], loaded\n"
         "from zero_rename.core import Committer, StoreConfig, StepRunner, states, JobState\n"
+        "from zero_rename.core import Destination, JobRecord, TaskAttempt\n"
         "from zero_rename.core.committer import Committer as C\n"
         "from zero_rename.core.store import StoreConfig as S, client_config\n"
         "from zero_rename import read_table, read_dataset\n"

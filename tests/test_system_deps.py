@@ -66,8 +66,13 @@ def test_a_failing_python_3_13_shim_is_passed_over(
 
 def test_localstack_cases_run_on_one_worker() -> None:
     group = conftest.worker_group
-    assert group("tests/core/test_store.py::test_bad_credentials[localstack]") == "localstack"
-    assert group("tests/core/test_protocol.py::test_abort[magic-localstack]") == "localstack"
-    assert group("tests/core/test_protocol.py::test_abort[magic-localstack-2]") == "localstack"
-    assert group("tests/core/test_store.py::test_bad_credentials[moto]") is None
-    assert group("tests/core/test_store.py::test_bad_credentials[localstack]", True) is None
+    assert group("tests/core/s3/test_store.py::test_bad_credentials[localstack]") == "localstack"
+    assert (
+        group("tests/core/protocol/test_protocol.py::test_abort[magic-localstack]") == "localstack"
+    )
+    assert (
+        group("tests/core/protocol/test_protocol.py::test_abort[magic-localstack-2]")
+        == "localstack"
+    )
+    assert group("tests/core/s3/test_store.py::test_bad_credentials[moto]") is None
+    assert group("tests/core/s3/test_store.py::test_bad_credentials[localstack]", True) is None

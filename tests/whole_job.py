@@ -1,7 +1,7 @@
 """One whole job for the fault tests: the writes it makes, running it, and what
 "committed exactly once" means for it. The client-side faults
-(``tests/core/test_lost_responses.py``) and the wire faults through the proxy
-(``tests/core/test_wire_faults.py``) lose the same writes."""
+(``tests/core/protocol/test_lost_responses.py``) and the wire faults through the proxy
+(``tests/core/protocol/test_wire_faults.py``) lose the same writes."""
 
 from __future__ import annotations
 

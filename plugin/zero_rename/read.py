@@ -1,7 +1,7 @@
 """Reading a destination's committed state into Arrow, for pandas, DuckDB and Polars.
 
 ``read_table(dest)`` reads exactly the files of the committed state
-(:mod:`zero_rename.core.protocol.snapshot`): never part of a job, never a partition
+(:mod:`zero_rename.core.views.snapshot`): never part of a job, never a partition
 with old and new files of a replace side by side, never an empty one during
 it. ``read_dataset(dest)`` gives the same files as a ``pyarrow.dataset.Dataset``
 to scan lazily; filters on partition columns skip whole files.
@@ -22,10 +22,14 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from zero_rename.core import Destination, S3Store, StoreConfig
-from zero_rename.core.data.records import JobContext
-from zero_rename.core.protocol.snapshot import TableSnapshot, table_snapshot
-from zero_rename.core.s3.client import botocore_session, environment_endpoint
+from zero_rename.core import (
+    Committer,
+    Destination,
+    StoreConfig,
+    TableSnapshot,
+    botocore_session,
+    environment_endpoint,
+)
 from zero_rename.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -43,7 +47,7 @@ def snapshot(
 ) -> TableSnapshot:
     """The committed state of ``dest`` (an ``s3://bucket/prefix`` URL)."""
     destination = Destination.parse(dest)
-    return table_snapshot(JobContext(S3Store.connect(store_config), destination), as_of_job)
+    return Committer(destination, store_config).snapshot(as_of_job)
 
 
 def read_dataset(

@@ -9,6 +9,7 @@ WebSocket with the ``websockets`` package that Airflow's server already brings.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import shutil
@@ -51,8 +52,11 @@ class Browser:
             start_new_session=True,
         )
         self._ids = itertools.count(1)
-        self.ws: ClientConnection = connect(
-            self._page_socket(), max_size=None, open_timeout=timeout
+        # The connection entered as a context manager (websockets 17.1 deprecates a
+        # bare connect()), left by close().
+        self._connection = contextlib.ExitStack()
+        self.ws: ClientConnection = self._connection.enter_context(
+            connect(self._page_socket(), max_size=None, open_timeout=timeout)
         )
         self.send("Page.enable")
         self.send(
@@ -146,7 +150,7 @@ class Browser:
 
     def close(self) -> None:
         try:
-            self.ws.close()
+            self._connection.close()
         finally:
             stop_process_group(self.proc, timeout=10)
             shutil.rmtree(self.profile, ignore_errors=True)

@@ -4,7 +4,7 @@ stores' behaviour played by the fault proxy; it cleans up what it wrote.
 The races cost SeaweedFS a second or more a round (racing conditional writes
 wait on a per-key lock there), so these tests skip them (``--race-rounds 0``)
 unless the proxy plays the store and the races are the subject; one round on
-the real server is raced in tests/core/test_doctor_backends.py."""
+the real server is raced in tests/core/s3/test_doctor_backends.py."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ EXISTING = [
 
 
 def _rules(client: Any, bucket: str) -> list[dict[str, Any]]:
-    return lifecycle.read_rules(client, bucket)
+    return lifecycle.read_rules(S3Store(client), bucket)
 
 
 def test_set_merges_into_existing_rules_and_updates_in_place(
@@ -51,7 +51,7 @@ def test_set_merges_into_existing_rules_and_updates_in_place(
     assert [r["ID"] for r in rules] == ["logs-expire", "tmp-abort", lifecycle.RULE_ID]
     assert {r["ID"]: r for r in rules}["logs-expire"]["Expiration"] == {"Days": 30}
     # the configuration's own setting is written back, not reset to the default
-    assert lifecycle.read_config(client, bucket)[1] == {
+    assert lifecycle.read_config(S3Store(client), bucket)[1] == {
         "TransitionDefaultMinimumObjectSize": "varies_by_storage_class"
     }
     ours = rules[-1]

@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 from tests.helpers import pending, pending_in_bucket
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.layout import is_visible
-from zero_rename.core.protocol.snapshot import table_snapshot
+from zero_rename.core.views.snapshot import table_snapshot
 
 
 def data_files(c: Committer) -> list[str]:

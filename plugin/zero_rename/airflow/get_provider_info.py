@@ -4,7 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
+from zero_rename.core import table_formats
+
 _PKG = "zero_rename.airflow"
+
+
+def _table_format_options() -> dict[str, dict[str, Any]]:
+    """The bundled daily DAG's table format and each format's options, as the
+    table formats' registry declares them."""
+    formats = table_formats()
+    names = ["none", *formats]
+    found: dict[str, dict[str, Any]] = {
+        "daily_table_format": {
+            "description": "Table format the bundled daily DAG publishes each "
+            f"committed day to, as one commit: {', '.join(names[:-1])} or {names[-1]}.",
+            "version_added": "0.1.0",
+            "type": "string",
+            "example": names[-1],
+            "default": "none",
+        }
+    }
+    for plugin in formats.values():
+        for name, option in plugin.option_help.items():
+            found[f"daily_{name}"] = {
+                "description": f"With daily_table_format = {plugin.name}: {option.description}",
+                "version_added": "0.1.0",
+                "type": "string",
+                "example": option.example,
+                "default": "",
+            }
+    return found
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -60,31 +89,7 @@ def get_provider_info() -> dict[str, Any]:
                         "example": None,
                         "default": "s3://warehouse/daily_events",
                     },
-                    "daily_table_format": {
-                        "description": "Table format the bundled daily DAG publishes each "
-                        "committed day to, as one commit: none, iceberg or delta.",
-                        "version_added": "0.1.0",
-                        "type": "string",
-                        "example": "delta",
-                        "default": "none",
-                    },
-                    "daily_iceberg_catalog": {
-                        "description": "With daily_table_format = iceberg: the PyIceberg "
-                        "catalog's name (.pyiceberg.yaml, PYICEBERG_CATALOG__<NAME>__...); "
-                        "empty: the embedded SQL catalog.",
-                        "version_added": "0.1.0",
-                        "type": "string",
-                        "example": "glue",
-                        "default": "",
-                    },
-                    "daily_iceberg_table": {
-                        "description": "With daily_table_format = iceberg: namespace.table; "
-                        "empty: derived from the destination.",
-                        "version_added": "0.1.0",
-                        "type": "string",
-                        "example": "analytics.daily_events",
-                        "default": "",
-                    },
+                    **_table_format_options(),
                     "daily_application": {
                         "description": "The Spark application of the bundled daily DAG; "
                         "default: apps/daily_partitioned_write.py beside it.",

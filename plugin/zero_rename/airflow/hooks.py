@@ -16,9 +16,16 @@ from typing import Any
 from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 from botocore.config import Config
 
-from zero_rename.core import Committer, JobOptions, S3Store, StoreConfig
-from zero_rename.core.s3.client import check_endpoint, client_config, declared_profile
-from zero_rename.core.s3.profiles import AUTO
+from zero_rename.core import (
+    AUTO_PROFILE,
+    Committer,
+    JobOptions,
+    S3Store,
+    StoreConfig,
+    check_endpoint,
+    client_config,
+    declared_profile,
+)
 
 DEFAULT_POOL_SIZE: int = JobOptions.model_fields["threads"].default
 
@@ -86,7 +93,7 @@ class ZeroRenameHook(S3Hook):
     def store_profile(self) -> str:
         """The store's family from the connection's extra (``store_profile``), or
         ``auto``: probe it at job setup. Not a secret."""
-        return str(self.conn_config.extra_config.get("store_profile") or AUTO)
+        return str(self.conn_config.extra_config.get("store_profile") or AUTO_PROFILE)
 
     def committer(self, destination: str) -> Committer:
         return Committer(destination, store=self.store(), profile=self.store_profile)

@@ -21,8 +21,7 @@ from zero_rename.airflow.failures import protocol_errors
 from zero_rename.airflow.hooks import DEFAULT_POOL_SIZE, ZeroRenameHook
 from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.xcom import SUMMARY_KEY, xcom_summary
-from zero_rename.core import Committer, JobSummary, OutputCheck, StepRunner
-from zero_rename.core.data.layout import partition_key
+from zero_rename.core import Committer, JobSummary, OutputCheck, StepRunner, partition_key
 from zero_rename.errors import JobNotFoundError
 
 # Rendered templates show a missing XCom as the text "None".

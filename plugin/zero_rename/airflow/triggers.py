@@ -24,12 +24,11 @@ def check_stage(aws_conn_id: str | None, destination: str, job_id: str) -> dict[
             "job_id": job_id,
             "message": f"no job {job_id} at {destination}; was it set up?",
         }
-    if record.state in (states.ABORTED, states.ROLLING_BACK):
+    if record.state in states.FAILED:
         return {
             "status": "error",
             "job_id": job_id,
-            "message": f"job {job_id} was {record.state.replace('_', ' ')}; its stage will "
-            "never be committed",
+            "message": f"job {job_id} was {record.state.label}; its stage will never be committed",
         }
     summary = committer.stage_summary(job_id, record.state)
     if summary is None:

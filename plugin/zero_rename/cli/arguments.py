@@ -10,9 +10,7 @@ from typing import TypeAlias
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import duration_arg, format_span
 from zero_rename.cli.output import Result
-from zero_rename.core.data.layout import check_destination_length, check_job_id
-from zero_rename.core.protocol.history import STUCK_AFTER
-from zero_rename.core.s3.profiles import check_profile_name
+from zero_rename.core import STUCK_AFTER, check_destination_length, check_job_id, check_profile_name
 from zero_rename.errors import ConfigError
 
 __all__ = [

@@ -7,14 +7,17 @@ from dataclasses import dataclass, field
 
 from zero_rename.cli.exits import NotFound, missing_bucket
 from zero_rename.cli.output import Output
-from zero_rename.core import Committer, Destination, S3Store, StoreConfig
-from zero_rename.core.s3.client import (
+from zero_rename.core import (
+    AUTO_PROFILE,
+    Committer,
+    Destination,
+    S3Store,
+    StoreConfig,
     check_endpoint,
     check_environment_endpoint,
     declared_profile,
+    shown_url,
 )
-from zero_rename.core.s3.profiles import AUTO
-from zero_rename.core.s3.redact import shown_url
 from zero_rename.errors import DestinationError
 
 # Worker threads for many small requests (aborts, listings). S3 takes far
@@ -45,7 +48,7 @@ class Context:
             endpoint_url=endpoint or check_environment_endpoint(),
             region=getattr(args, "region", None),
             max_pool_connections=DEFAULT_THREADS * 2,
-            profile=getattr(args, "store_profile", None) or AUTO,
+            profile=getattr(args, "store_profile", None) or AUTO_PROFILE,
         )
         return cls(args=args, out=out, config=config)
 

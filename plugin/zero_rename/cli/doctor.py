@@ -17,10 +17,19 @@ from zero_rename.cli.arguments import Subcommands, command
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import ExitCode
 from zero_rename.cli.output import Output, Result
-from zero_rename.core import Committer, Destination
-from zero_rename.core.s3.probes import Check, Examination, examine
-from zero_rename.core.s3.profiles import AUTO, PROFILES, StoreProfile, named_profile
-from zero_rename.core.s3.races import RACE_ROUNDS, RACERS
+from zero_rename.core import (
+    AUTO_PROFILE,
+    PROFILES,
+    RACE_ROUNDS,
+    RACERS,
+    Check,
+    Committer,
+    Destination,
+    Examination,
+    StoreProfile,
+    examine,
+    named_profile,
+)
 
 # A round of the three races is 45 requests; enough rounds to see a rare
 # double winner, few enough that a typing error cannot flood a store.
@@ -79,7 +88,7 @@ def run_doctor(ctx: Context, args: argparse.Namespace) -> Result:
         strays = Committer(dest, store=ctx.store()).stray_records(advance)
     profile = found.profile
     declared = ctx.config.profile
-    mismatches = _overstated(named_profile(declared), found) if declared != AUTO else []
+    mismatches = _overstated(named_profile(declared), found) if declared != AUTO_PROFILE else []
     endpoint = ctx.endpoint
     data = {
         "destination": dest.url,
@@ -171,6 +180,11 @@ def _render(
             f"{' or '.join(data['like']) or 'auto'}",
             style=_STYLE["unsafe"],
         )
+    _render_findings(out, data)
+
+
+def _render_findings(out: Output, data: dict[str, Any]) -> None:
+    """What the races, the records and the problems found, and the verdict."""
     complete = data["races"].get("complete")
     if complete and not complete["atomic"]:
         out.say(

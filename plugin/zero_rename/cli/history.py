@@ -11,8 +11,7 @@ from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound
 from zero_rename.cli.output import Output, Result, human_bytes
-from zero_rename.core import Committer, states
-from zero_rename.core.protocol.history import History, HistoryEntry
+from zero_rename.core import Committer, History, HistoryEntry, states
 
 MAX_LIMIT = 1_000_000
 # Characters of an abort reason in the table (--json has it whole).

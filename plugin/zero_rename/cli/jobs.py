@@ -14,7 +14,7 @@ from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound, Refused
 from zero_rename.cli.output import Advance, Output, Result, Steps, human_bytes, iso, shown
-from zero_rename.core import Committer, JobRecord, states
+from zero_rename.core import Committer, JobRecord, states, table_formats
 from zero_rename.errors import JobNotFoundError
 
 
@@ -267,14 +267,10 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
 
 
 def _table_format(record: JobRecord) -> str:
-    """The job's table format, and for Iceberg its catalog and table as configured."""
-    o = record.options
-    if o.table_format != "iceberg":
-        return o.table_format
-    return (
-        f"iceberg (catalog {o.iceberg_catalog or 'embedded'}, "
-        f"table {o.iceberg_table or 'from the destination'})"
-    )
+    """The job's table format, as the format describes its options (Iceberg: its
+    catalog and table as configured)."""
+    plugin = table_formats().get(record.options.table_format)
+    return plugin.described(record.options) if plugin else record.options.table_format
 
 
 def _output_check(record: JobRecord) -> str | None:

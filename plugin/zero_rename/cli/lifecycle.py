@@ -20,14 +20,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from zero_rename.cli.arguments import Subcommands, command, command_group, whole_number
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result
-from zero_rename.core.data.layout import MAX_KEY_BYTES, check_bucket_name, check_key_text
-from zero_rename.core.s3.client import translate
-from zero_rename.core.s3.redact import shown_url
+from zero_rename.core import MAX_KEY_BYTES, S3Store, check_bucket_name, check_key_text, shown_url
 from zero_rename.errors import ConfigError, StoreError
 
 log = logging.getLogger(__name__)
@@ -38,7 +34,6 @@ RULE_ID = "zero-rename-abort-incomplete-uploads"
 MAX_RULES = 1000
 MAX_DAYS = 2**31 - 1
 MAX_RULE_ID = 255
-_NO_CONFIG = "NoSuchLifecycleConfiguration"
 # Settings of the whole configuration, returned beside the rules.
 _CONFIG_SETTINGS = ("TransitionDefaultMinimumObjectSize",)
 _UNSUPPORTED = {"NotImplemented", "MethodNotAllowed", "MalformedXML", "501", "405"}
@@ -214,55 +209,43 @@ def bucket_name(text: str) -> str:
     return check_bucket_name(name, "bucket")
 
 
-def read_config(client: Any, bucket: str) -> tuple[list[Rule], dict[str, Any]]:
+def read_config(store: S3Store, bucket: str) -> tuple[list[Rule], dict[str, Any]]:
     """The bucket's rules, and the configuration's other settings to write back with them."""
     try:
-        response = client.get_bucket_lifecycle_configuration(Bucket=bucket)
-    except ClientError as exc:
-        if _code(exc) == _NO_CONFIG:
-            return [], {}
-        raise _refusal(exc, "GetBucketLifecycleConfiguration", bucket) from exc
-    except BotoCoreError as exc:
-        raise translate(exc, "GetBucketLifecycleConfiguration", f"s3://{bucket}") from exc
+        response = store.get_lifecycle(bucket)
+    except StoreError as exc:
+        raise _refusal(exc, bucket) from exc.__cause__
+    if response is None:
+        return [], {}
     # A PUT without it would reset the bucket's setting to the default.
     kept = {k: response[k] for k in _CONFIG_SETTINGS if k in response}
     return list(response.get("Rules", [])), kept
 
 
-def read_rules(client: Any, bucket: str) -> list[Rule]:
-    return read_config(client, bucket)[0]
+def read_rules(store: S3Store, bucket: str) -> list[Rule]:
+    return read_config(store, bucket)[0]
 
 
 def write_rules(
-    client: Any, bucket: str, rules: list[Rule], settings: dict[str, Any] | None = None
+    store: S3Store, bucket: str, rules: list[Rule], settings: dict[str, Any] | None = None
 ) -> None:
     try:
-        client.put_bucket_lifecycle_configuration(
-            Bucket=bucket, LifecycleConfiguration={"Rules": rules}, **(settings or {})
-        )
-    except ClientError as exc:
-        raise _refusal(exc, "PutBucketLifecycleConfiguration", bucket) from exc
-    except BotoCoreError as exc:
-        raise translate(exc, "PutBucketLifecycleConfiguration", f"s3://{bucket}") from exc
+        store.put_lifecycle(bucket, rules, settings or {})
+    except StoreError as exc:
+        raise _refusal(exc, bucket) from exc.__cause__
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _refusal(exc: ClientError, op: str, bucket: str) -> Exception:
+def _refusal(exc: StoreError, bucket: str) -> StoreError:
     """A server without lifecycle support says so in its own words; name the alternative."""
-    translated = translate(exc, op, f"s3://{bucket}")
-    status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-    if _code(exc) in _UNSUPPORTED or status in _UNSUPPORTED:
+    if exc.code in _UNSUPPORTED or str(exc.status) in _UNSUPPORTED:
         return StoreError(
-            f"the S3 server refused the lifecycle configuration of bucket {bucket} ({translated}); "
+            f"the S3 server refused the lifecycle configuration of bucket {bucket} ({exc}); "
             "it may not support AbortIncompleteMultipartUpload rules. Sweep abandoned uploads "
             "on a schedule instead: zero-rename uploads abort DEST --all-older-than 24h",
-            operation=op,
-            code=_code(exc),
+            operation=exc.operation,
+            code=exc.code,
         )
-    return translated
+    return exc
 
 
 # -- commands --------------------------------------------------------------
@@ -274,15 +257,15 @@ def run_set(ctx: Context, args: argparse.Namespace) -> Result:
     with ctx.out.steps(f"lifecycle of bucket {bucket}") as step:
         step("checking the bucket")
         ctx.require_bucket(bucket)
-        client = ctx.store().client
+        store = ctx.store()
         step("reading its rules")
-        before, settings = read_config(client, bucket)
+        before, settings = read_config(store, bucket)
         merged, change = merge_rule(before, ours)
         if change != "unchanged":
             step("writing its rules")
-            write_rules(client, bucket, merged, settings)
+            write_rules(store, bucket, merged, settings)
             step("reading them back")
-            _check_kept(read_rules(client, bucket), ours, bucket)
+            _check_kept(read_rules(store, bucket), ours, bucket)
     others = overlapping_abort_rules(merged, ours)
     data = {
         "bucket": bucket,
@@ -346,7 +329,7 @@ def run_show(ctx: Context, args: argparse.Namespace) -> Result:
         step("checking the bucket")
         ctx.require_bucket(bucket)
         step("reading its rules")
-        rules = read_rules(ctx.store().client, bucket)
+        rules = read_rules(ctx.store(), bucket)
     aborting = [
         r.get("ID") for r in rules if r.get("Status") == "Enabled" and abort_days(r) is not None
     ]

@@ -16,8 +16,7 @@ from zero_rename.cli.arguments import store_profile_arg
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import EPILOG, ExitCode, exit_code_for
 from zero_rename.cli.output import Output, stderr_safe, terminal_safe
-from zero_rename.core.s3.profiles import PROFILES
-from zero_rename.core.s3.redact import redact
+from zero_rename.core import PROFILES, redact
 from zero_rename.errors import ZeroRenameError
 
 DESCRIPTION = """\

@@ -46,10 +46,9 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from zero_rename.cli.exits import ExitCode
-from zero_rename.core.s3.progress import Advance as Advance  # re-exported for the commands
-from zero_rename.core.s3.progress import Steps as Steps
-from zero_rename.core.s3.progress import ignore, no_steps
-from zero_rename.core.s3.redact import redact
+from zero_rename.core import Advance as Advance  # re-exported for the commands
+from zero_rename.core import Steps as Steps
+from zero_rename.core import ignore_progress, no_steps, redact
 from zero_rename.formatting import human_bytes as human_bytes  # re-exported for the commands
 
 # What a terminal acts on rather than shows: C0 and C1 controls, ESC and DEL
@@ -178,7 +177,7 @@ class Output:
         ``total`` is known, else a spinner counting the ``unit`` seen so far (no
         ``unit``: no count). Yields ``advance(n)``, which any thread may call."""
         if self._display is None or total == 0:
-            yield ignore
+            yield ignore_progress
             return
         with self._display.task(description, total, unit) as advance:
             yield advance

@@ -8,9 +8,7 @@ from zero_rename.cli.arguments import DEST_HELP, Subcommands, add_stuck_after, c
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import NotFound
 from zero_rename.cli.output import Output, Result, human_bytes
-from zero_rename.core import Committer
-from zero_rename.core.protocol.history import stuck_advice
-from zero_rename.core.protocol.partitions import Holder, PartitionInfo, PartitionView
+from zero_rename.core import Committer, Holder, PartitionInfo, PartitionView, stuck_advice
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from zero_rename.cli.arguments import Subcommands, command, command_group
 from zero_rename.cli.context import Context
 from zero_rename.cli.output import Output, Result
-from zero_rename.core.data.layout import check_bucket_name
+from zero_rename.core import check_bucket_name
 from zero_rename.embedded_s3 import EmbeddedS3
 from zero_rename.errors import ConfigError, ZeroRenameError
 

@@ -9,11 +9,16 @@ from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_g
 from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.exits import ExitCode, NotFound
 from zero_rename.cli.output import Output, Result, human_bytes, shown
-from zero_rename.core import Committer, Destination
-from zero_rename.core.data.model import CommittedFile, SuccessData
-from zero_rename.core.data.success import files_committed
-from zero_rename.core.protocol.output_check import STRAY, Problem
-from zero_rename.core.s3.stats import total_requests
+from zero_rename.core import (
+    STRAY,
+    CommittedFile,
+    Committer,
+    Destination,
+    Problem,
+    SuccessData,
+    files_committed,
+    total_requests,
+)
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:

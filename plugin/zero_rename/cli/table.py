@@ -17,11 +17,22 @@ from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_span
 from zero_rename.cli.exits import NotFound
 from zero_rename.cli.output import Result, Steps
-from zero_rename.core import Committer, JobOptions
-from zero_rename.core.data.options import parse_options
+from zero_rename.core import Committer, JobOptions, parse_options, table_formats
 from zero_rename.errors import ConfigError
 
-FORMATS = ("iceberg", "delta")
+
+def _format_flags() -> dict[str, tuple[str, str, str]]:
+    """Each format's job option as a flag: option -> (format, flag, its help)."""
+    return {
+        name: (plugin.name, option.flag(name), option.flag_help)
+        for plugin in table_formats().values()
+        for name, option in plugin.option_help.items()
+    }
+
+
+def _flags_of(table_format: str) -> str:
+    """``--iceberg-catalog and --iceberg-table``: the flags of one format's options."""
+    return " and ".join(f for fmt, f, _ in _format_flags().values() if fmt == table_format)
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -37,8 +48,8 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         "older than --older-than (and the files only they read), Delta's vacuum of the "
         "files removed from the table before then: the files replace jobs removed from "
         "the table. The format and table are those of the newest job at DEST published "
-        "to one; --format (and for Iceberg --iceberg-catalog, --iceberg-table) name them "
-        "for a table without such a job.",
+        f"to one; --format (and {_per_format_flags()}) name them for a table without "
+        "such a job.",
     )
     expire.add_argument(
         "--older-than",
@@ -48,19 +59,24 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         help="keep every version younger than this, and the files they read (e.g. 7d)",
     )
     expire.add_argument(
-        "--format", choices=FORMATS, default=None, help="the table format (default: the jobs')"
-    )
-    expire.add_argument(
-        "--iceberg-catalog",
-        metavar="NAME",
+        "--format",
+        choices=tuple(table_formats()),
         default=None,
-        help="PyIceberg catalog name (default: the embedded one)",
+        help="the table format (default: the jobs')",
     )
-    expire.add_argument(
-        "--iceberg-table",
-        metavar="NS.TABLE",
-        default=None,
-        help="Iceberg table (default: derived from DEST)",
+    for plugin in table_formats().values():
+        for name, option in plugin.option_help.items():
+            expire.add_argument(
+                option.flag(name), metavar=option.metavar, default=None, help=option.flag_help
+            )
+
+
+def _per_format_flags() -> str:
+    """``for Iceberg --iceberg-catalog, --iceberg-table``, for every format with options."""
+    return "; ".join(
+        f"for {plugin.label} " + ", ".join(o.flag(n) for n, o in plugin.option_help.items())
+        for plugin in table_formats().values()
+        if plugin.option_help
     )
 
 
@@ -91,21 +107,28 @@ def _table_options(committer: Committer, args: argparse.Namespace, step: Steps) 
     """The flags' table, else the one the newest job published to a format names.
 
     Raises:
-        ConfigError: Iceberg flags without ``--format iceberg``, or a bad table name.
+        ConfigError: a format's flags without its ``--format``, or a bad table name.
         NotFound: no flag, and no job at DEST was published to a table format.
     """
-    iceberg = {"iceberg_catalog": args.iceberg_catalog, "iceberg_table": args.iceberg_table}
-    given = {k: v for k, v in iceberg.items() if v is not None}
+    flags = _format_flags()
+    given = {k: v for k in flags if (v := getattr(args, k)) is not None}
+    # The formats whose flags were given: each goes with its own --format only.
+    named = list(dict.fromkeys(flags[k][0] for k in given))
+    for table_format in named:
+        if args.format is not None and args.format != table_format:
+            raise ConfigError(f"{_flags_of(table_format)} go with --format {table_format}")
+        if args.format is None:
+            raise ConfigError(f"{_flags_of(table_format)} need --format {table_format}")
     if args.format is not None:
-        if given and args.format != "iceberg":
-            raise ConfigError("--iceberg-catalog and --iceberg-table go with --format iceberg")
         return parse_options({"table_format": args.format, **given})
-    if given:
-        raise ConfigError("--iceberg-catalog and --iceberg-table need --format iceberg")
     for record in reversed(committer.jobs(step("reading job records", None, "jobs"))):
         if record.table_commit is not None:
             return record.options
     raise NotFound(
         f"no job at {committer.dest.url} was published to a table format; name the "
-        "table's with --format (and --iceberg-catalog, --iceberg-table)"
+        f"table's with --format (and {_all_flags()})"
     )
+
+
+def _all_flags() -> str:
+    return ", ".join(flag for _, flag, _ in _format_flags().values())

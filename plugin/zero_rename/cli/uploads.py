@@ -22,11 +22,7 @@ from zero_rename.cli.context import DEFAULT_THREADS, Context
 from zero_rename.cli.durations import format_duration, format_span
 from zero_rename.cli.exits import ExitCode, NotFound, Refused
 from zero_rename.cli.output import Advance, Output, Result, iso, shown
-from zero_rename.core import Destination
-from zero_rename.core.data.records import JobContext
-from zero_rename.core.protocol import pending as pend
-from zero_rename.core.protocol.abort import abort_each
-from zero_rename.core.protocol.pending import Decision, JobSweep, Owners, Pending
+from zero_rename.core import Committer, Decision, Destination, JobSweep, Pending, PendingUploads
 
 # Recorded in the job record of a job the sweep aborts.
 ABANDONED = "abandoned in setup; aborted from the command line (zero-rename uploads abort)"
@@ -88,19 +84,27 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     )
 
 
+# What the sweep does with a job's old uploads (Decision.action).
+ABORT, ABORT_JOB, KEEP, REFUSE = (
+    PendingUploads.ABORT,
+    PendingUploads.ABORT_JOB,
+    PendingUploads.KEEP,
+    PendingUploads.REFUSE,
+)
+
+
+def uploads_of(ctx: Context, dest: Destination) -> PendingUploads:
+    """The destination's pending uploads, through the command's one connection."""
+    return Committer(dest, store=ctx.store(), profile=ctx.config.profile).uploads()
+
+
 # -- list ------------------------------------------------------------------
 def run_list(ctx: Context, args: argparse.Namespace) -> Result:
-    dest = ctx.destination(args.dest)
+    committer = ctx.committer(args.dest)
+    dest = committer.dest
     now = datetime.now(UTC)
     with listing(ctx) as seen:
-        found = pend.pending_uploads(
-            JobContext(ctx.store(), dest),
-            Owners(JobContext(ctx.store(), dest)),
-            args.job,
-            args.older_than,
-            now,
-            seen,
-        )
+        found = committer.uploads().find(args.job, args.older_than, now, seen)
     data = {
         "destination": dest.url,
         "job_id": args.job,
@@ -149,15 +153,14 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool, threads: int) -> Result:
-    job_ctx = JobContext(ctx.store(), dest)
-    owners = Owners(job_ctx)
+    uploads = uploads_of(ctx, dest)
     with listing(ctx) as seen:
-        found = pend.pending_uploads(job_ctx, owners, job_id, seen=seen)
-    owner = owners.of_job(job_id, [p.key for p in found])
+        found = uploads.find(job_id, seen=seen)
+    owner = uploads.owner_of_job(job_id, [p.key for p in found])
     if owner.state is None and not found:
         raise NotFound(f"no job {job_id} and no pending upload of it under {dest.url}")
-    decision = pend.decide_for_job(owner)
-    if decision.action == pend.REFUSE:
+    decision = uploads.decide_for_job(owner)
+    if decision.action == REFUSE:
         raise Refused(f"{decision.reason}; {len(found)} pending upload(s) left untouched")
     data: dict[str, Any] = {
         "destination": dest.url,
@@ -175,7 +178,7 @@ def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool, thre
     with ctx.out.progress(
         f"aborting uploads of job {job_id[:8]}", len(found), "uploads"
     ) as advance:
-        aborted, gone = pend.abort_job_uploads(job_ctx, job_id, found, threads, advance)
+        aborted, gone = uploads.abort_job(job_id, found, threads, advance)
     data.update(aborted=aborted, already_gone=gone)
     return Result(
         data,
@@ -198,19 +201,18 @@ def _render_job_dry_run(
 def _sweep(
     ctx: Context, dest: Destination, older_than: timedelta, dry_run: bool, threads: int
 ) -> Result:
-    job_ctx = JobContext(ctx.store(), dest)
-    owners = Owners(job_ctx)
+    uploads = uploads_of(ctx, dest)
     now = datetime.now(UTC)
     with listing(ctx) as seen:
-        old = pend.pending_uploads(job_ctx, owners, None, older_than, now, seen)
-    jobs = pend.plan_sweep(old, now)
+        old = uploads.find(None, older_than, now, seen)
+    jobs = uploads.plan_sweep(old, now)
     aborted = gone = 0
     if not dry_run:
-        jobs, aborted, gone = _carry_out(ctx, dest, jobs, threads)
+        jobs, aborted, gone = _carry_out(ctx, uploads, jobs, threads)
     # Actions as carried out: a job in setup whose commit won the race was refused.
-    kept_jobs = {j.owner.job_id for j in jobs if j.decision.action in (pend.KEEP, pend.REFUSE)}
+    kept_jobs = {j.owner.job_id for j in jobs if j.decision.action in (KEEP, REFUSE)}
     kept = [p for p in old if p.owner.job_id in kept_jobs]
-    refused = [j for j in jobs if j.decision.action == pend.REFUSE]
+    refused = [j for j in jobs if j.decision.action == REFUSE]
     data = {
         "destination": dest.url,
         "older_than_seconds": _seconds(older_than),
@@ -243,19 +245,18 @@ def _job_entry(job: JobSweep) -> dict[str, Any]:
 
 
 def _carry_out(
-    ctx: Context, dest: Destination, jobs: Sequence[JobSweep], threads: int
+    ctx: Context, pending: PendingUploads, jobs: Sequence[JobSweep], threads: int
 ) -> tuple[list[JobSweep], int, int]:
     """Abort the old uploads the sweep decided to, then the jobs left in setup."""
-    store = ctx.store()
-    uploads = [p.upload for j in jobs if j.decision.action == pend.ABORT for p in j.uploads]
+    uploads = [p.upload for j in jobs if j.decision.action == ABORT for p in j.uploads]
     with ctx.out.progress("aborting old uploads", len(uploads), "uploads") as advance:
-        aborted, gone = abort_each(store, dest.bucket, uploads, threads, advance)
-    abandoned = sum(1 for j in jobs if j.decision.action == pend.ABORT_JOB)
+        aborted, gone = pending.abort(uploads, threads, advance)
+    abandoned = sum(1 for j in jobs if j.decision.action == ABORT_JOB)
     done = []
     with ctx.out.progress("aborting abandoned jobs", abandoned, "jobs") as advance:
         for job in jobs:
-            if job.decision.action == pend.ABORT_JOB:
-                job, count = pend.abort_abandoned_job(store, job, ABANDONED)
+            if job.decision.action == ABORT_JOB:
+                job, count = pending.abort_abandoned(job, ABANDONED)
                 aborted += count
                 advance(1)
             done.append(job)
@@ -268,17 +269,17 @@ def _render_sweep(out: Output, dest: Destination, data: dict[str, Any]) -> None:
         out.say(f"no pending uploads older than {age} under {dest.url}")
         return
     verb = {
-        pend.ABORT: "abort",
-        pend.ABORT_JOB: "abort job",
-        pend.KEEP: "keep",
-        pend.REFUSE: "refused",
+        ABORT: "abort",
+        ABORT_JOB: "abort job",
+        KEEP: "keep",
+        REFUSE: "refused",
     }
     if data["dry_run"]:
         verb.update(
             {
-                pend.ABORT: "would abort",
-                pend.ABORT_JOB: "would abort job",
-                pend.REFUSE: "would refuse",
+                ABORT: "would abort",
+                ABORT_JOB: "would abort job",
+                REFUSE: "would refuse",
             }
         )
     out.table(
@@ -302,7 +303,7 @@ def _render_sweep(out: Output, dest: Destination, data: dict[str, Any]) -> None:
             f"aborted {data['aborted']} upload(s) under {dest.url}"
             + (f" ({data['already_gone']} already gone)" if data["already_gone"] else "")
         )
-    refused = [j["job_id"] for j in data["jobs"] if j["action"] == pend.REFUSE]
+    refused = [j["job_id"] for j in data["jobs"] if j["action"] == REFUSE]
     if refused:
         out.say(
             f"refused for committing job(s) {shown(refused)}: retry their commit", style="yellow"

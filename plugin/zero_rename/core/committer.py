@@ -31,15 +31,11 @@ from zero_rename.core.data.model import (
 )
 from zero_rename.core.data.options import JobOptions, parse_options
 from zero_rename.core.data.records import JobContext, StrayRecord, step_finished, step_started
-from zero_rename.core.data.success import PARTITIONS_LISTED, committed_files
+from zero_rename.core.data.success import committed_files, plan_summary
 from zero_rename.core.protocol import abort as abort_mod
 from zero_rename.core.protocol import commit as commit_mod
-from zero_rename.core.protocol import history as history_mod
 from zero_rename.core.protocol import planning, rollback, states
 from zero_rename.core.protocol.jobs import setup_job, visible_objects
-from zero_rename.core.protocol.output_check import Problem, check_failed, check_job, check_output
-from zero_rename.core.protocol.partitions import PartitionView, partition_view
-from zero_rename.core.protocol.snapshot import TableSnapshot, table_snapshot
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.protocol.task import TaskAttempt
 from zero_rename.core.protocol.validate import Expected
@@ -52,7 +48,12 @@ from zero_rename.core.s3.client import (
 )
 from zero_rename.core.s3.profiles import AUTO, check_profile_name
 from zero_rename.core.s3.progress import Advance, Steps, ignore, no_steps
-from zero_rename.core.tables.base import open_format
+from zero_rename.core.tables.registry import open_format
+from zero_rename.core.views import history as history_mod
+from zero_rename.core.views.output_check import Problem, check_failed, check_job, check_output
+from zero_rename.core.views.partitions import PartitionView, partition_view
+from zero_rename.core.views.pending import PendingUploads
+from zero_rename.core.views.snapshot import TableSnapshot, table_snapshot
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
@@ -169,7 +170,7 @@ class Committer:
         when, commit seconds, files, rows, bytes, partitions, replaced files,
         mode, why it was aborted; from the job records alone. ``known``: records
         read before (those in a final state are not read again). Cost:
-        :mod:`zero_rename.core.protocol.history`."""
+        :mod:`zero_rename.core.views.history`."""
         return history_mod.job_history(
             JobContext(self._job_store(), self.dest), limit, newest_first, known, stuck_after
         )
@@ -183,7 +184,7 @@ class Committer:
         """Every partition: its files, bytes and rows as readers read them, the job
         that last wrote it, and the running or stuck jobs whose claims hold it;
         none past ``max_objects`` objects listed (``complete`` is then False).
-        Cost: :mod:`zero_rename.core.protocol.partitions`."""
+        Cost: :mod:`zero_rename.core.views.partitions`."""
         return partition_view(
             JobContext(self._job_store(), self.dest), known, stuck_after, max_objects
         )
@@ -305,18 +306,7 @@ class Committer:
         if key != record.prepared_plan:
             prepared = {"prepared_plan": key, "prepared_plan_digest": planning.plan_digest(plan)}
             self.records.update(record.job_id, lambda r: r.model_copy(update=prepared))
-        return JobSummary(
-            job_id=record.job_id,
-            destination=self.dest.url,
-            state=record.state,
-            files=plan.files,
-            bytes=plan.bytes,
-            rows=plan.rows,
-            tasks=plan.tasks,
-            partitions=plan.partitions[:PARTITIONS_LISTED],
-            partition_count=len(plan.partitions),
-            replaced_files=plan.replaced_files,
-        )
+        return plan_summary(self.dest, plan, record.state)
 
     def _step(
         self, job_id: str, step: str, run: Callable[[S3Store, JobRecord], JobSummary]
@@ -413,6 +403,11 @@ class Committer:
             return abort_mod.job_uploads(JobContext(store, self.dest), job_id)
         return list(store.list_uploads(self.dest.bucket, self.dest.dir))
 
+    def uploads(self) -> PendingUploads:
+        """The destination's pending uploads with their owners, for ``uploads list``
+        and ``uploads abort`` (:mod:`zero_rename.core.views.pending`)."""
+        return PendingUploads(JobContext(self.store, self.dest))
+
     def listing_store(self, job_id: str | None = None) -> S3Store:
         """The store, knowing how to list pending uploads here: from the job's record
         if there is one, else as the named profile the store was given; with
@@ -442,7 +437,7 @@ class Committer:
 
     def snapshot(self, as_of_job: str | None = None) -> TableSnapshot:
         """The committed state readers read: every file of committed jobs, now or right
-        after ``as_of_job`` committed (:mod:`zero_rename.core.protocol.snapshot`)."""
+        after ``as_of_job`` committed (:mod:`zero_rename.core.views.snapshot`)."""
         return table_snapshot(self.ctx, as_of_job)
 
     def read_success(self) -> SuccessData | None:
@@ -464,13 +459,13 @@ class Committer:
         """The destination's files against ``success``: every file it lists there with
         its size and ETag, none carrying its job id missing from it; ``advance``
         counts the files listed (in the directories
-        :func:`~zero_rename.core.protocol.output_check.scan_dirs` names)."""
+        :func:`~zero_rename.core.views.output_check.scan_dirs` names)."""
         return check_output(self.ctx, success, threads, advance)
 
     def validate_output(self, job_id: str, threads: int | None = None) -> OutputCheck:
         """The output check as a step after the job's commit (``validate_output``):
         the job's files against ``_SUCCESS`` and its file list
-        (:func:`~zero_rename.core.protocol.output_check.check_job`), with ``threads``
+        (:func:`~zero_rename.core.views.output_check.check_job`), with ``threads``
         partitions listed at once (default: the job's ``threads`` option). The
         result goes into the job record (``output_check``, and the step's timing)
         by compare-and-swap. Changes nothing else: the job stays committed.

@@ -267,20 +267,38 @@ class StepRunner:
                 self.committer.dest.url,
             )
             return None
-        if record.state == states.COMMITTED:
-            log.info("job %s is committed; a step after its commit cannot undo it", record.job_id)
+        return self.abort_job(record.job_id, reason, record)
+
+    def abort_job(
+        self, job_id: str, reason: str, record: JobRecord | None = None, cleanup: bool = True
+    ) -> JobSummary | None:
+        """Abort ``job_id`` after a step (or an engine's stage) failed for good, then
+        clean it up unless ``cleanup`` is False. A committed job, or one past its
+        point of no return, is left alone, with a line in the log: a retry of the
+        commit finishes it. ``record``: the job's record as just read (None: the
+        abort reads it, and a refused one is read again to say why)."""
+        if record is not None and record.state == states.COMMITTED:
+            log.info("job %s is committed; a step after its commit cannot undo it", job_id)
             return None
         try:
-            summary = self.committer.abort_job(record.job_id, reason=reason)
+            summary = self.committer.abort_job(job_id, reason=reason)
         except AbortRefusedError as exc:
-            log.error(
-                "job %s was not aborted: %s; run it again to finish its commit", record.job_id, exc
-            )
+            if record is None and self._committed(job_id):
+                log.info("job %s is committed; a step after its commit cannot undo it", job_id)
+                return None
+            log.error("job %s was not aborted: %s; run it again to finish its commit", job_id, exc)
             return None
-        self.committer.cleanup_job(record.job_id)
+        if cleanup:
+            self.committer.cleanup_job(job_id)
         log.info(
             "job %s is aborted: nothing of it was published, %d pending upload(s) were aborted",
-            record.job_id,
+            job_id,
             summary.aborted_uploads,
         )
         return summary
+
+    def _committed(self, job_id: str) -> bool:
+        try:
+            return self.committer.job(job_id).state == states.COMMITTED
+        except ZeroRenameError:
+            return False

@@ -16,8 +16,15 @@ from typing import Any
 
 from dagster import AssetExecutionContext, MetadataValue, OpExecutionContext
 
-from zero_rename.core import Committer, JobRecord, JobSummary, OutputCheck, StepRunner
-from zero_rename.core.protocol.history import PARTITIONS_NAMED, partition_count
+from zero_rename.core import (
+    PARTITIONS_NAMED,
+    Committer,
+    JobRecord,
+    JobSummary,
+    OutputCheck,
+    StepRunner,
+    partition_count,
+)
 from zero_rename.dagster.failures import protocol_errors
 
 log = logging.getLogger(__name__)

@@ -14,9 +14,15 @@ from typing import TYPE_CHECKING, Any
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from zero_rename.core import Committer, S3Store, StoreConfig
-from zero_rename.core.s3.client import botocore_session, declared_profile, make_client
-from zero_rename.core.s3.profiles import AUTO
+from zero_rename.core import (
+    AUTO_PROFILE,
+    Committer,
+    S3Store,
+    StoreConfig,
+    botocore_session,
+    declared_profile,
+    make_client,
+)
 
 if TYPE_CHECKING:
     from dagster_aws.s3 import S3Resource
@@ -33,7 +39,7 @@ class ZeroRenameResource(ConfigurableResource):
         default=None, description="path-style addressing; on by default with an endpoint"
     )
     store_profile: str = Field(
-        default=AUTO,
+        default=AUTO_PROFILE,
         description="the store's family (aws, minio, ceph, r2, gcs, seaweedfs) "
         "or auto: probe it at job setup",
     )

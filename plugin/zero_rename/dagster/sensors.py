@@ -18,8 +18,7 @@ from dagster import (
     sensor,
 )
 
-from zero_rename.core import states
-from zero_rename.core.data.model import utcnow
+from zero_rename.core import states, utcnow
 from zero_rename.dagster.ops import manual_abort_job
 from zero_rename.dagster.resources import ZeroRenameResource
 

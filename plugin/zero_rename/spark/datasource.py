@@ -47,11 +47,10 @@ from zero_rename.core import (
     StoreConfig,
     TaskAttempt,
     TaskManifest,
-    states,
+    load_object,
+    utcnow,
 )
-from zero_rename.core.data.model import load, utcnow
 from zero_rename.errors import (
-    AbortRefusedError,
     ConfigError,
     ConflictError,
     JobDecidedError,
@@ -105,7 +104,7 @@ class ZeroRenameCommitMessage(WriterCommitMessage):
     """What a task attempt reports to the driver: its task manifest, as JSON.
 
     JSON rather than the pydantic object keeps the message readable by any
-    version of the driver that can load the manifest format.
+    version of the driver that can load_object the manifest format.
     """
 
     manifest_json: str
@@ -116,7 +115,7 @@ class ZeroRenameCommitMessage(WriterCommitMessage):
     peak_rss_bytes: int
 
     def manifest(self) -> TaskManifest:
-        return load(TaskManifest, self.manifest_json.encode("utf-8"), "Spark commit message")
+        return load_object(TaskManifest, self.manifest_json.encode("utf-8"), "Spark commit message")
 
 
 class ZeroRenameDataSource(DataSource):
@@ -183,7 +182,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         self.config = config
         self.stage_started = utcnow()  # an orchestrated job records its stage step from here
         # Spark's schema, not Arrow's: this object is pickled to the worker that
-        # commits the job, which then needs no pyarrow to load it.
+        # commits the job, which then needs no pyarrow to load_object it.
         self.schema = schema
         # The files' schema as a table format takes it, the same text in every
         # task's manifest; "" without a table format (pyarrow stays unloaded).
@@ -356,12 +355,6 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             self.job_id, manifests, expected, COMMIT_RETRIES, COMMIT_RETRY_SECONDS
         )
 
-    def _committed(self) -> bool:
-        try:
-            return self._committer().job(self.job_id).state == states.COMMITTED
-        except ZeroRenameError:
-            return False
-
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         finished = sum(1 for m in messages if m is not None)
         log.warning(
@@ -370,23 +363,13 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             finished,
             len(messages),
         )
-        try:
-            summary = self._committer().abort_job(
-                self.job_id,
-                reason=f"Spark aborted the write ({finished} of {len(messages)} "
-                "task(s) had finished); the failing task's error is in "
-                "the Spark application's log",
-            )
-        except AbortRefusedError as exc:
-            if self._committed():
-                # A step after the commit failed (the output check): nothing to undo.
-                log.warning("job %s is committed; Spark's abort changes nothing", self.job_id)
-                return
-            # Aborting now would lose committed output; the job must finish instead.
-            log.error("job %s cannot be aborted: %s", self.job_id, exc)
-            return
-        log.info(
-            "job %s aborted: %d pending upload(s) aborted", self.job_id, summary.aborted_uploads
+        # A committed job (a step after the commit failed: the output check) or one
+        # past its point of no return is left alone; the abort cleans up itself.
+        StepRunner(self._committer()).abort_job(
+            self.job_id,
+            f"Spark aborted the write ({finished} of {len(messages)} task(s) had finished); "
+            "the failing task's error is in the Spark application's log",
+            cleanup=False,
         )
 
 

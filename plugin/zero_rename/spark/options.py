@@ -24,15 +24,28 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
-from zero_rename.core import Destination, JobOptions, StoreConfig
-from zero_rename.core.data.layout import check_job_id
-from zero_rename.core.data.options import parse_options
-from zero_rename.core.s3.client import check_endpoint, check_environment_endpoint
+from zero_rename.core import (
+    Destination,
+    JobOptions,
+    StoreConfig,
+    check_endpoint,
+    check_environment_endpoint,
+    check_job_id,
+    parse_options,
+    table_formats,
+)
 from zero_rename.errors import ConfigError
 
 FORMAT = "zero-rename"
@@ -70,8 +83,7 @@ _JOB_KEYS = (
     "on_conflict",
     "wait_timeout",
     "table_format",
-    "iceberg_catalog",
-    "iceberg_table",
+    # and each table format's own options (FORMAT_OPTIONS)
 )
 # What Spark's refused save modes error/errorifexists and ignore would do.
 IF_EXISTS = {"error": "error", "errorifexists": "error", "ignore": "ignore"}
@@ -184,7 +196,20 @@ class StoreOptions(_Options):
         )
 
 
-class WriterOptions(StoreOptions):
+# Each table format's job options (iceberg_catalog, iceberg_table...), as the table
+# formats' registry declares them; the core's JobOptions checks their values.
+FORMAT_OPTIONS = tuple(name for plugin in table_formats().values() for name in plugin.option_help)
+if TYPE_CHECKING:
+    _WriterBase = StoreOptions
+else:
+    _WriterBase = create_model(
+        "FormatWriterOptions",
+        __base__=StoreOptions,
+        **{name: (str | None, None) for name in FORMAT_OPTIONS},
+    )
+
+
+class WriterOptions(_WriterBase):
     """Every option of ``df.write.format("zero-rename")``."""
 
     BLANK_IS_UNSET = StoreOptions.BLANK_IS_UNSET | {
@@ -194,8 +219,7 @@ class WriterOptions(StoreOptions):
         "max_file_size",
         "max_rows_per_file",
         "table_format",
-        "iceberg_catalog",
-        "iceberg_table",
+        *FORMAT_OPTIONS,
     }
 
     partition_by: str | None = None
@@ -214,10 +238,9 @@ class WriterOptions(StoreOptions):
     verify_uploads: Flag | None = None
     on_conflict: str | None = None
     wait_timeout: str | int | None = None
-    # Publish the job as one commit of a table format (none, iceberg, delta).
+    # Publish the job as one commit of a table format (none, iceberg, delta); the
+    # format's own options (iceberg_catalog...) are the base's, from the registry.
     table_format: str | None = None
-    iceberg_catalog: str | None = None
-    iceberg_table: str | None = None
     # The Parquet files.
     compression: Codec = "snappy"
     max_file_size: PositiveSize | None = None  # None: no limit (as Spark)
@@ -374,7 +397,7 @@ def resolve_endpoint(value: str | None) -> str | None:
 
 def _job_options(opts: WriterOptions, overwrite: bool) -> tuple[JobOptions, frozenset[str]]:
     given = opts.model_fields_set
-    raw: dict[str, Any] = {k: getattr(opts, k) for k in _JOB_KEYS if k in given}
+    raw: dict[str, Any] = {k: getattr(opts, k) for k in (*_JOB_KEYS, *FORMAT_OPTIONS) if k in given}
     explicit = set(raw)
     if "partition_by" in given:
         raw["partition_columns"] = opts.partition_by

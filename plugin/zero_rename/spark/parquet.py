@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zero_rename.core.data.model import Bound, ColumnStats, FileStats
+from zero_rename.core import Bound, ColumnStats, FileStats
 from zero_rename.spark.options import FileOptions
 from zero_rename.spark.partitions import PartitionValues, split_by_partition
 

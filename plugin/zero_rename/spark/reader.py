@@ -8,7 +8,7 @@ Spark's roles, in a Python data source reader:
   writer recorded them, or inferred as Spark infers partition values (integer,
   long, double, date, else string) for files other tools wrote.
 - ``DataSource.reader(schema)`` (driver): takes one snapshot of the committed
-  state (:mod:`zero_rename.core.protocol.snapshot`) and groups its files into input
+  state (:mod:`zero_rename.core.views.snapshot`) and groups its files into input
   partitions; the reader, with the snapshot's file list, is pickled to the
   executors, so every task reads the same state. With
   ``spark.sql.python.filterPushdown.enabled`` on, filters on partition columns
@@ -43,10 +43,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from zero_rename.core import Destination, S3Store, StoreConfig
-from zero_rename.core.data.layout import check_job_id
-from zero_rename.core.data.records import JobContext
-from zero_rename.core.protocol.snapshot import SnapshotFile, TableSnapshot, table_snapshot
+from zero_rename.core import (
+    Committer,
+    Destination,
+    SnapshotFile,
+    StoreConfig,
+    TableSnapshot,
+    check_job_id,
+)
 from zero_rename.errors import ConfigError, ZeroRenameError
 from zero_rename.read import filesystem
 from zero_rename.spark.options import FORMAT, Size, StoreOptions, check_secret_keys, validated
@@ -107,9 +111,7 @@ def parse_reader_options(options: Mapping[str, str]) -> ReadConfig:
 
 
 def take_snapshot(config: ReadConfig) -> TableSnapshot:
-    return table_snapshot(
-        JobContext(S3Store.connect(config.store), config.destination), config.as_of_job
-    )
+    return Committer(config.destination, config.store).snapshot(config.as_of_job)
 
 
 # -- schema (driver) -------------------------------------------------------------

@@ -24,8 +24,7 @@ from zero_rename.airflow.hooks import ZeroRenameHook
 from zero_rename.airflow.links import commits_url
 from zero_rename.airflow.ui.scope import DESTINATIONS, PREFIXES, SECTION, Scope, refusal
 from zero_rename.airflow.ui.view import DestinationView, destination_view, shown_error
-from zero_rename.core import Committer, Destination, StoreConfig
-from zero_rename.core.s3.redact import redact
+from zero_rename.core import Committer, Destination, StoreConfig, redact
 from zero_rename.errors import ConfigError, ZeroRenameError
 from zero_rename.formatting import human_bytes
 

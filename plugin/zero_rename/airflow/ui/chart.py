@@ -21,8 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from zero_rename.core import states
-from zero_rename.core.protocol.history import HistoryEntry
+from zero_rename.core import HistoryEntry, states
 from zero_rename.formatting import human_bytes
 
 WIDTH = 760

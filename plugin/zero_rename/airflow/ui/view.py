@@ -17,12 +17,20 @@ from datetime import datetime
 from urllib.parse import quote, urlsplit
 
 from zero_rename.airflow.ui.chart import Chart, history_chart
-from zero_rename.core import Committer, JobRecord, JobSummary, OutputCheck, states
-from zero_rename.core.data.layout import file_job_id
-from zero_rename.core.data.model import TableCommit
-from zero_rename.core.data.success import files_committed
-from zero_rename.core.protocol.history import HistoryEntry, stuck_advice
-from zero_rename.core.protocol.partitions import Holder, PartitionInfo
+from zero_rename.core import (
+    Committer,
+    HistoryEntry,
+    Holder,
+    JobRecord,
+    JobSummary,
+    OutputCheck,
+    PartitionInfo,
+    TableCommit,
+    file_job_id,
+    files_committed,
+    states,
+    stuck_advice,
+)
 from zero_rename.errors import ZeroRenameError
 
 log = logging.getLogger(__name__)
@@ -132,7 +140,7 @@ def _counts(committer: Committer, record: JobRecord) -> JobSummary | None:
     """Committed jobs report their summary; staged ones what their stage manifest holds."""
     if record.summary is not None:
         return record.summary
-    if record.state in (states.ABORTED, states.ROLLING_BACK):
+    if record.state in states.FAILED:
         return None
     return committer.stage_summary(record.job_id, record.state)
 

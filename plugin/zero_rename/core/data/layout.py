@@ -16,9 +16,6 @@ from zero_rename.errors import ConfigError
 
 HIDDEN_DIR = "_zero_rename"
 RECORD_NAME = "job.json"
-# Each table format's folder at the destination, where its metadata is written
-# (Iceberg's under the tables zero-rename creates; Delta's log, always).
-TABLE_FORMAT_DIRS = {"iceberg": "_iceberg", "delta": "_delta_log"}
 SUCCESS_NAME = "_SUCCESS"
 # Spark and Hive write this for a null or empty partition value.
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import socket
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -26,6 +26,7 @@ from zero_rename.core.data.options import MAX_PARTS, JobOptions
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.s3.profiles import StoreProfile
+from zero_rename.core.tables import registry
 from zero_rename.errors import ManifestError
 
 M = TypeVar("M", bound=BaseModel)
@@ -264,12 +265,19 @@ class JobSummary(_Frozen):
     seconds: float = 0.0
 
 
+# A table format of the registry (core/tables/registry.py).
+if TYPE_CHECKING:
+    FormatName = str
+else:
+    FormatName = Literal[registry.format_names()]
+
+
 class TableCommit(_Frozen):
     """The table format's commit that published a job: the Iceberg snapshot or the
     Delta version, of which table; it carries the job id, so a retried commit finds
     it instead of publishing twice."""
 
-    format: Literal["iceberg", "delta"]
+    format: FormatName
     table: str
     id: str
     files: int = 0
@@ -278,7 +286,8 @@ class TableCommit(_Frozen):
     @property
     def version(self) -> str:
         """The commit as the format names it: ``snapshot 8061…`` or ``version 3``."""
-        return f"{'snapshot' if self.format == 'iceberg' else 'version'} {self.id}"
+        plugin = registry.format_plugin(self.format)
+        return f"{plugin.commit_word if plugin else 'version'} {self.id}"
 
     def describe(self) -> str:
         """One line, for ``jobs show``, the Commits page, logs and metadata."""

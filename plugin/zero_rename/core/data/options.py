@@ -7,13 +7,13 @@ value it cannot use.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from zero_rename.core.data.layout import check_key_text
+from zero_rename.core.tables import registry
 from zero_rename.errors import ConfigError
 
 MIB = 1024 * 1024
@@ -27,15 +27,22 @@ CommitterMode = Literal["magic", "staging"]
 ConflictMode = Literal["fail", "replace", "append"]
 # What a job commit does when another job holds a claim on a partition it writes.
 OnConflict = Literal["fail", "wait"]
-# The table format each committed job is published to, as one commit of it.
-TableFormat = Literal["none", "iceberg", "delta"]
-# An Iceberg table identifier: namespace.table, each a SQL-safe name.
-_ICEBERG_TABLE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}(\.[A-Za-z_][A-Za-z0-9_]{0,127})+")
-_CATALOG_RE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+# The table format each committed job is published to, as one commit of it: "none",
+# or a format of the registry (core/tables/registry.py), whose options join the
+# job's (after the core's own, in the record as they always were).
+if TYPE_CHECKING:
+    TableFormatName = str
+
+    class _FormatOptions(BaseModel):
+        """Every table format's options: at run time, the registry's model."""
+
+else:
+    TableFormatName = Literal[(registry.NONE, *registry.format_names())]
+    _FormatOptions = registry.format_options()
 
 
-class JobOptions(BaseModel):
-    """Options fixed at job setup and stored in the job record."""
+class _CoreOptions(BaseModel):
+    """The job options of the protocol itself."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -49,30 +56,7 @@ class JobOptions(BaseModel):
     # Seconds a job commit waits for another job's claim with on_conflict=wait.
     wait_timeout: int = Field(default=600, ge=0, le=7 * 24 * 3600)
     # Publish each committed job as one commit of a table format (core/tables).
-    table_format: TableFormat = "none"
-    # Iceberg: the catalog's name as PyIceberg users configure it (.pyiceberg.yaml,
-    # PYICEBERG_CATALOG__<NAME>__...); empty: the embedded SQL catalog on SQLite.
-    iceberg_catalog: str = ""
-    # Iceberg: namespace.table; empty: derived from the destination.
-    iceberg_table: str = ""
-
-    @field_validator("iceberg_catalog")
-    @classmethod
-    def _check_catalog(cls, value: str) -> str:
-        if value and not _CATALOG_RE.fullmatch(value):
-            raise ValueError(
-                f"iceberg_catalog {value[:80]!r} must be 1-64 letters, digits, '-', '_'"
-            )
-        return value
-
-    @field_validator("iceberg_table")
-    @classmethod
-    def _check_table(cls, value: str) -> str:
-        if value and not _ICEBERG_TABLE_RE.fullmatch(value):
-            raise ValueError(
-                f"iceberg_table {value[:80]!r} must be namespace.table (letters, digits, '_')"
-            )
-        return value
+    table_format: TableFormatName = "none"
 
     @field_validator("partition_columns", mode="before")
     @classmethod
@@ -101,6 +85,13 @@ class JobOptions(BaseModel):
         if self.committer == "magic":
             return "magic"
         return "partitioned" if self.partition_columns else "directory"
+
+
+class JobOptions(_FormatOptions, _CoreOptions):
+    """Options fixed at job setup and stored in the job record: the protocol's own,
+    then each table format's (``iceberg_catalog``...)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 def parse_options(options: Mapping[str, Any] | None = None, **overrides: Any) -> JobOptions:

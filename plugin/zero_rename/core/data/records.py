@@ -110,7 +110,7 @@ class JobRecords:
     def advance(
         self,
         job_id: str,
-        event: states.Event,
+        event: states.Event[states.JobState],
         changes: Callable[[JobRecord], dict[str, Any]] = lambda r: {},
     ) -> tuple[JobRecord, bool]:
         """Move the job by ``event`` (:mod:`zero_rename.core.protocol.states`), with
@@ -261,7 +261,7 @@ class JobRecords:
         for obj in listed:
             job_id = self.record_job(obj.key) or ""
             old = (known or {}).get(job_id)
-            if old is not None and old.state in states.FINAL:
+            if old is not None and old.state not in states.LIVE:
                 found.append(old)
                 advance(1)
             else:

@@ -108,13 +108,19 @@ def succeeds(current: bytes | None, success: SuccessData) -> bool:
     return other.job_id == success.job_id or commit_millis(other) <= commit_millis(success)
 
 
-def success_summary(
-    dest: Destination, plan: CommitPlan, job_stats: RequestStats, seconds: float
+def plan_summary(
+    dest: Destination,
+    plan: CommitPlan,
+    state: states.JobState,
+    requests: int = 0,
+    seconds: float = 0.0,
 ) -> JobSummary:
+    """The job's summary as its plan counts it: the validate step's (the job still
+    undecided) and the commit's (committed, with its requests and seconds)."""
     return JobSummary(
         job_id=plan.job_id,
         destination=dest.url,
-        state=states.COMMITTED,
+        state=state,
         files=plan.files,
         bytes=plan.bytes,
         rows=plan.rows,
@@ -122,9 +128,16 @@ def success_summary(
         partition_count=len(plan.partitions),
         tasks=plan.tasks,
         replaced_files=plan.replaced_files,
-        requests=total_requests(job_stats.snapshot()),
+        requests=requests,
         seconds=round(seconds, 3),
     )
+
+
+def success_summary(
+    dest: Destination, plan: CommitPlan, job_stats: RequestStats, seconds: float
+) -> JobSummary:
+    requests = total_requests(job_stats.snapshot())
+    return plan_summary(dest, plan, states.COMMITTED, requests, seconds)
 
 
 def now_millis() -> int:

@@ -30,12 +30,13 @@ from zero_rename.core.s3.client import S3Store, UploadInfo
 from zero_rename.core.s3.probes import resolve_profile
 from zero_rename.core.s3.profiles import AUTO
 from zero_rename.core.s3.progress import Advance, Steps, no_steps
+from zero_rename.core.s3.writes import swap
 from zero_rename.core.tables.ended import take_ended
 from zero_rename.errors import (
     AbortRefusedError,
+    ContentionError,
     JobNotFoundError,
     ManifestError,
-    PreconditionFailed,
     ZeroRenameError,
 )
 
@@ -289,7 +290,7 @@ def _replace_unreadable(
             f"({plans[0]}): the job may have passed its point of no return. Inspect it by "
             "hand; nothing was changed"
         )
-    _, etag = records.read_raw(job_id)
+    data, etag = records.read_raw(job_id)
     if store.profile is None:
         # The record that names the store's profile is what cannot be read, and
         # If-Match must carry the ETag in the form the store takes (Ceph RGW 16:
@@ -306,10 +307,24 @@ def _replace_unreadable(
         recovered=True,
         store_profile=store.profile,
     )
+    body = dump(record)
+
+    def replace(current: bytes | None) -> bytes:
+        # Only over the bytes found unreadable: a record written since is decided anew.
+        if current != data:
+            raise ZeroRenameError(
+                f"job {job_id}'s unreadable record changed while it was being aborted; "
+                "run the abort again"
+            )
+        return body
+
+    # One round from what was read: a lost one means the record changed, or the
+    # store refused its own ETag in the form the profile sends (_unreplaced says which).
+    key = layout.record_key
     try:
-        store.put_object(dest.bucket, layout.record_key, dump(record), if_match=etag)
-    except PreconditionFailed:
-        raise _unreplaced(store, dest.bucket, layout.record_key, job_id, etag) from None
+        swap(store, dest.bucket, key, replace, f"job record {job_id}", 1, known=(data, etag))
+    except ContentionError:
+        raise _unreplaced(store, dest.bucket, key, job_id, etag) from None
     log.warning(
         "job %s had an unreadable record (%s); replaced it with an aborted one", job_id, problem
     )

@@ -16,7 +16,7 @@
    shard, journaling progress and writing the job's file list.
 5. Write ``_SUCCESS`` (a bounded summary naming the file list) and swap the
    record to ``committed``: the job's new state is whole, and readers of the
-   committed state (:mod:`zero_rename.core.protocol.snapshot`) switch to it at once.
+   committed state (:mod:`zero_rename.core.views.snapshot`) switch to it at once.
 6. Delete the files being replaced, only now, so that neither a crash nor a
    reader ever finds a partition empty; release the claim, clean up.
 
@@ -32,6 +32,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
@@ -39,6 +40,7 @@ from zero_rename.core.data import manifests as manifest_sources
 from zero_rename.core.data.manifests import ManifestSource
 from zero_rename.core.data.model import (
     CommitPlan,
+    CommittedFile,
     JobRecord,
     JobSummary,
     StageManifest,
@@ -69,6 +71,7 @@ from zero_rename.core.protocol.planning import (
 )
 from zero_rename.core.protocol.publish import ProgressCallback, delete_replaced, publish
 from zero_rename.core.protocol.rollback import roll_back
+from zero_rename.core.protocol.states import Course
 from zero_rename.core.protocol.validate import Expected
 from zero_rename.core.s3.writes import Version, swap
 from zero_rename.errors import (
@@ -120,55 +123,66 @@ def _commit_job(
     started = time.monotonic()
     record = ctx.records.get(job_id)
     ctx = ctx.profiled(record.store_profile)
-    store, dest, records = ctx.store, ctx.dest, ctx.records
-    if record.state == states.ROLLING_BACK:
-        finish_rollback(ctx, record)
-        raise CommitRolledBackError(f"job {job_id} was rolled back: {record.error}")
-    if record.state == states.ABORTED:
-        raise JobDecidedError(f"job {job_id} was aborted; it cannot commit: {record.error}")
-    if record.state == states.COMMITTED:
-        return _already_committed(ctx, record)
-    if record.options.threads > store.pool_size:
+    course = states.COMMIT_STARTS(record.state)
+    if course not in (Course.PLAN, Course.PUBLISH):
+        return _follow(ctx, record, course)
+    _warn_of_a_small_pool(ctx, record)
+    plan: CommitPlan | None = None
+    if course is Course.PLAN:
+        record, stage = _seal_reading_stage(ctx, record, manifests)
+        # None: another commit's plan; it may be completing it now, or have crashed.
+        record, plan = _plan_and_decide(ctx, record, manifests, expected, stage)
+        course = states.COMMIT_GOES_ON(record.state)
+        if course is not Course.PUBLISH:  # another commit finished, or rolls back
+            return _decided_elsewhere(ctx, record, course)
+    return _publish_decided(ctx, record, plan, progress, started)
+
+
+def _warn_of_a_small_pool(ctx: JobContext, record: JobRecord) -> None:
+    if record.options.threads > ctx.store.pool_size:
         # urllib3 would open and discard connections past the pool's size,
         # the bottleneck the zero-rename paper reports at job commit.
         log.warning(
             "job %s commits with %d threads but %d pooled S3 connections; size "
             "StoreConfig.max_pool_connections to the threads",
-            job_id,
+            record.job_id,
             record.options.threads,
-            store.pool_size,
+            ctx.store.pool_size,
         )
-    resumed = record.state == states.COMMITTING
-    plan: CommitPlan | None = None
-    if not resumed:
-        record, stage = _seal_reading_stage(ctx, record, manifests)
-        record, plan = _plan_and_decide(ctx, record, manifests, expected, stage)
-        if record.state != states.COMMITTING:  # another commit finished, or rolls back
-            return _decided_elsewhere(ctx, record)
-        # Another commit's plan: it may be completing it now, or have crashed.
-        resumed = plan is None
+
+
+def _publish_decided(
+    ctx: JobContext,
+    record: JobRecord,
+    plan: CommitPlan | None,
+    progress: Progress | None,
+    started: float,
+) -> JobSummary:
+    """Past the point of no return: complete the plan's uploads (``plan`` None: the
+    decided plan, read, and journaled progress resumed), publish to the table
+    format, write ``_SUCCESS`` and record the job committed."""
     fresh = plan is not None  # decided by this call: no journal, no file complete yet
     plan = plan or decided_plan(ctx, record)
     try:
-        first_files, last = publish(ctx, record, plan, progress, resumed, fresh)
+        first_files, last = publish(ctx, record, plan, progress, not fresh, fresh)
     except UploadRefusedError as refused:
         return _refused(ctx, record, refused)
     # The last shard's file list beside the record's read: a commit of this job held
     # up here (a paused zombie) while another finished it reports that, and writes
     # no _SUCCESS over a later job's. _SUCCESS is read beside both, for its swap.
     (_, decided), previous = _both(
-        lambda: _both(last.file_list, lambda: records.get(job_id)),
+        lambda: _both(last.file_list, lambda: ctx.records.get(record.job_id)),
         lambda: _success_version(ctx),
     )
-    if decided.state != states.COMMITTING:
-        # A commit of this job that was held up here (a paused zombie) while
-        # another finished it: report that, and write no _SUCCESS over a later job's.
-        return _decided_elsewhere(ctx, decided)
+    course = states.COMMIT_GOES_ON(decided.state)
+    if course is not Course.PUBLISH:
+        return _decided_elsewhere(ctx, decided, course)
     table_started = utcnow()
     if record.options.table_format != "none":
-        fenced = _fence_publish(ctx, job_id, table_started)
-        if fenced.state != states.COMMITTING:  # a rollback by hand won the record first
-            return _decided_elsewhere(ctx, fenced)
+        fenced = _fence_publish(ctx, record.job_id, table_started)
+        course = states.COMMIT_GOES_ON(fenced.state)
+        if course is not Course.PUBLISH:  # a rollback by hand won the record first
+            return _decided_elsewhere(ctx, fenced, course)
         table_started = fenced.steps["publish_table"].started
     try:
         table_commit = publish_table(ctx, record, plan)
@@ -178,15 +192,37 @@ def _commit_job(
         if not is_final(refused) or published_to_table(ctx, record) is not None:
             raise
         return _refused_by_table(ctx, record, refused)
+    finished = Finished(first_files, last.done, table_commit, table_started, previous, started)
+    return _record_committed(ctx, record, plan, finished)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What the completes and the table commit left for the last writes of a commit."""
+
+    first_files: list[CommittedFile]
+    file_list_done: Callable[[], object]
+    table_commit: TableCommit | None
+    table_started: datetime
+    success_before: Version
+    started: float
+
+
+def _record_committed(
+    ctx: JobContext, record: JobRecord, plan: CommitPlan, done: Finished
+) -> JobSummary:
+    """Write ``_SUCCESS`` and swap the record to ``committed``; then delete the
+    replaced files and clean up."""
+    store, dest, job_id = ctx.store, ctx.dest, record.job_id
     # The job's commit time: _SUCCESS's timestamp and the record's commit step's end.
     committed_at = utcnow()
-    success = build_success(dest, record, plan, first_files, store.stats, committed_at)
-    _both(last.done, lambda: _write_success(ctx, success, previous))
-    summary = success_summary(dest, plan, store.stats, time.monotonic() - started)
-    committed, _ = records.advance(
+    success = build_success(dest, record, plan, done.first_files, store.stats, committed_at)
+    _both(done.file_list_done, lambda: _write_success(ctx, success, done.success_before))
+    summary = success_summary(dest, plan, store.stats, time.monotonic() - done.started)
+    committed, _ = ctx.records.advance(
         job_id,
         states.PUBLISHED,
-        lambda r: _finished(r, summary, table_commit, table_started, committed_at),
+        lambda r: _finished(r, summary, done.table_commit, done.table_started, committed_at),
     )
     delete_replaced(ctx, committed, plan)
     _cleanup_after_commit(ctx, record, plan)
@@ -206,8 +242,9 @@ def _refused(ctx: JobContext, record: JobRecord, refused: UploadRefusedError) ->
     meanwhile (a zombie resumed after the job was committed, and perhaps replaced
     by a later job since), report that decision; else roll the job back."""
     current = ctx.records.get(record.job_id)
-    if current.state in states.FINAL:
-        return _decided_elsewhere(ctx, current)
+    course = states.UPLOAD_REFUSED(current.state)
+    if course is not Course.ROLL_BACK:
+        return _decided_elsewhere(ctx, current, course)
     _roll_back_and_raise(
         ctx,
         record.job_id,
@@ -242,14 +279,22 @@ def _roll_back_and_raise(
     ) from cause
 
 
-def _decided_elsewhere(ctx: JobContext, current: JobRecord) -> JobSummary:
+def _decided_elsewhere(ctx: JobContext, current: JobRecord, course: Course) -> JobSummary:
     """The outcome another commit (or rollback) of the job decided while this one ran."""
     log.info("job %s was %s by another process meanwhile", current.job_id, current.state)
-    if current.state == states.COMMITTED:
-        return _already_committed(ctx, current)
-    if current.state == states.ROLLING_BACK:
-        finish_rollback(ctx, current)
-    raise CommitRolledBackError(f"job {current.job_id} was rolled back: {current.error}")
+    return _follow(ctx, current, course)
+
+
+def _follow(ctx: JobContext, record: JobRecord, course: Course) -> JobSummary:
+    """What a commit does with a job it finds decided (or refused) without it, as
+    the state machine's ``course`` says: report it committed, or raise."""
+    if course is Course.REPORT:
+        return _already_committed(ctx, record)
+    if course is Course.REFUSE:
+        raise JobDecidedError(f"job {record.job_id} was aborted; it cannot commit: {record.error}")
+    if course is Course.FINISH_ROLLBACK:
+        finish_rollback(ctx, record)
+    raise CommitRolledBackError(f"job {record.job_id} was rolled back: {record.error}")
 
 
 def _already_committed(ctx: JobContext, record: JobRecord) -> JobSummary:
@@ -354,11 +399,12 @@ def _plan_and_decide(
         # plan's shards in its cleanup). Follow the decision, rather than report
         # the problem it caused.
         current = records.get(record.job_id)
-        if current.state == states.ABORTED:
+        course = states.PLAN_FAILED(current.state)
+        if course is Course.REFUSE:
             raise JobDecidedError(
                 f"job {record.job_id} was aborted while it was being validated; it cannot commit"
             ) from exc
-        if current.state in states.DECIDED:
+        if course is Course.FOLLOW:
             log.info("job %s: another commit decided while this one planned", record.job_id)
             return current, None
         raise
@@ -399,7 +445,9 @@ def _fence_publish(ctx: JobContext, job_id: str, started: datetime) -> JobRecord
     committing (rolled back first) is returned as it is, and nothing is published."""
 
     def mark(current: JobRecord) -> JobRecord | None:
-        if current.state != states.COMMITTING or "publish_table" in current.steps:
+        if states.COMMIT_GOES_ON(current.state) is not Course.PUBLISH:
+            return None
+        if "publish_table" in current.steps:
             return None
         step = StepTiming(started=started, status="running")
         return current.model_copy(update={"steps": {**current.steps, "publish_table": step}})

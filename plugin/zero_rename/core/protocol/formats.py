@@ -18,7 +18,8 @@ from zero_rename.core.data.layout import partition_values
 from zero_rename.core.data.model import CommitPlan, JobRecord, TableCommit
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol.planning import upload_shards
-from zero_rename.core.tables.base import Publication, TableFile, open_format
+from zero_rename.core.tables.base import Publication, TableFile
+from zero_rename.core.tables.registry import open_format
 
 log = logging.getLogger(__name__)
 

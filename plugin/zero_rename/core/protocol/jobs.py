@@ -17,7 +17,7 @@ from zero_rename.core.protocol import states
 from zero_rename.core.s3.client import ObjectInfo
 from zero_rename.core.s3.probes import resolve_profile
 from zero_rename.core.s3.profiles import AUTO
-from zero_rename.core.tables.base import open_format
+from zero_rename.core.tables.registry import open_format
 from zero_rename.errors import (
     ConfigError,
     ConflictError,

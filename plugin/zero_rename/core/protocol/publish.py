@@ -343,7 +343,7 @@ def delete_replaced(ctx: JobContext, record: JobRecord, plan: CommitPlan | None 
     """Delete the files a committed job replaced; safe to run again.
 
     Only once the record says ``committed``: from then on readers of the
-    committed state skip them (:mod:`zero_rename.core.protocol.snapshot`), so deleting
+    committed state skip them (:mod:`zero_rename.core.views.snapshot`), so deleting
     them never shows a reader a partition with neither old nor new files. The
     plan's shards of replaced files are removed by cleanup only after this
     succeeded, so a missing shard means its files are gone already.

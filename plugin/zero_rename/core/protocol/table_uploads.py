@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from zero_rename.core.data.layout import TABLE_FORMAT_DIRS, Destination
+from zero_rename.core.data.layout import Destination
 from zero_rename.core.s3.client import UploadInfo
+from zero_rename.core.tables.registry import folders
 
 # A table format's metadata write still pending this long after it started is
 # abandoned: one object of metadata takes seconds to write, never an hour.
@@ -35,12 +36,12 @@ def table_format_of(key: str) -> str | None:
     """The table format whose folder holds ``key`` (a path element of it is one),
     or None."""
     elements = key.split("/")[:-1]
-    return next((f for f, d in TABLE_FORMAT_DIRS.items() if d in elements), None)
+    return next((f for f, d in folders().items() if d in elements), None)
 
 
 def folder(dest: Destination, table_format: str) -> str | None:
     """The key prefix of the format's folder at ``dest``; None for no format."""
-    name = TABLE_FORMAT_DIRS.get(table_format)
+    name = folders().get(table_format)
     return f"{dest.dir}{name}/" if name else None
 
 

@@ -105,7 +105,7 @@ class TaskAttempt:
         # The files' Arrow schema (IPC, base64), for a table format: set by the writer.
         self.table_schema = ""
         self._spool_root = spool_dir
-        self._state = "writing"
+        self._state = states.WRITING
         self._uploads = (
             BackgroundUploads(upload_threads, upload_threads * job.options.part_size)
             if upload_threads
@@ -120,8 +120,7 @@ class TaskAttempt:
         self, partition: dict[str, str | None] | None = None, extension: str = ".parquet"
     ) -> OutputFile:
         """A new output file in ``partition`` (values of the partition columns)."""
-        if self._state != "writing":
-            raise ZeroRenameError(f"{self.attempt_id} is {self._state}; it cannot open files")
+        states.OPEN_FILES.applies(self.attempt_id, self._state)
         values = dict(partition or {})
         relative = partition_dir(self.options.partition_columns, values)
         name = data_file_name(self.task_id, self.job.job_id, len(self._files), extension)
@@ -171,11 +170,7 @@ class TaskAttempt:
                 uploads are left for the job commit (which includes them if the
                 manifest counts) or the job abort.
         """
-        if self._state != "writing":
-            raise ZeroRenameError(
-                f"{self.attempt_id} is {self._state}; it cannot commit"
-                + ("; start a new attempt" if self._state == "aborted" else "")
-            )
+        states.COMMIT_TASK.applies(self.attempt_id, self._state)
         try:
             for f in self._files:
                 f.close()
@@ -208,7 +203,7 @@ class TaskAttempt:
                 f"{self.attempt_id} published its manifest but could not read the job record "
                 f"({exc}); the job commit includes it if it listed it"
             ) from exc
-        self._state = "committed"
+        self._state = states.COMMIT_TASK.target
         self._remove_spool()
         log.info(
             "task commit %s: %d file(s), %d bytes",
@@ -249,7 +244,7 @@ class TaskAttempt:
             log.warning("%s: could not delete its late manifest %s", self.attempt_id, key)
 
     def _unknown(self) -> None:
-        self._state = "unknown"
+        self._move(states.LOSE_TASK_OUTCOME)
         self._remove_spool()
         log.warning(
             "%s: task commit outcome unknown; its uploads stay for the job commit or the job abort",
@@ -366,11 +361,10 @@ class TaskAttempt:
         After an unknown task commit outcome the uploads are left alone: the
         manifest may be in a job commit's plan.
         """
-        if self._state == "committed":
-            raise ZeroRenameError(f"{self.attempt_id} is committed; abort the job instead")
+        aborts = states.ABORT_TASK.applies(self.attempt_id, self._state)
         # Before anything is aborted: an upload still being created would outlive it.
         self._stop_uploads()
-        if self._state == "unknown":
+        if not aborts:  # the task commit's outcome is unknown
             log.warning(
                 "%s: its task commit outcome is unknown, so task abort leaves its "
                 "uploads to the job commit or job abort",
@@ -385,7 +379,7 @@ class TaskAttempt:
             except Exception as exc:  # keep aborting the rest
                 log.warning("could not abort upload of %s", f.key, exc_info=True)
                 errors.append(exc)
-        self._state = "aborted"
+        self._move(states.ABORT_TASK)
         self._remove_spool()
         if errors:
             log.warning(
@@ -394,6 +388,10 @@ class TaskAttempt:
                 self.attempt_id,
                 len(errors),
             )
+
+    def _move(self, event: states.Event[states.AttemptState]) -> None:
+        if event.applies(self.attempt_id, self._state):
+            self._state = event.target
 
     def _remove_spool(self) -> None:
         if self._spool is not None:

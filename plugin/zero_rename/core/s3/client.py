@@ -384,6 +384,32 @@ class S3Store:
                 ) from exc
             raise
 
+    def get_lifecycle(self, bucket: str) -> dict[str, Any] | None:
+        """The bucket's lifecycle configuration (its ``Rules`` and settings); None
+        where the bucket has none (NoSuchLifecycleConfiguration)."""
+        try:
+            response = self._call(
+                "GetBucketLifecycleConfiguration", f"s3://{bucket}", Bucket=bucket
+            )
+        except StoreError as exc:
+            if exc.code == "NoSuchLifecycleConfiguration":
+                return None
+            raise
+        return dict(response)
+
+    def put_lifecycle(
+        self, bucket: str, rules: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]
+    ) -> None:
+        """Replace the bucket's lifecycle configuration: S3 has no conditional write
+        for it, so a change made meanwhile by someone else is lost."""
+        self._call(
+            "PutBucketLifecycleConfiguration",
+            f"s3://{bucket}",
+            Bucket=bucket,
+            LifecycleConfiguration={"Rules": list(rules)},
+            **settings,
+        )
+
     # -- multipart uploads -------------------------------------------------
     def create_upload(self, bucket: str, key: str) -> str:
         return str(
@@ -695,6 +721,8 @@ _METHODS = {
     "HeadObject": "head_object",
     "ListObjectsV2": "list_objects_v2",
     "DeleteObjects": "delete_objects",
+    "GetBucketLifecycleConfiguration": "get_bucket_lifecycle_configuration",
+    "PutBucketLifecycleConfiguration": "put_bucket_lifecycle_configuration",
 }
 
 

@@ -18,8 +18,6 @@ from datetime import timedelta
 from typing import Protocol
 
 from zero_rename.core.data.model import FileStats, TableCommit
-from zero_rename.core.data.options import JobOptions
-from zero_rename.core.data.records import JobContext
 
 # What a job commit's summary in the format carries, to find the job again.
 JOB_ID_PROPERTY = "zero-rename.job-id"
@@ -96,17 +94,3 @@ class TableFormat(Protocol):
         vacuum): files no version younger than ``older_than`` reads are deleted.
         Returns how many files were deleted."""
         ...
-
-
-def open_format(ctx: JobContext, options: JobOptions) -> TableFormat | None:
-    """The table format the job's options name, at its destination; None for
-    ``none``. Its library is imported here, on first use."""
-    if options.table_format == "iceberg":
-        from zero_rename.core.tables.iceberg import IcebergFormat
-
-        return IcebergFormat(ctx, options)
-    if options.table_format == "delta":
-        from zero_rename.core.tables.delta import DeltaFormat
-
-        return DeltaFormat(ctx, options)
-    return None

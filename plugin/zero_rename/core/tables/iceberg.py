@@ -68,6 +68,7 @@ from zero_rename.core.tables.iceberg_files import (
     schema_problems,
     spec_problem,
 )
+from zero_rename.core.tables.iceberg_plugin import PLUGIN
 from zero_rename.errors import (
     CommitStateUnknownError,
     ConfigError,
@@ -96,7 +97,8 @@ class IcebergFormat:
     def __init__(self, ctx: JobContext, options: JobOptions) -> None:
         self.ctx = ctx
         self.options = options
-        self.identifier = options.iceberg_table or derived_table_name(ctx.dest)
+        self.iceberg = PLUGIN.options_of(options)
+        self.identifier = self.iceberg.iceberg_table or derived_table_name(ctx.dest)
         self._catalog: Catalog | None = None
         # The table as find() read it, for the publish the protocol makes right
         # after it: its metadata is not read twice.
@@ -117,7 +119,7 @@ class IcebergFormat:
             raise
         except Exception as exc:
             raise DestinationError(
-                f"the Iceberg catalog {catalog_label(self.options.iceberg_catalog)} cannot "
+                f"the Iceberg catalog {catalog_label(self.iceberg.iceberg_catalog)} cannot "
                 f"be reached: {reason(exc)}"
             ) from exc
         if table is None:
@@ -310,7 +312,7 @@ class IcebergFormat:
     def _catalog_(self) -> Catalog:
         if self._catalog is None:
             self._catalog = open_catalog(
-                self.options.iceberg_catalog, self.ctx.store, self.ctx.dest.bucket
+                self.iceberg.iceberg_catalog, self.ctx.store, self.ctx.dest.bucket
             )
         return self._catalog
 

@@ -15,7 +15,7 @@ uploads: their keys are noted when their writes end (:mod:`.ended`), so that
 the job's cleanup aborts what a lost answer left at them.
 
 Which PyIceberg and pyarrow internals this leans on is guarded by
-tests/core/test_iceberg_internals.py.
+tests/core/tables/test_iceberg_internals.py.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def test_library_path_with_expected_tasks(committer: Committer) -> None:
         list(pool.map(task, range(TASKS)))
     # Until job commit the only reads are the task attempts' fence reads: at most
     # one a task. How many attempts share one depends on how their commits fall
-    # in time, so this test does not count on it; tests/core/test_fence.py shows
+    # in time, so this test does not count on it; tests/core/protocol/test_fence.py shows
     # the sharing with a read of known length.
     fence_reads = requests.counts["GetObject"]
     assert fence_reads <= TASKS, sorted(requests.counts.items())

@@ -13,7 +13,7 @@ once in its table (one snapshot or version each, in commit order), the tables
 reading exactly the rows of the committed jobs.
 
     ZERO_RENAME_TEST_SOAK=1 ZERO_RENAME_SOAK_JOBS=30 \\
-        .venv/bin/python -m pytest tests/core/test_table_soak.py -s
+        .venv/bin/python -m pytest tests/core/tables/test_table_soak.py -s
 
 It prints its numbers: jobs, kills, faults injected by kind, commit retries,
 pending uploads at the end.
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.test_delta import delta_rows, log_entries
-from tests.core.test_table_uploads import user_table
+from tests.core.tables.test_delta import delta_rows, log_entries
+from tests.core.tables.test_table_uploads import user_table
 from tests.helpers import pending_in_bucket
 from tests.s3proxy import S3Proxy, S3Request
 from tests.servers import S3Server

@@ -1,12 +1,20 @@
-"""What an orchestrator's stage step finds before it runs the engine's write again."""
+"""The step runner (``zero_rename.core.steps.StepRunner``): the policies the front ends
+share around a step. What an orchestrator's stage step finds before it runs the
+engine's write again; a step before the commit skipped once the job is past it;
+the abort after a step failed for good, which leaves a committed job alone.
+
+The front ends' own tests drive it through Airflow, Dagster and Spark; these drive
+it alone, on the behaviour suite's first backend."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.faults import inject
-from tests.helpers import write_task
+from tests.helpers import pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
+from zero_rename.core.data.model import JobSummary
+from zero_rename.core.protocol import states
 from zero_rename.core.steps import StepRunner
 from zero_rename.errors import ZeroRenameError
 
@@ -64,3 +72,49 @@ def test_a_step_before_commit_reports_the_stage_of_a_commit_under_way(
     summary = StepRunner(committer).decided_summary(record)
     assert summary is not None
     assert (summary.state, summary.tasks, summary.files, summary.rows) == ("committing", 1, 2, 10)
+
+
+def test_a_step_before_the_commit_is_skipped_once_the_job_is_committed(
+    committer: Committer,
+) -> None:
+    job = committer.setup_job({"conflict_mode": "append"})
+    write_task(committer, job, "00000", [b"x"])
+    ran: list[str] = []
+
+    def step(job_id: str) -> JobSummary:
+        ran.append(job_id)
+        return committer.validate(job_id)
+
+    runner = StepRunner(committer)
+    assert runner.before_commit(job.job_id, step).state == states.SETUP
+    committer.commit_job(job.job_id)
+    skipped = runner.before_commit(job.job_id, step)
+    assert ran == [job.job_id] and skipped.state == states.COMMITTED and skipped.files == 1
+
+
+def test_the_abort_after_a_failure_aborts_and_cleans_up_the_runs_job(
+    committer: Committer,
+) -> None:
+    runner = StepRunner(committer, "daily", "scheduled__2024-01-02")
+    assert runner.abort_after_failure("nothing set up") is None
+    job = runner.setup({"conflict_mode": "append"})
+    write_task(committer, job, "00000", [b"x", b"y"], publish=False)
+    summary = runner.abort_after_failure("the stage failed")
+    assert summary is not None and summary.aborted_uploads == 2
+    record = committer.job(job.job_id)
+    assert record.state == states.ABORTED and "the stage failed" in record.error
+    assert pending_in_bucket(committer) == [] and visible(committer) == {}
+    assert runner.current_job() is None  # the next setup is a new generation
+
+
+@pytest.mark.parametrize("known", [True, False], ids=["record-read", "record-unread"])
+def test_the_abort_leaves_a_committed_job_alone(committer: Committer, known: bool) -> None:
+    """A step after the commit failed (the output check): the record as read, or
+    (Spark's abort) the abort's refusal, says the job is committed."""
+    job = committer.setup_job({"conflict_mode": "append"})
+    write_task(committer, job, "00000", [b"x"])
+    committer.commit_job(job.job_id)
+    record = committer.job(job.job_id) if known else None
+    assert StepRunner(committer).abort_job(job.job_id, "late", record, cleanup=not known) is None
+    assert committer.job(job.job_id).state == states.COMMITTED
+    assert len(visible(committer)) == 1

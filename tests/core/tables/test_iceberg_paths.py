@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pyiceberg.table import StaticTable
 
-from tests.core.test_table_uploads import user_table, written
+from tests.core.tables.test_table_uploads import user_table, written
 from zero_rename.core.committer import Committer
 from zero_rename.core.tables.iceberg_catalog import HOME_VARIABLE
 

@@ -12,7 +12,7 @@ from tests.faults import clear, inject, pause
 from tests.helpers import write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
-from zero_rename.core.protocol.snapshot import file_job_id, table_snapshot
+from zero_rename.core.views.snapshot import file_job_id, table_snapshot
 from zero_rename.errors import JobNotFoundError, StoreError, ZeroRenameError
 
 pytestmark = pytest.mark.s3

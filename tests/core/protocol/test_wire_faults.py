@@ -206,7 +206,7 @@ def test_truncated_listing_without_marker_is_an_error(proxy: S3Proxy, proxied: C
 
 @pytest.mark.also_on("moto")
 def test_examine_reports_each_store_family(proxy: S3Proxy, proxied: Committer) -> None:
-    # The races: tests/core/test_doctor_backends.py and tests/cli/test_doctor.py.
+    # The races: tests/core/s3/test_doctor_backends.py and tests/cli/test_doctor.py.
     found = examine(proxied.store, proxied.dest, race_rounds=0)
     assert found.safe and found.profile.uploads_by_prefix and found.races == []
     assert {c.status for c in found.checks} <= {"ok", "info"}

@@ -32,10 +32,10 @@ from tests.table_readers import iceberg_table
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
 from zero_rename.core.protocol import table_uploads
-from zero_rename.core.protocol.pending import Owners, pending_uploads
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.core.tables.base import JOB_ID_PROPERTY
 from zero_rename.core.tables.iceberg_catalog import HOME_VARIABLE, derived_table_name
+from zero_rename.core.views.pending import Owners, pending_uploads
 
 pytestmark = pytest.mark.s3
 

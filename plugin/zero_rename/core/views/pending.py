@@ -32,11 +32,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import ClassVar
 
 from zero_rename.core.data.layout import HIDDEN_DIR, Destination, file_job_id
 from zero_rename.core.data.records import JobContext, JobRecords
 from zero_rename.core.protocol import states, table_uploads
-from zero_rename.core.protocol.abort import abort_job, sweep_uploads
+from zero_rename.core.protocol.abort import abort_each, abort_job, sweep_uploads
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.protocol.table_uploads import ABANDONED_AFTER, table_format_of
 from zero_rename.core.s3.client import S3Store, UploadInfo
@@ -293,3 +294,62 @@ def abort_abandoned_job(store: S3Store, job: JobSweep, reason: str) -> tuple[Job
     except AbortRefusedError as exc:
         return replace(job, decision=Decision(REFUSE, str(exc))), 0
     return job, summary.aborted_uploads
+
+
+class PendingUploads:
+    """A destination's pending uploads, as the ``uploads`` commands take them: found
+    with their owners, decided, and aborted, through one context and one cache of
+    owners (each job's record read once)."""
+
+    ABORT: ClassVar[str] = ABORT
+    ABORT_JOB: ClassVar[str] = ABORT_JOB
+    KEEP: ClassVar[str] = KEEP
+    REFUSE: ClassVar[str] = REFUSE
+
+    def __init__(self, ctx: JobContext) -> None:
+        self.ctx = ctx
+        self.owners = Owners(ctx)
+
+    def find(
+        self,
+        job_id: str | None = None,
+        older_than: timedelta | None = None,
+        now: datetime | None = None,
+        seen: Callable[[int], None] = lambda n: None,
+    ) -> list[Pending]:
+        """As :func:`pending_uploads`."""
+        return pending_uploads(self.ctx, self.owners, job_id, older_than, now, seen)
+
+    def owner_of_job(self, job_id: str, keys: Sequence[str] = ()) -> Owner:
+        return self.owners.of_job(job_id, keys)
+
+    @staticmethod
+    def decide_for_job(owner: Owner) -> Decision:
+        return decide_for_job(owner)
+
+    @staticmethod
+    def plan_sweep(old: Sequence[Pending], now: datetime | None = None) -> list[JobSweep]:
+        return plan_sweep(old, now)
+
+    def abort_job(
+        self,
+        job_id: str,
+        first: Sequence[Pending],
+        threads: int,
+        advance: Callable[[int], None] = lambda n: None,
+    ) -> tuple[int, int]:
+        """As :func:`abort_job_uploads`."""
+        return abort_job_uploads(self.ctx, job_id, first, threads, advance)
+
+    def abort(
+        self,
+        uploads: Sequence[UploadInfo],
+        threads: int,
+        advance: Callable[[int], None] = lambda n: None,
+    ) -> tuple[int, int]:
+        """Abort these uploads one by one; returns (aborted, already gone)."""
+        return abort_each(self.ctx.store, self.ctx.dest.bucket, uploads, threads, advance)
+
+    def abort_abandoned(self, job: JobSweep, reason: str) -> tuple[JobSweep, int]:
+        """As :func:`abort_abandoned_job`."""
+        return abort_abandoned_job(self.ctx.store, job, reason)

@@ -11,9 +11,9 @@ from tests.helpers import pending, pending_in_bucket, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.layout import Destination, data_file_name, file_job_id, is_job_data_key
 from zero_rename.core.data.records import JobContext
-from zero_rename.core.protocol import pending as pend
 from zero_rename.core.protocol.abort import SWEEP_ROUNDS, sweep_uploads
 from zero_rename.core.s3.client import UploadInfo
+from zero_rename.core.views import pending as pend
 
 JOB = "5f0c9a4e-2b1d-4c8e-9f3a-1d2e3f4a5b6c"
 OTHER = "0b7e4c1a-9d2f-4e3b-8a6c-5d4e3f2a1b0c"

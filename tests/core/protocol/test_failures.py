@@ -238,7 +238,7 @@ def _no_such_upload_once_completed(
 def test_commit_rolls_back_when_an_upload_vanished(committer: Committer) -> None:
     """Whatever the store answers to completing the vanished upload (404 NoSuchUpload;
     moto and older Ceph: a 500), the commit checks, says which file, and rolls the
-    job back (tests/core/test_rollback.py has every refusal)."""
+    job back (tests/core/protocol/test_rollback.py has every refusal)."""
     job = tasks_written(committer, conflict_mode="append")
     crash = inject(committer.store.client, "CompleteMultipartUpload", when="before", nth=1)
     with pytest.raises(StoreError):

@@ -10,8 +10,8 @@ from tests.helpers import write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import CommittedFile, JobRecord, SuccessData, dump, load
 from zero_rename.core.data.options import JobOptions
-from zero_rename.core.protocol import output_check as check
 from zero_rename.core.s3.client import ObjectInfo
+from zero_rename.core.views import output_check as check
 from zero_rename.errors import ConfigError, OutputCheckError
 
 JOB = "5f0c9a4e-2b1d-4c8e-9f3a-1d2e3f4a5b6c"

@@ -23,8 +23,8 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord, TaskManifest
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.claims import Claims, compatible
-from zero_rename.core.protocol.snapshot import committed_at
 from zero_rename.core.s3.client import StoreConfig
+from zero_rename.core.views.snapshot import committed_at
 from zero_rename.errors import (
     ConflictError,
     JobDecidedError,

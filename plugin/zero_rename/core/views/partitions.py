@@ -3,7 +3,7 @@ it, and the jobs holding it now.
 
 A partition is a directory of files that readers read (``dt=2024-01-01``;
 ``""``, the destination itself, for files at its top). Its files and bytes are
-those of the committed state (:func:`~zero_rename.core.protocol.snapshot.gather`:
+those of the committed state (:func:`~zero_rename.core.views.snapshot.gather`:
 the job records, one listing of the destination, the records that can still
 change read again, a ``replace`` honoured from its commit on), summed per
 directory and job while the listing streams past: memory grows with the
@@ -16,7 +16,7 @@ tool's, or some of a job's deleted by hand) has no row count.
 
 The jobs holding a partition are the claims of ``claims.json`` whose job is
 not decided yet: a running commit, or a stuck one
-(:func:`~zero_rename.core.protocol.history.is_stuck`); a claim left by a job
+(:func:`~zero_rename.core.views.history.is_stuck`); a claim left by a job
 that is committed, aborted or gone is broken by the next job and not shown.
 A claimed partition that holds no file yet is shown too.
 
@@ -44,9 +44,9 @@ from zero_rename.core.data.records import RECORD_THREADS, JobContext
 from zero_rename.core.data.shards import SHARD_SIZE, read_shard
 from zero_rename.core.data.success import file_shard_key
 from zero_rename.core.protocol.claims import Claim, Claims
-from zero_rename.core.protocol.history import STUCK_AFTER, is_stuck, iso, partition_count
-from zero_rename.core.protocol.snapshot import CommittedState, SnapshotFile, gather
-from zero_rename.core.protocol.states import FINAL
+from zero_rename.core.protocol.states import LIVE
+from zero_rename.core.views.history import STUCK_AFTER, is_stuck, iso, partition_count
+from zero_rename.core.views.snapshot import CommittedState, SnapshotFile, gather
 from zero_rename.errors import ZeroRenameError
 
 log = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ def _holders(
     live = []
     for claim in claims:
         record = records.get(claim.job_id)
-        if record is None or record.state in FINAL:
+        if record is None or record.state not in LIVE:
             continue
         live.append(
             Holder(

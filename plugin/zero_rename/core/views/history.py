@@ -23,15 +23,14 @@ from typing import Any
 from zero_rename.core.data.model import JobRecord, JobSummary, utcnow
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol import states
-from zero_rename.core.protocol.snapshot import committed_at
 from zero_rename.core.protocol.states import JobState
+from zero_rename.core.views.snapshot import committed_at
 
 # A job whose record has not changed for this long in sealed, committing or
 # rolling_back is stuck: a commit or rollback that crashed, or one still
 # running that a person should look at. The commit journals its progress in
 # other objects, so a big commit's record keeps its time from its decision.
 STUCK_AFTER = timedelta(minutes=15)
-STUCK_STATES = frozenset({states.SEALED, states.COMMITTING, states.ROLLING_BACK})
 # Partitions each history entry names (the count says how many in all).
 PARTITIONS_NAMED = 10
 
@@ -64,7 +63,7 @@ def iso(value: datetime | None) -> str | None:
 
 def is_stuck(record: JobRecord, now: datetime, after: timedelta = STUCK_AFTER) -> bool:
     """Whether the job stopped between its seal and its end, ``after`` ago or more."""
-    return record.state in STUCK_STATES and now - record.updated >= after
+    return record.state in states.STUCKABLE and now - record.updated >= after
 
 
 def ended_at(record: JobRecord) -> datetime | None:
@@ -142,7 +141,7 @@ def history_entry(record: JobRecord, now: datetime, stuck_after: timedelta) -> H
         requests=summary.requests if summary else None,
         mode=record.options.conflict_mode,
         committer=record.options.mode_name,
-        reason=record.error if record.state in (states.ABORTED, states.ROLLING_BACK) else "",
+        reason=record.error if record.state in states.FAILED else "",
         rolled_back="rollback" in record.steps,
         stuck=is_stuck(record, now, stuck_after),
     )
