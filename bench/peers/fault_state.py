@@ -283,26 +283,15 @@ def leftover_kind(
 ) -> str | None:
     """The kind of temporary object ``relative`` is, or None for data, table
     metadata, markers and the history kept on purpose (``job_states``:
-    zero-rename's jobs, by id)."""
+    zero-rename's jobs, by id). ``method`` is the writer that left it; every
+    method's temporary objects sit under a hidden (``_``/``.``) directory."""
+    del method  # the names below do not overlap between methods
     parts = relative.split("/")
     hidden = next((p for p in parts if p.startswith(("_", "."))), None)
-    if hidden is None:
-        if method.family == "table" and method.name == "iceberg-spark" and parts[0] == "metadata":
-            return None
-        return None  # data (counted by the readers) or a directory marker
-    if hidden in ("_SUCCESS", _DELTA_LOG, _ICEBERG_METADATA):
-        return None
+    if hidden is None or hidden in ("_SUCCESS", _DELTA_LOG, _ICEBERG_METADATA):
+        return None  # data (counted by the readers), a marker or table metadata
     if hidden == _ZERO_RENAME:
-        inner = "/".join(parts[parts.index(hidden) + 1 :])
-        job = _JOB_OBJECT.match(inner)
-        if inner == "claims.json" or (job and _KEPT_ALWAYS.match(job.group(2))):
-            return None
-        state = (job_states or {}).get(job.group(1), "?") if job else ""
-        if state == "committed" and job and _KEPT_COMMITTED.match(job.group(2)):
-            return None
-        if state in ("committed", "aborted", ""):
-            return "_zero_rename/ temporary objects"
-        return f"_zero_rename/ objects of a job left {state}"
+        return _zero_rename_kind("/".join(parts[parts.index(hidden) + 1 :]), job_states or {})
     if hidden.startswith("__magic"):
         return "__magic/"
     if hidden.startswith(".spark-staging"):
@@ -310,6 +299,20 @@ def leftover_kind(
     if hidden == "_temporary":
         return "_temporary/"
     return hidden + ("/" if hidden != parts[-1] else "")
+
+
+def _zero_rename_kind(inner: str, job_states: Mapping[str, str]) -> str | None:
+    """The kind of an object under ``_zero_rename/``: None for the claims and
+    the records a job keeps (its plans too once committed)."""
+    job = _JOB_OBJECT.match(inner)
+    if inner == "claims.json" or (job and _KEPT_ALWAYS.match(job.group(2))):
+        return None
+    state = job_states.get(job.group(1), "?") if job else ""
+    if state == "committed" and job and _KEPT_COMMITTED.match(job.group(2)):
+        return None
+    if state in ("committed", "aborted", ""):
+        return "_zero_rename/ temporary objects"
+    return f"_zero_rename/ objects of a job left {state}"
 
 
 def local_leftovers(dirs: Mapping[str, Path]) -> Counter[str]:
