@@ -18,6 +18,8 @@ from bench.peers.writes import iceberg_target_bytes
 def test_workloads_expect_the_rows_and_files_of_the_benchmarks_page() -> None:
     main, daily, replace = WORKLOADS["main"], WORKLOADS["daily"], WORKLOADS["replace"]
     assert main.expected_files() == 1_024
+    assert main.label == "1,024 files (16 tasks x 64 days), 8,000,000 rows"
+    assert small_files(10_000).label == "10,000 files of 10 rows (100 tasks x 100 days)"
     assert sum(main.expected_rows_by_day().values()) == 8_000_000
     assert daily.expected_files() == 10
     assert daily.expected_rows_by_day() == {"2024-01-01": 1_000_000}

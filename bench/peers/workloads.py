@@ -59,10 +59,25 @@ class Frame:
 @dataclass(frozen=True)
 class Workload:
     name: str
-    label: str
     frame: Frame
     mode: str = "append"  # or "replace": the partitions the frame holds
     before: Frame | None = None  # written first, untimed: what a replace replaces in
+
+    @property
+    def label(self) -> str:
+        """What the workload writes, in the sizes it has."""
+        f = self.frame
+        if self.name == "main":
+            return f"{f.files:,} files ({f.tasks} tasks x {f.days} days), {f.rows:,} rows"
+        if self.name == "daily":
+            return f"one day, {f.files} files ({f.tasks} tasks), {f.rows:,} rows"
+        if self.name == "replace":
+            return f"one day of {f.files} files, {f.rows:,} rows, replacing a day of a table"
+        if self.name == "small":
+            return (
+                f"{f.files:,} files of {f.rows // f.files} rows ({f.tasks} tasks x {f.days} days)"
+            )
+        return self.name
 
     def expected_rows_by_day(self) -> dict[str, int]:
         """Rows per day a reader must find after the write (the destination is new)."""
@@ -105,7 +120,6 @@ class Workload:
         before = data.get("before")
         return cls(
             name=data["name"],
-            label=data["label"],
             frame=Frame(**data["frame"]),
             mode=data.get("mode", "append"),
             before=Frame(**before) if before else None,
@@ -116,24 +130,15 @@ DAILY = Frame(rows=1_000_000, tasks=2, days=1, rows_per_file=100_000)
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
-        Workload(
-            "main",
-            "1,024 files, about 1 GiB (16 tasks x 64 days)",
-            Frame(rows=8_000_000, tasks=16, days=64),
-        ),
-        Workload("daily", "one day, 10 files (2 tasks)", DAILY),
+        Workload("main", Frame(rows=8_000_000, tasks=16, days=64)),
+        Workload("daily", DAILY),
         Workload(
             "replace",
-            "one day of 10 files replacing a day of a three-day table",
             replace(DAILY, start=100_000_000),
             mode="replace",
             before=Frame(rows=300_000, tasks=10, days=3),
         ),
-        Workload(
-            "small",
-            "10,000 files of 10 rows (100 tasks x 100 days)",
-            Frame(rows=100_000, tasks=100, days=100),
-        ),
+        Workload("small", Frame(rows=100_000, tasks=100, days=100)),
     )
 }
 
@@ -141,11 +146,7 @@ WORKLOADS: dict[str, Workload] = {
 def small_files(files: int) -> Workload:
     """The ``small`` workload with about ``files`` files: square, tasks x days."""
     side = max(1, round(math.sqrt(files)))
-    return replace(
-        WORKLOADS["small"],
-        label=f"{side * side:,} files of 10 rows ({side} tasks x {side} days)",
-        frame=Frame(rows=side * side * 10, tasks=side, days=side),
-    )
+    return replace(WORKLOADS["small"], frame=Frame(rows=side * side * 10, tasks=side, days=side))
 
 
 def warm_up(workload: Workload) -> Workload:
