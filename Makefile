@@ -153,6 +153,14 @@ bench: $(STAMP)
 bench-spark: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.spark_bench
 
+# zero-rename beside Spark's own committers and Iceberg's and Delta's writers,
+# every write in a driver of its own, in .venv-peers (Spark 4.1; bench/peers/run.py).
+# BENCH_PEERS_ARGS passes options, e.g. --quick (every path on tiny sizes).
+BENCH_PEERS_ARGS ?=
+bench-peers: $(PEERS_STAMP)
+	PATH="$(abspath $(PEERS_VENV))/bin:$$PATH" $(PEERS_VENV)/bin/python -m bench.peers.run \
+		$(BENCH_PEERS_ARGS)
+
 
 # What each method leaves after a fault (bench/peers/faults.py): four scenarios by
 # the twelve methods of bench/peers/sessions.py, each row in driver processes of

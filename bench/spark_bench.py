@@ -60,6 +60,7 @@ import pyarrow as pa
 
 from bench.counter import RequestTotals
 from bench.direct_source import DIRECT_FORMAT, DirectSource
+from bench.frames import frame_sql
 from bench.objects import objects_under, rename_prefix
 from bench.page import load_note, seaweedfs_version, write_section
 from bench.process import cpu_seconds, process_cpu_seconds
@@ -274,20 +275,11 @@ class Result(RequestTotals):
 
 
 def source_frame(spark: Any, cfg: BenchConfig) -> Any:
-    """Deterministic rows, every task holding every day, sorted by day within each
-    task as Spark sorts before a partitioned write. ``payload`` (SHA-512 hex)
-    keeps the Parquet about as large as the data."""
+    """The rows of :func:`bench.frames.frame_sql`, sorted by day within each task
+    as Spark sorts before a partitioned write."""
     from pyspark import StorageLevel
 
-    df = spark.sql(f"""
-        select id,
-               date_add(date'2024-01-01', cast(id % {cfg.days} as int)) as dt,
-               element_at(array('eu-west', 'eu-central', 'us-east', 'us-west', 'ap-south'),
-                          cast(pmod(hash(id), 5) as int) + 1) as region,
-               pmod(hash(id, 7), 1000000) / 100.0 as amount,
-               timestamp_seconds(1704067200 + id % 86400) as event_time,
-               sha2(cast(id as string), 512) as payload
-        from range(0, {cfg.rows}, 1, {cfg.tasks})""").sortWithinPartitions("dt")
+    df = spark.sql(frame_sql(cfg.rows, cfg.days, cfg.tasks)).sortWithinPartitions("dt")
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     df.count()
     return df

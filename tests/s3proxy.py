@@ -18,6 +18,12 @@ the Host it receives, so signatures stay valid without the proxy knowing any
 secret. Only the quirks that change a request (dropping signed headers,
 re-listing without paging parameters) need the credentials, to sign again.
 
+For benchmarks it can also measure what a client makes the store do, off by
+default: ``measure_copies`` sums the bytes each CopyObject and UploadPartCopy
+copied inside the store (``copied_bytes``), and ``record_arrivals`` keeps when
+each request arrived (``arrivals``), so that requests can be told apart by the
+phase of a job they fell in.
+
 Limits: path-style addressing, plain HTTP, and whole bodies held in memory
 (requests and responses are read completely before being passed on, so a
 fault can still replace them); test-sized objects only.
@@ -114,6 +120,8 @@ _PRECONDITIONS = ("if-match", "if-none-match")
 # cannot be signed again without re-framing the body (botocore never sends them).
 _CHUNK_SIGNED = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
 _NO_BODY_STATUS = frozenset({204, 304})
+# Operations that copy data inside the store (measure_copies).
+_COPIES = frozenset({"CopyObject", "UploadPartCopy"})
 
 
 @functools.cache
@@ -333,6 +341,17 @@ def _object_op(method: str, query: Mapping[str, list[str]], copy: bool) -> str:
     return {"GET": "GetObject", "HEAD": "HeadObject", "DELETE": "DeleteObject"}.get(
         method, f"{method}Object"
     )
+
+
+def _range_size(value: str | None) -> int | None:
+    """Bytes in an ``x-amz-copy-source-range`` (``bytes=first-last``), or None."""
+    if not value or not value.startswith("bytes="):
+        return None
+    first, _, last = value[len("bytes=") :].partition("-")
+    try:
+        return int(last) - int(first) + 1
+    except ValueError:
+        return None
 
 
 def _delete_keys(body: bytes) -> list[str]:
@@ -855,6 +874,10 @@ class S3Proxy(StartStop):
         self._completed: set[str] = set()  # upload ids seen completed
         self._conflicted: set[tuple[str, str]] = set()  # keys already given their 409
         self._shuffle = random.Random(0)
+        # Benchmark measurements, off unless asked for (see the module's documentation).
+        self.measure_copies = False
+        self._copied: Counter[str] = Counter()
+        self._arrivals: list[tuple[float, str]] | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -926,6 +949,28 @@ class S3Proxy(StartStop):
             self._forwarded.clear()
             self._chaos_fired.clear()
             self._connections.clear()
+            self._copied.clear()
+            if self._arrivals is not None:
+                self._arrivals = []
+
+    @property
+    def copied_bytes(self) -> Counter[str]:
+        """Bytes copied inside the store by successful copies, by operation (a
+        copy), when ``measure_copies`` is on."""
+        with self._lock:
+            return Counter(self._copied)
+
+    def record_arrivals(self, on: bool = True) -> None:
+        """Keep (or stop keeping) the arrival time and operation of every request."""
+        with self._lock:
+            self._arrivals = [] if on else None
+
+    @property
+    def arrivals(self) -> list[tuple[float, str]]:
+        """(seconds since the epoch, operation) of each request received since the
+        counts were last reset, in arrival order (a copy)."""
+        with self._lock:
+            return list(self._arrivals or ())
 
     # -- faults ----------------------------------------------------------------
     def add(
@@ -1021,6 +1066,8 @@ class S3Proxy(StartStop):
         """Decide and do what happens to one request."""
         with self._lock:
             self._counts[request.op] += 1
+            if self._arrivals is not None:
+                self._arrivals.append((time.time(), request.op))
         fault = self._fault_for(request)
         log.debug("%s %s/%s fault=%s", request.op, request.bucket, request.key, fault)
         if fault is not None and fault.action == "error":
@@ -1119,7 +1166,30 @@ class S3Proxy(StartStop):
         with self._lock:
             self._forwarded[request.op] += 1
         self._observe(request, response)
+        if self.measure_copies and request.op in _COPIES:
+            self._measure_copy(request, response, upstream)
         return self._quirk_response(request, response)
+
+    def _measure_copy(self, request: S3Request, response: Response, upstream: _Upstream) -> None:
+        """Add what a successful copy moved: an UploadPartCopy's source range, else
+        the size of the object copied, read by a HEAD of the copy (CopyObject) or
+        of its whole source (UploadPartCopy), before the client hears back, so that
+        a rename's delete cannot come first. A copy can fail with status 200 and
+        an error document: S3 sends the status before the copy ends."""
+        if response.status != 200 or b"<Error>" in response.body:
+            return
+        size = _range_size(request.header("x-amz-copy-source-range"))
+        if size is None:
+            source = (request.header("x-amz-copy-source") or "").split("?", 1)[0]
+            path = request.path if request.op == "CopyObject" else "/" + source.lstrip("/")
+            try:
+                head = upstream.exchange(self._signed_head(request, path))
+            except (OSError, http.client.HTTPException, ProxyError) as exc:
+                log.warning("could not size a copy to %s: %s", request.path, exc)
+                return
+            size = int(head.header("Content-Length") or 0) if head.status == 200 else 0
+        with self._lock:
+            self._copied[request.op] += size
 
     def _racy_condition(self, request: S3Request) -> str | None:
         """The precondition header a racy quirk checks apart from the write, if any."""
@@ -1149,20 +1219,22 @@ class S3Proxy(StartStop):
         time.sleep(RACE_WINDOW)
         return None
 
-    def _signed_head(self, request: S3Request) -> S3Request:
-        """A HEAD of ``request``'s object, signed as the client signed it."""
+    def _signed_head(self, request: S3Request, path: str | None = None) -> S3Request:
+        """A HEAD of ``request``'s object (or of ``path``, percent-encoded as on the
+        wire), signed as the client signed it."""
         credentials = self._signing_credentials()
         if credentials is None:
-            raise ProxyError("a racy quirk's HEAD needs credentials; give them to S3Proxy")
+            raise ProxyError("a HEAD of the proxy's own needs credentials; give them to S3Proxy")
+        path = path or request.path
         scope = _authorization_fields(request.header("Authorization") or "")
         parts = scope.get("Credential", "").split("/")
         host = request.header("Host") or "localhost"
-        aws = AWSRequest(method="HEAD", url=f"http://{host}{request.path}")
+        aws = AWSRequest(method="HEAD", url=f"http://{host}{path}")
         aws.headers["Host"] = host
         _Resigner(credentials, parts[2] if len(parts) == 5 else self.region, None, None).add_auth(
             aws
         )
-        return S3Request.build("HEAD", request.path, list(aws.headers.items()))
+        return S3Request.build("HEAD", path, list(aws.headers.items()))
 
     def _rewrite(self, request: S3Request) -> S3Request:
         """The request as the upstream should get it under the current quirks."""

@@ -274,6 +274,46 @@ def test_counts_operations_by_botocore_name(via: Any, proxy: S3Proxy, bucket: st
     assert proxy.counts == Counter()
 
 
+def test_measures_copies_and_arrivals(via: Any, proxy: S3Proxy, bucket: str) -> None:
+    """Off by default; on, each copy's bytes (whole objects by a HEAD of the proxy's
+    own, parts by their range) and each request's arrival, neither counted as a
+    request of the client's."""
+    via.put_object(Bucket=bucket, Key="copies/dt=1/a b", Body=b"x" * 1000)
+    source = {"Bucket": bucket, "Key": "copies/dt=1/a b"}
+    via.copy_object(Bucket=bucket, Key="copies/off", CopySource=source)
+    assert proxy.copied_bytes == Counter() and proxy.arrivals == []
+    proxy.measure_copies = True
+    proxy.record_arrivals()
+    proxy.reset_counts()
+    started = time.time()
+    via.copy_object(Bucket=bucket, Key="copies/dt=2/b", CopySource=source)
+    upload = via.create_multipart_upload(Bucket=bucket, Key="copies/m")["UploadId"]
+    for number, extra in ((1, {"CopySourceRange": "bytes=0-99"}), (2, {})):
+        via.upload_part_copy(
+            Bucket=bucket,
+            Key="copies/m",
+            UploadId=upload,
+            PartNumber=number,
+            CopySource=source,
+            **extra,
+        )
+    via.abort_multipart_upload(Bucket=bucket, Key="copies/m", UploadId=upload)
+    assert proxy.copied_bytes == Counter(CopyObject=1000, UploadPartCopy=1100)
+    assert [op for _, op in proxy.arrivals] == [
+        "CopyObject",
+        "CreateMultipartUpload",
+        "UploadPartCopy",
+        "UploadPartCopy",
+        "AbortMultipartUpload",
+    ]
+    assert all(started <= t <= time.time() for t, _ in proxy.arrivals)
+    assert proxy.counts == Counter(
+        CopyObject=1, CreateMultipartUpload=1, UploadPartCopy=2, AbortMultipartUpload=1
+    )
+    proxy.reset_counts()
+    assert proxy.copied_bytes == Counter() and proxy.arrivals == []
+
+
 def test_keeps_connections_alive(via: Any, proxy: S3Proxy, bucket: str) -> None:
     for i in range(20):
         via.put_object(Bucket=bucket, Key=f"k/{i}", Body=b"x")
