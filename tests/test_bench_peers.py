@@ -151,6 +151,11 @@ def test_report_and_chart_from_runs(tmp_path: Path) -> None:
     assert "| S3A magic | 2.20 | 2.00-2.40 | 0.69x |" in text
     assert "Ahead of zero-rename, magic (3.20 s): S3A magic (2.20 s)" in text
     assert "S3A staging, directory, daily: failed. a reason" in text
+    assert "2 rounds. A daily job's write" in text
+    # A run stopped before its last round: the rounds each method ran are said.
+    stopped = [r for r in runs if not (r.method == "iceberg-spark" and r.round == 1)]
+    report.write(meta, stopped, str(page), str(chart))
+    assert "stopped before its last round reached Spark's Iceberg writer (1)" in page.read_text()
     svg = ET.fromstring(chart.read_text())
     assert svg.tag.endswith("svg")
     assert "not supported" not in chart.read_text() and "failed" in chart.read_text()

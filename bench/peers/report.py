@@ -469,7 +469,7 @@ def workload_part(runs: Sequence[Run], workload: Workload, rounds: int) -> list[
     parts = [
         f"### {workload.label[0].upper() + workload.label[1:]}",
         "",
-        f"{rounds} round{'s' if rounds > 1 else ''}. "
+        rounds_text(found, rounds)
         + WORKLOAD_TEXT.get(workload.name, "")
         + data_size(found, workload),
         "",
@@ -487,6 +487,22 @@ def workload_part(runs: Sequence[Run], workload: Workload, rounds: int) -> list[
     if text:
         parts += [text, ""]
     return parts
+
+
+def rounds_text(found: Sequence[Group], planned: int) -> str:
+    """The rounds the methods ran, and which ran fewer than planned (a run
+    stopped before its last rounds reached them)."""
+    timed = [g for g in found if g.timed]
+    most = max((len(g.timed) for g in timed), default=planned)
+    text = f"{most} round{'s' if most > 1 else ''}. "
+    fewer = [g for g in timed if len(g.timed) < most]
+    if fewer:
+        text += (
+            "The run was stopped before its last round reached "
+            + ", ".join(f"{g.label} ({len(g.timed)})" for g in fewer)
+            + ": their medians are over the rounds given. "
+        )
+    return text
 
 
 WORKLOAD_TEXT = {
