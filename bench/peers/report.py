@@ -458,8 +458,9 @@ def data_size(found: Sequence[Group], workload: Workload) -> str:
     size = group.med(lambda r: float(r.bytes)) if group else None
     if not size:
         return ""
-    files = workload.frame.files
-    return f" The data files come to {size / MIB:,.0f} MiB, {size / files / MIB:.2f} MiB a file."
+    each = size / workload.frame.files
+    per_file = f"{each / MIB:.2f} MiB" if each >= MIB else f"{each / 1024:,.1f} KiB"
+    return f" The data files come to {size / MIB:,.0f} MiB, {per_file} a file."
 
 
 def workload_part(runs: Sequence[Run], workload: Workload, rounds: int) -> list[str]:
