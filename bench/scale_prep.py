@@ -134,6 +134,10 @@ def write_tasks(
     return requests.sent
 
 
+# Up to this many files are written by this process, without worker processes.
+IN_PROCESS_FILES = 2000
+
+
 def prepared_scale_job(
     config: StoreConfig,
     dest_url: str,
@@ -149,6 +153,11 @@ def prepared_scale_job(
         job = committer.setup_job(options)
     full, rest = divmod(files, files_per_task)
     tasks = [(i, files_per_task) for i in range(full)] + ([(full, rest)] if rest else [])
+    if files <= IN_PROCESS_FILES:
+        # A spawned worker costs a second of start-up, more than a few thousand
+        # empty files take from this process.
+        sent = write_tasks(config, dest_url, job.model_dump_json(), tasks, threads)
+        return committer, job, sent + counter.total
     shares = [tasks[i::processes] for i in range(processes)]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(processes, mp_context=context) as pool:
