@@ -14,6 +14,9 @@ and lives in :class:`StepRunner`:
 - **the stage once**: the engine's write runs unless the job's stage manifest
   is saved (a retry after the write) or the job went on; after the write the
   manifest is required;
+- **a lost stage fenced off**: a write whose submitter died and which nothing
+  can reach is fenced off by aborting its job, and the stage writes the run's
+  next job, which the steps handed the first one follow;
 - **retry past the point of no return**: a commit that fails after it is run
   again (an engine has no orchestrator's retries); before it, the error stands;
 - **abort after a failure**: a step that failed for good aborts the run's job,
