@@ -128,9 +128,11 @@ with DAG(
         ],
         options="{{ params.options | tojson }}",
         job_id=JOB_ID,
-        # Spark retries its own tasks, and a failed write aborts its job, so a
-        # resubmit could only fail: clearing the run sets up a new job instead.
-        retries=0,
+        # A retry is for a worker that died under the stage: it reattaches to the
+        # application, or fences it off and writes the run's next job. An
+        # application that failed is not submitted again (Spark retries its own
+        # tasks, and a failed write aborts its job): clear the run for a new job.
+        retries=1,
         **common,
     )
     validate = ValidateTaskManifestsOperator(task_id="validate", job_id=JOB_ID, **common)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +41,68 @@ def test_airflow_loads_the_provider_and_the_plugin() -> None:
     (plugin,) = [p for p in plugins_manager.get_plugin_info() if p["name"] == "zero_rename"]
     assert "/zero-rename" in str(plugin["fastapi_apps"])
     assert "Commits" in str(plugin["external_views"])
+
+
+def test_the_provider_info_validates_against_airflows_schemas() -> None:
+    """The runtime schema Airflow checks provider info with, and the finer one of a
+    provider's own declaration (``conn-fields``, ``ui-field-behaviour``), both shipped
+    with Airflow."""
+    import airflow
+    import jsonschema
+
+    from zero_rename.airflow.get_provider_info import get_provider_info
+
+    schemas = Path(airflow.__file__).parent
+    info = get_provider_info()
+    jsonschema.validate(info, json.loads((schemas / "provider_info.schema.json").read_text()))
+    declared = json.loads((schemas / "provider.yaml.schema.json").read_text())
+    jsonschema.validate(info["connection-types"], declared["properties"]["connection-types"])
+
+
+def test_airflow_draws_the_connection_form_from_the_provider_info() -> None:
+    """What the api-server's connection form endpoint (``GET /ui/connections/hook_meta``)
+    answers, from its own handler: the form comes from the provider info alone."""
+    from airflow.api_fastapi.core_api.routes.ui.connections import hook_meta_data
+
+    (form,) = [f for f in hook_meta_data() if f.connection_type == "zero_rename"]
+    assert form.hook_class_name == "zero_rename.airflow.hooks.ZeroRenameHook"
+    assert form.hook_name == "zero-rename (S3-compatible store)"
+    standard = form.standard_fields
+    assert standard is not None and standard.host is not None and standard.host.hidden
+    assert standard.login is not None and standard.login.title == "Access key ID"
+    assert standard.password is not None and standard.password.title == "Secret access key"
+    extra = form.extra_fields or {}
+    assert set(extra) == {"endpoint_url", "region_name", "store_profile"}
+    profile = extra["store_profile"]["schema"]
+    assert profile["enum"][0] == profile["default"] == "auto" and "minio" in profile["enum"]
+    assert extra["endpoint_url"]["schema"]["title"] == "S3 endpoint URL"
+
+
+def test_a_connection_the_form_saved_serves_the_hook(
+    s3_server: EmbeddedS3, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The form's fields are the extra's keys the hook reads; the amazon provider's
+    wrapper says nothing of the connection's own type."""
+    from zero_rename.airflow.hooks import ZeroRenameHook
+
+    saved = {
+        "conn_type": "zero_rename",
+        "login": s3_server.access_key,
+        "password": s3_server.secret_key,
+        "extra": {
+            "endpoint_url": s3_server.endpoint_url,
+            "region_name": "us-east-1",
+            "store_profile": "seaweedfs",
+        },
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_ZR_FORM", json.dumps(saved))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hook = ZeroRenameHook(aws_conn_id="zr_form")
+        store = hook.store()
+    assert store.profile == named_profile("seaweedfs")
+    assert hook.conn_config.region_name == "us-east-1"
+    store.check_bucket(bucket)
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from tests.helpers import pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobSummary
 from zero_rename.core.protocol import states
-from zero_rename.core.steps import StepRunner
-from zero_rename.errors import ZeroRenameError
+from zero_rename.core.steps import StepRunner, run_job_id
+from zero_rename.errors import ConfigError, JobDecidedError, ZeroRenameError
 
 pytestmark = pytest.mark.s3
 
@@ -118,3 +118,53 @@ def test_the_abort_leaves_a_committed_job_alone(committer: Committer, known: boo
     assert StepRunner(committer).abort_job(job.job_id, "late", record, cleanup=not known) is None
     assert committer.job(job.job_id).state == states.COMMITTED
     assert len(visible(committer)) == 1
+
+
+def test_a_restaged_jobs_lost_write_can_commit_nothing_and_the_run_goes_on_with_the_next(
+    committer: Committer,
+) -> None:
+    """An engine's write whose submitter died, still running where nobody can reach
+    it: one task attempt committed (its manifest on its way to the lost driver),
+    one still writing. ``restage`` aborts the job and sets up the run's next one;
+    the late attempt's fence read refuses it, the lost driver's stage manifest
+    lands in a job no commit takes, and the steps handed the first job go on with
+    the second."""
+    runner = StepRunner(committer, "daily", "scheduled__2024-01-02")
+    origin = {"airflow_dag_id": "daily"}
+    first = runner.setup({"partition_columns": "dt", "conflict_mode": "replace"}, origin)
+    done = write_task(committer, first, "00000", {"2024-01-01": b"a"}, publish=False)
+    late = committer.task_attempt(first, "00001")
+    with late.open({"dt": "2024-01-01"}) as out:
+        out.write(b"b")
+    assert len(pending_in_bucket(committer)) == 2
+
+    second = runner.restage(first.job_id, "its driver was lost")
+
+    assert second.job_id == run_job_id("daily", "scheduled__2024-01-02", committer.dest.url, 1)
+    assert (second.state, second.options, second.origin) == ("setup", first.options, origin)
+    fenced = committer.job(first.job_id)
+    assert fenced.state == states.ABORTED
+    assert "its driver was lost" in fenced.error and second.job_id in fenced.error
+    assert pending_in_bucket(committer) == []
+    with pytest.raises(JobDecidedError):
+        late.commit(publish=False)
+    assert pending_in_bucket(committer) == []
+    assert done is not None
+    committer.save_stage_manifest(first.job_id, [done], engine="lost")
+    with pytest.raises(JobDecidedError):
+        committer.commit_job(first.job_id)
+    assert visible(committer) == {}
+    for handed in (first.job_id, second.job_id):
+        assert runner.successor(handed) == second.job_id
+    assert runner.successor("some-other-job") == "some-other-job"
+
+
+def test_a_restaged_job_named_by_hand_is_aborted_and_a_new_run_must_write(
+    committer: Committer,
+) -> None:
+    job = committer.setup_job({"conflict_mode": "append"})  # its id given, not the run's
+    runner = StepRunner(committer, "daily", "scheduled__2024-01-02")
+    with pytest.raises(ConfigError, match="new id"):
+        runner.restage(job.job_id, "its driver was lost")
+    assert committer.job(job.job_id).state == states.ABORTED
+    assert runner.current_job() is None

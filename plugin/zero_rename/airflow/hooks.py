@@ -10,12 +10,16 @@ that ``CompleteMultipartUpload`` may take.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+from airflow.providers.amazon.aws.utils.connection_wrapper import AwsConnectionWrapper
 from botocore.config import Config
 
+from zero_rename.airflow.get_provider_info import CONN_TYPE, HOOK_NAME
 from zero_rename.core import (
     AUTO_PROFILE,
     Committer,
@@ -41,7 +45,10 @@ class ZeroRenameHook(S3Hook):
         ``pool_size``); by default the core's, made for commit work.
     """
 
-    hook_name = "zero-rename (S3)"
+    # Its own connection type, for the connection form the provider info declares;
+    # a connection of type ``aws`` serves as well.
+    conn_type = CONN_TYPE
+    hook_name = HOOK_NAME
 
     def __init__(
         self,
@@ -54,6 +61,15 @@ class ZeroRenameHook(S3Hook):
         super().__init__(aws_conn_id=aws_conn_id, **kwargs)
         self.pool_size = pool_size
         self.store_config = store_config or StoreConfig()
+
+    @cached_property
+    def conn_config(self) -> AwsConnectionWrapper:
+        """The connection, as the amazon provider reads it. Its wrapper warns about a
+        connection whose type is not ``aws``; this hook's own type is meant."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", f".*got '{self.conn_type}'", UserWarning)
+            wrapped: AwsConnectionWrapper = super().conn_config
+        return wrapped
 
     @property
     def endpoint_url(self) -> str | None:

@@ -41,6 +41,8 @@ class JobStepOperator(BaseOperator):
     operator_extra_links = (CommitsLink(),)
     ui_color = "#d6eaf8"
     step = ""
+    # Whether a step given one of its run's jobs goes on with the run's newest.
+    follows_run = True
 
     def __init__(
         self,
@@ -74,6 +76,15 @@ class JobStepOperator(BaseOperator):
     def steps(self, context: Context) -> StepRunner:
         """The core's step runner for this DAG run's jobs."""
         return StepRunner(self.committer, self.dag_id, context["run_id"])
+
+    def pre_execute(self, context: Context) -> None:
+        """The run's job: a job of this run aborted so that its stage could run again
+        as the run's next job (a retried stage whose application was lost) is
+        followed to that one."""
+        super().pre_execute(context)
+        if self.follows_run and self.job_id not in _NO_JOB:
+            with protocol_errors():
+                self.job_id = self.steps(context).successor(str(self.job_id))
 
     def unless_decided(self, context: Context, step: Callable[[str], JobSummary]) -> JobSummary:
         """Run a pre-commit step, or report the job as it is once it was decided."""
@@ -116,6 +127,7 @@ class CommitJobSetupOperator(JobStepOperator):
     template_fields: Sequence[str] = (*JobStepOperator.template_fields, "options")
     template_fields_renderers = {"options": "json"}
     step = "setup"
+    follows_run = False  # it sets up the run's job
 
     def __init__(self, *, options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         threads = str((options or {}).get("threads", ""))

@@ -22,6 +22,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from zero_rename.airflow.failures import protocol_errors
 from zero_rename.airflow.hooks import ZeroRenameHook
 from zero_rename.airflow.links import CommitsLink
+from zero_rename.airflow.resume import StageApplications
 from zero_rename.airflow.xcom import SUMMARY_KEY, xcom_summary
 from zero_rename.core import Committer, JobSummary, StepRunner
 
@@ -51,6 +52,11 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
 
     A retry after the application saved its stage manifest, or a cleared run
     whose job is already committing or committed, does not write the job again.
+    A retry after the worker died under the stage reattaches to the application
+    where the provider can find it again (``durable``, on by default), or aborts
+    the job, so that nothing of that application can commit, and writes the run's
+    next job, which the later steps follow (:mod:`zero_rename.airflow.resume`). An
+    application the worker saw fail fails the task for good.
 
     :param destination: ``s3://bucket/table`` of the job.
     :param job_id: the job's id, usually ``{{ ti.xcom_pull(task_ids='setup_job') }}``.
@@ -91,9 +97,19 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
     # The parent returns nothing; this returns the stage summary, for XCom.
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         """The submit, unless the job's stage is done; then its manifest is required
-        (:meth:`zero_rename.core.steps.StepRunner.stage`)."""
+        (:meth:`zero_rename.core.steps.StepRunner.stage`). A retry reattaches to the
+        application an earlier try started, or fences it off and writes the run's
+        next job (:mod:`zero_rename.airflow.resume`)."""
         with protocol_errors():
-            summary = StepRunner(self.committer).stage(self.job_id, lambda: self._submit(context))
+            runner = StepRunner(self.committer, self.dag_id, context["run_id"])
+            self.job_id = runner.successor(self.job_id)
+            summary = runner.stage_done(self.job_id)
+            if summary is None:
+                applications = StageApplications(context, runner, self.external_id_key)
+                job_id = self.job_id = applications.prepare(self.job_id)
+                summary = runner.stage(
+                    job_id, lambda: applications.submit(job_id, lambda: self._submit(context))
+                )
         return self._report(context, summary)
 
     def _submit(self, context: Context) -> None:

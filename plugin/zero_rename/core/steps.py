@@ -14,6 +14,9 @@ and lives in :class:`StepRunner`:
 - **the stage once**: the engine's write runs unless the job's stage manifest
   is saved (a retry after the write) or the job went on; after the write the
   manifest is required;
+- **a lost stage fenced off**: a write whose submitter died and which nothing
+  can reach is fenced off by aborting its job, and the stage writes the run's
+  next job, which the steps handed the first one follow;
 - **retry past the point of no return**: a commit that fails after it is run
   again (an engine has no orchestrator's retries); before it, the error stands;
 - **abort after a failure**: a step that failed for good aborts the run's job,
@@ -35,6 +38,7 @@ from typing import Any
 
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord, JobSummary, TaskManifest
+from zero_rename.core.data.options import JobOptions
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.validate import Expected
 from zero_rename.errors import (
@@ -108,7 +112,9 @@ class StepRunner:
         return run_job_id(self.pipeline, self.run_id, self.committer.dest.url, generation)
 
     def setup(
-        self, options: Mapping[str, Any] | None, origin: Mapping[str, str] | None = None
+        self,
+        options: JobOptions | Mapping[str, Any] | None,
+        origin: Mapping[str, str] | None = None,
     ) -> JobRecord:
         """Set up, or find again, this run's job: the first generation not aborted.
         A job in setup is set up again (idempotent for the same options); one past
@@ -145,6 +151,32 @@ class StepRunner:
             if record.state != states.ABORTED:
                 return record
         return None
+
+    def generation(self, job_id: str) -> int | None:
+        """Which of this run's jobs ``job_id`` is; None: not one of this run's."""
+        return next(
+            (g for g in range(MAX_GENERATIONS) if self._job_id(g) == job_id),
+            None,
+        )
+
+    def successor(self, job_id: str) -> str:
+        """The job a step of this run works on when handed ``job_id`` (a setup step's
+        answer): ``job_id``, unless it is one of this run's jobs that was aborted and
+        a later one was set up (:meth:`restage`, a cleared run); then the newest of
+        them. One GET for a job of this run, none for another."""
+        generation = self.generation(job_id)
+        if generation is None or self.committer.job(job_id).state != states.ABORTED:
+            return job_id
+        newest = job_id
+        for later in range(generation + 1, MAX_GENERATIONS):
+            try:
+                self.committer.job(self._job_id(later))
+            except JobNotFoundError:
+                break
+            newest = self._job_id(later)
+        if newest != job_id:
+            log.info("job %s of this run was aborted; the step goes on with job %s", job_id, newest)
+        return newest
 
     # -- skip a decided job ------------------------------------------------------------
     def before_commit(self, job_id: str, step: Callable[[str], JobSummary]) -> JobSummary:
@@ -208,6 +240,45 @@ class StepRunner:
                 "write through the zero-rename format with the job's id (option job_id)?"
             )
         return staged.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
+
+    def restage(self, job_id: str, reason: str) -> JobRecord:
+        """Fence off an engine's write of ``job_id`` that may still be running where
+        nobody can reach it (its submitter died), and set up this run's next job
+        for the stage to write again; returns the new job's record.
+
+        The guard is the job's state: the abort is one compare-and-swap
+        (:meth:`Committer.abort_job`), and an engine's task attempt counts only
+        while its job is ``setup`` (the fence read after its task commit), so from
+        the abort on every attempt of the lost write aborts its own uploads and
+        fails; the uploads it made before are aborted here; a stage manifest its
+        driver still saves belongs to an aborted job, which no commit takes (seal
+        refuses it). Sealing would close the job to the new write as well, and a
+        partition claim only orders job commits: neither fences a stage.
+
+        Raises:
+            ConfigError: ``job_id`` is not one of this run's jobs (its id was given,
+                not derived from the run): it is aborted, and a new run must write.
+            AbortRefusedError: the job's commit passed its point of no return.
+        """
+        record = self.committer.job(job_id)
+        generation = self.generation(job_id)
+        successor = None if generation is None else self._job_id(generation + 1)
+        self.committer.abort_job(
+            job_id,
+            reason=f"{reason}; its stage runs again"
+            + (f" as job {successor}" if successor else " in a new run"),
+        )
+        self.committer.cleanup_job(job_id)
+        if successor is None:
+            raise ConfigError(
+                f"job {job_id} was aborted to fence off a write that may still be running; "
+                "its id was given rather than derived from the run, so run the job again "
+                "under a new id"
+            )
+        log.warning(
+            "job %s is aborted (%s); the stage writes job %s instead", job_id, reason, successor
+        )
+        return self.setup(record.options, record.origin)
 
     # -- retry past the point of no return --------------------------------------------
     def commit(
