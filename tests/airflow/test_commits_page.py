@@ -799,6 +799,16 @@ def test_a_stuck_job_is_aborted_from_the_page_by_a_run_of_manual_abort(
         # The committing job: roll back, by force too; its confirmation says so.
         browser.goto(page_url(api_server, committer, committing) + "&action=force_roll_back")
         forced = browser.evaluate(ACTIONS_DOM)
+        # The run's task in Airflow's UI, once it recorded its link: a "Commits" tab
+        # beside Logs and Details, showing the page at the task's job.
+        (run,) = abort_runs(api_server)
+        record_commits_link(run["dag_run_id"], page_url(api_server, committer, sealed))
+        task = f"/dags/manual_abort/runs/{quote(run['dag_run_id'], safe='')}/tasks/abort_job"
+        browser.goto(api_server.url + task)
+        tab_names = wait_for(browser, TABS, lambda names: "Commits" in names)
+        browser.evaluate(CLICK_TAB)
+        framed = wait_for(browser, FRAMED_JOB, lambda job: job == sealed)
+        browser.screenshot(tmp_path / "task-tab-commits.png")
         # A viewer: the page, without a button; a confirmation asked for is refused.
         browser.set_cookie("_token", api_server.viewer_token, api_server.url)
         browser.goto(confirm_url)
@@ -820,7 +830,7 @@ def test_a_stuck_job_is_aborted_from_the_page_by_a_run_of_manual_abort(
     assert any("compare-and-swap" in s for s in confirm["steps"])
     assert any("pending uploads (1 now)" in s for s in confirm["steps"])
 
-    (run,) = abort_runs(api_server)
+    assert "Commits" in tab_names and "Logs" in tab_names and framed == sealed
     assert run["conf"] == confirm["params"]
     assert run["triggered_by"] == "ui" and run["triggering_user_name"] == "admin"
     assert run["dag_run_id"] in after["triggered"] and "paused" in after["triggered"]
@@ -837,6 +847,67 @@ def test_a_stuck_job_is_aborted_from_the_page_by_a_run_of_manual_abort(
     assert viewer["offers"] == [] and viewer["confirm"] is None
     assert "may not trigger manual_abort" in viewer["refused"]
     assert refused_actions(api_server, committer, made.first.job_id) == 1
+    assert_task_tab(api_server, run["dag_run_id"], page_url(api_server, committer, sealed))
+
+
+# The task instance's tabs in Airflow's UI (the words of its leaf elements), one
+# clicked, and the job the page in its frame shows in detail.
+TABS = """[...document.querySelectorAll('*')].filter(e => !e.children.length)
+  .map(e => e.textContent.trim()).filter(t => t)"""
+CLICK_TAB = """(() => { const found = [...document.querySelectorAll('*')]
+  .filter(e => !e.children.length && e.textContent.trim() === 'Commits').pop();
+  (found.closest('a,button,[role=tab]') || found).click(); })()"""
+FRAMED_JOB = """(() => { const f = document.querySelector('iframe');
+  const d = f && f.contentDocument && f.contentDocument.querySelector('#job-detail code');
+  return d ? d.textContent : null; })()"""
+
+
+def record_commits_link(run_id: str, link: str) -> None:
+    """The run's abort_job task's "Commits" link, as the task records it when it
+    finishes (a real run's, tests/airflow/test_daily_dag.py reads)."""
+    from airflow.models.xcom import XComModel
+
+    XComModel.set(
+        "_link_CommitsLink",
+        urlsplit(link).path + "?" + urlsplit(link).query,
+        dag_id="manual_abort",
+        task_id="abort_job",
+        run_id=run_id,
+    )
+
+
+def assert_task_tab(server: ApiServer, run_id: str, link: str) -> None:
+    """The tab's address answers with the page at the task's job (its "Commits"
+    link), or says the task has none."""
+    plugins = httpx.get(
+        f"{server.url}/api/v2/plugins",
+        headers={"Authorization": f"Bearer {server.token}"},
+        timeout=60,
+    ).json()
+    (plugin,) = [p for p in plugins["plugins"] if p["name"] == "zero_rename"]
+    (tab,) = [v for v in plugin["external_views"] if v["destination"] == "task_instance"]
+    # As Airflow's UI fills it in; an unmapped task leaves {MAP_INDEX} as it is.
+    fill = {
+        "{DAG_ID}": "manual_abort",
+        "{RUN_ID}": quote(run_id, safe=""),
+        "{TASK_ID}": "abort_job",
+    }
+    url = tab["href"]
+    for placeholder, value in fill.items():
+        url = url.replace(placeholder, value)
+    headers = {"Authorization": f"Bearer {server.token}"}
+    finished = httpx.get(server.url + url, headers=headers, timeout=60)
+    assert finished.status_code == 303 and finished.headers["location"] == link.split(server.url)[1]
+    unfinished = httpx.get(
+        server.url + url.replace("abort_job", "cleanup_job"), headers=headers, timeout=60
+    )
+    assert unfinished.status_code == 200 and "has no zero-rename job" in unfinished.text
+    viewer = httpx.get(
+        server.url + url.replace("manual_abort", "another_dag"),
+        headers={"Authorization": f"Bearer {server.viewer_token}"},
+        timeout=60,
+    )
+    assert viewer.status_code == 200 and "has no zero-rename job" in viewer.text
 
 
 def refused_actions(server: ApiServer, committer: Committer, committed: str) -> int:
