@@ -59,12 +59,12 @@ def round_step(raw: float) -> float:
     return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
 
 
-# Steps of seconds past a minute: whole minutes and hours, as a clock reads.
-_CLOCK_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+# Steps of ten seconds and more as a clock reads: 15 s, 30 s, whole minutes and hours.
+_CLOCK_STEPS = (10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200)
 
 
 def seconds_step(raw: float) -> float:
-    if raw <= 30:
+    if raw <= 10:
         return round_step(raw)
     return next((float(s) for s in _CLOCK_STEPS if s >= raw), round_step(raw / 86400) * 86400)
 
@@ -74,7 +74,10 @@ def bytes_step(raw: float) -> float:
     unit = 1.0
     while raw >= 1024 * unit * 0.999 and unit < 1024**4:
         unit *= 1024
-    return round_step(raw / unit) * unit
+    step = round_step(raw / unit)
+    if step >= 1000 and unit < 1024**4:  # 1000 MiB reads worse than 1 GiB
+        unit, step = unit * 1024, 1.0
+    return step * unit
 
 
 def count_step(raw: float) -> float:
