@@ -1,10 +1,12 @@
 """The Commits page on a real ``airflow api-server``, seen in headless Chromium.
 
-The api-server runs with its own password file and JWT secret on a free
-loopback port. The page must refuse anonymous requests, and show what the
-store holds: jobs, their states, counts, pending uploads and ``_SUCCESS``, for
-the destinations its settings allow only (one bucket of the module's, see
-``page_bucket``). It reads S3 through a connection kept in Airflow's database,
+The api-server runs with its own password file (an admin and a viewer) and
+JWT secret on a free loopback port. The page must refuse anonymous requests,
+and show what the store holds: jobs, their states, counts, pending uploads and
+``_SUCCESS``, for the destinations its settings allow only (one bucket of the
+module's, see ``page_bucket``); its chart with a time axis and ticks, its
+numbers as the command line prints them; and, to the admin only, buttons that
+trigger ``manual_abort`` for a stuck or committing job. It reads S3 through a connection kept in Airflow's database,
 which a test may change between requests: the api-server looks it up anew.
 """
 
