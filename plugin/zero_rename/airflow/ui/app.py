@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
+from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 from airflow.api_fastapi.auth.managers.models.resource_details import AccessView, DagAccessEntity
 from airflow.api_fastapi.core_api.security import (
     GetUserDep,
@@ -215,7 +216,11 @@ class Triggered:
 
 
 def page_actions(
-    user: Any, views: list[DestinationView], job: str | None, action: str | None, run: str | None
+    user: BaseUser,
+    views: list[DestinationView],
+    job: str | None,
+    action: str | None,
+    run: str | None,
 ) -> dict[str, Any]:
     """What the page offers to do (nothing for a user who may not trigger
     manual_abort, or where it is not deployed), the confirmation asked for, and
