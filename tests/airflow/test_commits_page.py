@@ -6,8 +6,9 @@ and show what the store holds: jobs, their states, counts, pending uploads and
 ``_SUCCESS``, for the destinations its settings allow only (one bucket of the
 module's, see ``page_bucket``); its chart with a time axis and ticks, its
 numbers as the command line prints them; and, to the admin only, buttons that
-trigger ``manual_abort`` for a stuck or committing job. It reads S3 through a connection kept in Airflow's database,
-which a test may change between requests: the api-server looks it up anew.
+trigger ``manual_abort`` for a stuck or committing job. It reads S3 through a
+connection kept in Airflow's database, which a test may change between
+requests: the api-server looks it up anew.
 """
 
 from __future__ import annotations
