@@ -176,10 +176,16 @@ clean:
 	rm -rf $(VENV) $(LOCALSTACK_VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # The stack (S3, Spark, Airflow) as plain processes on 127.0.0.1; see docs/deployment.md.
-.PHONY: stack-up stack-status stack-down
+.PHONY: stack-up stack-status stack-down stack-demo
 
 stack-up: $(STAMP)
 	$(PY) deploy/stack.py up
+
+# The stack started (if it is not), then its Commits page filled: the daily DAG
+# over a few days, a job committed, failed, aborted, rolled back, and one left
+# for the page's "Roll back…" (demo/stack.py); prints the page's address.
+stack-demo: stack-up
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m demo.stack
 
 stack-status:
 	$(PY) deploy/stack.py status

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from demo import airflow_dag, common, dagster_asset, protocol
+from demo import airflow_dag, common, dagster_asset, protocol, stack
 from tests.table_jobs import table_job
 from zero_rename.cli.main import build_parser
 from zero_rename.core.committer import Committer
@@ -117,3 +117,18 @@ def test_the_demos_read_a_published_table_back_through_the_formats_reader(
     ]
     args = airflow_dag.day_parser(airflow_dag.__doc__ or "").parse_args(["--table-format", "delta"])
     assert args.table_format == "delta"
+
+
+@pytest.mark.s3
+def test_the_stack_demos_store_in_trouble_leaves_a_commit_that_cannot_finish(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    """What ``make stack-demo`` leaves for the page's "Roll back…": a job past its
+    point of no return, nothing of it visible, its upload gone; a rollback without
+    force takes it back."""
+    job_id = stack.unfinishable_commit(committer.dest.url, "2024-01-07", store_config)
+    record = committer.job(job_id)
+    assert record.state == "committing" and stack.committing_jobs(committer.dest.url) == [job_id]
+    assert committer.pending_uploads(job_id) == [] and committer.read_success() is None
+    committer.rollback_job(job_id, reason="rolled back by the test")
+    assert committer.job(job_id).state == "aborted"

@@ -106,6 +106,15 @@ class Browser:
     def goto(self, url: str) -> None:
         self.send("Page.navigate", {"url": url}, wait_event="Page.loadEventFired")
 
+    def click(self, selector: str) -> None:
+        """Click the element ``selector`` finds, as a user would, and wait for the
+        page the click leads to (a link followed, a form posted)."""
+        self.send(
+            "Runtime.evaluate",
+            {"expression": f"document.querySelector({json.dumps(selector)}).click()"},
+            wait_event="Page.loadEventFired",
+        )
+
     def evaluate(self, expression: str) -> Any:
         result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True})
         return result.get("result", {}).get("value")

@@ -160,3 +160,16 @@ def unpause(dag_id: str) -> None:
             session.query(DagModel).filter(DagModel.dag_id == dag_id).update({"is_paused": False})
             == 1
         )
+
+
+def sync_dags(*files: str) -> None:
+    """Parse these files of dags/ into Airflow's database, as the DAG processor
+    would: an api-server then knows their DAGs and can create their runs."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+
+    DagBundlesManager().sync_bundles_to_db()
+    for name in files:
+        bag = BundleDagBag(dag_folder=str(DAGS / name), bundle_path=DAGS, bundle_name="dags-folder")
+        assert not bag.import_errors, bag.import_errors
+        sync_bag_to_db(bag, "dags-folder", None)

@@ -1,11 +1,14 @@
 """The Commits page on a real ``airflow api-server``, seen in headless Chromium.
 
-The api-server runs with its own password file and JWT secret on a free
-loopback port. The page must refuse anonymous requests, and show what the
-store holds: jobs, their states, counts, pending uploads and ``_SUCCESS``, for
-the destinations its settings allow only (one bucket of the module's, see
-``page_bucket``). It reads S3 through a connection kept in Airflow's database,
-which a test may change between requests: the api-server looks it up anew.
+The api-server runs with its own password file (an admin and a viewer) and
+JWT secret on a free loopback port. The page must refuse anonymous requests,
+and show what the store holds: jobs, their states, counts, pending uploads and
+``_SUCCESS``, for the destinations its settings allow only (one bucket of the
+module's, see ``page_bucket``); its chart with a time axis and ticks, its
+numbers as the command line prints them; and, to the admin only, buttons that
+trigger ``manual_abort`` for a stuck or committing job. It reads S3 through a
+connection kept in Airflow's database, which a test may change between
+requests: the api-server looks it up anew.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import pytest
 
 from tests import buckets, table_stub
 from tests.airflow.browser import Browser
+from tests.airflow.dagruns import sync_dags
 from tests.airflow.environment import AIRFLOW_HOME, VENV_BIN
 from tests.every_state import D1, D2, D3, D5, D6, age, every_state
 from tests.helpers import write_task
@@ -50,7 +54,8 @@ STARTUP_SECONDS = 180
 @dataclass
 class ApiServer:
     url: str
-    token: str
+    token: str  # an admin's
+    viewer_token: str  # a viewer's: may read the page, may not trigger a DAG
 
 
 # The page's connection: in Airflow's database, not the environment, so that a
@@ -98,13 +103,13 @@ def committer(page_bucket: str, store_config: StoreConfig) -> Committer:
 def api_server(airflow_env: EmbeddedS3, page_bucket: str) -> Iterator[ApiServer]:
     set_page_connection(airflow_env)
     port = free_ports(1)[0]
-    password = secrets.token_urlsafe(16)
-    passwords = AIRFLOW_HOME / "api-passwords.json"
-    passwords.write_text(json.dumps({"admin": password}))
+    passwords = {user: secrets.token_urlsafe(16) for user in ("admin", "viewer")}
+    passwords_file = AIRFLOW_HOME / "api-passwords.json"
+    passwords_file.write_text(json.dumps(passwords))
     env = {
         **os.environ,
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file),
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
         "AIRFLOW__ZERO_RENAME__AWS_CONN_ID": PAGE_CONN,
@@ -133,11 +138,14 @@ def api_server(airflow_env: EmbeddedS3, page_bucket: str) -> Iterator[ApiServer]
         )
     try:
         wait_until_healthy(url, proc)
-        response = httpx.post(
-            f"{url}/auth/token", json={"username": "admin", "password": password}, timeout=30
-        )
-        response.raise_for_status()
-        yield ApiServer(url, response.json()["access_token"])
+        tokens = {}
+        for user, password in passwords.items():
+            response = httpx.post(
+                f"{url}/auth/token", json={"username": user, "password": password}, timeout=30
+            )
+            response.raise_for_status()
+            tokens[user] = response.json()["access_token"]
+        yield ApiServer(url, tokens["admin"], tokens["viewer"])
     finally:
         stop_process_group(proc, timeout=30)
 
@@ -299,12 +307,83 @@ PAGE_DOM = """(() => {
 WHITE, DARK = "rgb(255, 255, 255)", "rgb(13, 17, 23)"
 
 
+# The chart's axes and labels, the page's numbers, the destination field: as drawn.
+CHART_DOM = """(() => {
+  const q = (s, e) => [...(e || document).querySelectorAll(s)];
+  const box = e => { const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom}; };
+  const svg = document.querySelector('figure.chart svg.history');
+  const field = document.querySelector('input[name=dest]');
+  const style = getComputedStyle(field);
+  const cells = (rows) => rows.map(r => Object.fromEntries(
+    q('[data-field]', r).map(c => [c.dataset.field, c.textContent.trim()])));
+  return {
+    panels: q('g.panel', svg).map(g => ({
+      measure: g.dataset.measure,
+      title: g.querySelector('text.panel-title').textContent,
+      titleBox: box(g.querySelector('text.panel-title')),
+      ticks: q('text.tick', g).map(t => t.textContent),
+      // The highest and lowest of its drawing: the top tick's line, the lowest label.
+      plotTop: Math.min(...q('.y-axis line', g).map(l => box(l).top)),
+      lowest: Math.max(...q('text.tick', g).map(t => box(t).bottom)),
+    })),
+    times: q('g.x-axis text.time', svg).map(t => t.textContent),
+    dates: q('g.x-axis text.date', svg).map(t => t.textContent),
+    chartWidth: svg.getBoundingClientRect().width,
+    pageWidth: document.body.clientWidth,
+    jobs: cells(q('tr.job')),
+    partitions: cells(q('tr.partition')),
+    numbers: cells(q('details.numbers tbody tr')),
+    success: document.getElementById('success-summary').innerText,
+    field: {value: field.value, fontSize: parseFloat(style.fontSize),
+      lineHeight: parseFloat(style.lineHeight),
+      content: field.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom)},
+  };
+})()"""
+
+
+def check_chart(dom: dict[str, Any]) -> None:
+    """Titles clear of the panel above, round ticks on every y-axis, a time axis
+    with dates, the page's whole width."""
+    panels = dom["panels"]
+    assert [p["title"] for p in panels] == [
+        "Run seconds, setup to commit",
+        "Commit step seconds",
+        "Files",
+        "Rows",
+        "Bytes",
+    ]
+    for above, panel in zip(panels, panels[1:], strict=False):
+        assert above["lowest"] < panel["titleBox"]["top"], (above, panel)
+        assert panel["titleBox"]["bottom"] < panel["plotTop"], panel
+    assert all(len(p["ticks"]) >= 2 for p in panels), panels
+    assert dom["dates"] and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", d) for d in dom["dates"])
+    assert all(re.fullmatch(r"\d{2}:\d{2}(:\d{2})?", t) for t in dom["times"]), dom["times"]
+    assert dom["chartWidth"] > 0.95 * dom["pageWidth"]
+
+
+def big_numbers(page_bucket: str, store_config: StoreConfig) -> Committer:
+    """A table of an underscored name with two jobs of many rows: numbers with
+    thousands separators wherever they are shown."""
+    big = Committer(f"s3://{page_bucket}/tables/daily_events_{uuid.uuid4().hex[:6]}", store_config)
+    for rows, size in ((123_456, 300_000), (98_765, 700_000)):
+        job = big.setup_job({"partition_columns": "dt", "conflict_mode": "append"})
+        write_task(big, job, "00000", {"2024-06-01": b"n" * size}, rows=rows)
+        big.commit_job(job.job_id)
+    return big
+
+
 def test_the_page_draws_the_partitions_and_the_history_chart_light_and_dark(
-    api_server: ApiServer, committer: Committer, tmp_path: Path
+    api_server: ApiServer,
+    committer: Committer,
+    page_bucket: str,
+    store_config: StoreConfig,
+    tmp_path: Path,
 ) -> None:
     made = every_state(committer)
     age(committer, made.committing, made.sealed)  # unchanged for hours: stuck
+    big = big_numbers(page_bucket, store_config)
     shots = {}
+    charts = {}
     with Browser() as browser:
         browser.set_cookie("_token", api_server.token, api_server.url)
         doms = {}
@@ -315,6 +394,11 @@ def test_the_page_draws_the_partitions_and_the_history_chart_light_and_dark(
             browser.screenshot(shots[scheme])
             browser.screenshot_of(tmp_path / f"history-{scheme}.png", "figure.chart")
             doms[scheme] = browser.evaluate(PAGE_DOM)
+            charts[f"every-state-{scheme}"] = browser.evaluate(CHART_DOM)
+            browser.goto(page_url(api_server, big))
+            browser.screenshot_of(tmp_path / f"history-numbers-{scheme}.png", "figure.chart")
+            browser.screenshot_of(tmp_path / f"destination-field-{scheme}.png", "form", margin=2)
+            charts[f"numbers-{scheme}"] = browser.evaluate(CHART_DOM)
         # Airflow's own theme (its UI keeps the choice) wins over the browser's.
         browser.evaluate("localStorage.setItem('theme', 'light')")
         browser.goto(page_url(api_server, committer))
@@ -323,7 +407,8 @@ def test_the_page_draws_the_partitions_and_the_history_chart_light_and_dark(
 
     light, dark = doms["light"], doms["dark"]
     committed = [j.job_id for j in made.committed()]
-    assert light["points"] == {m: committed for m in ("seconds", "files", "rows", "bytes")}
+    measures = ("run_seconds", "seconds", "files", "rows", "bytes")
+    assert light["points"] == {m: committed for m in measures}
     assert dict(light["marks"]) == {
         made.aborted.job_id: "aborted",
         made.rolled_back.job_id: "rolled-back",
@@ -366,6 +451,29 @@ def test_the_page_draws_the_partitions_and_the_history_chart_light_and_dark(
     assert chosen["theme"] == "light" and chosen["background"] == WHITE
     assert all(p.stat().st_size > 20_000 for p in shots.values())
     assert shots["light"].read_bytes() != shots["dark"].read_bytes()
+
+    for dom in charts.values():
+        check_chart(dom)
+    numbers = charts["numbers-light"]
+    # The command line's format: 123,456 rows, 1.5 KiB, 0.12s; the axes' ticks too.
+    ticks = {p["measure"]: p["ticks"] for p in numbers["panels"]}
+    assert ticks["rows"] == ["0", "50,000", "100,000", "150,000"]
+    assert ticks["files"] == ["0", "1"]
+    assert ticks["bytes"] == ["0 B", "200.0 KiB", "400.0 KiB", "600.0 KiB", "800.0 KiB"]
+    assert all(re.fullmatch(r"\d+\.\d\ds|\d+\.\ds", t) for t in ticks["seconds"])
+    assert [j["rows"] for j in numbers["jobs"]] == ["98,765", "123,456"]
+    assert [j["bytes"] for j in numbers["jobs"]] == ["683.6 KiB", "293.0 KiB"]
+    assert [n["rows"] for n in numbers["numbers"]] == ["123,456", "98,765"]
+    assert all(re.fullmatch(r"\d+\.\d\ds", n["run-seconds"]) for n in numbers["numbers"])
+    (partition,) = numbers["partitions"]
+    assert (partition["rows"], partition["bytes"]) == ("222,221", "976.6 KiB")
+    assert "98,765 row(s)" in numbers["success"]
+    # The field shows the destination whole: with the form's default line height a
+    # monospace font's underscores fell below the field's box (at 1 pixel a pixel).
+    field = numbers["field"]
+    assert field["value"] == big.dest.url and "_" in field["value"]
+    assert field["lineHeight"] >= 1.4 * field["fontSize"]
+    assert field["content"] >= field["lineHeight"] - 1
 
 
 def test_airflow_ui_shows_the_page_under_browse_in_its_theme(
@@ -628,3 +736,208 @@ def test_no_error_on_the_page_shows_the_endpoint(
     assert "StoreError" in errors["unreachable"]
     assert "access refused" in errors["refused credentials"]
     assert "cannot use connection 'zr_page'" in errors["malformed endpoint"]
+
+
+@pytest.fixture(scope="module")
+def abort_dag(api_server: ApiServer) -> str:
+    """manual_abort in Airflow's database, as the DAG processor would leave it (paused:
+    no scheduler runs here, so a run it gets stays queued, for the test to read)."""
+    sync_dags("manual_abort.py")
+    return "manual_abort"
+
+
+def abort_runs(server: ApiServer) -> list[dict[str, Any]]:
+    """The runs of manual_abort, through Airflow's REST API."""
+    response = httpx.get(
+        f"{server.url}/api/v2/dags/manual_abort/dagRuns",
+        headers={"Authorization": f"Bearer {server.token}"},
+        timeout=60,
+    )
+    response.raise_for_status()
+    return list(response.json()["dag_runs"])
+
+
+# The page's actions and what a confirmation says.
+ACTIONS_DOM = """(() => ({
+  offers: [...document.querySelectorAll('tr.job a.action')]
+    .map(a => [a.dataset.jobId, a.dataset.action]),
+  stuckOffers: [...document.querySelectorAll('#stuck-jobs a.action')]
+    .map(a => [a.dataset.jobId, a.dataset.action]),
+  confirm: document.getElementById('confirm') ? {
+    job: document.getElementById('confirm').dataset.jobId,
+    action: document.getElementById('confirm').dataset.action,
+    params: JSON.parse(document.getElementById('confirm-params').textContent),
+    steps: [...document.querySelectorAll('#confirm-steps li')].map(li => li.innerText),
+    text: document.getElementById('confirm').innerText,
+  } : null,
+  refused: (document.getElementById('confirm-refused') || {}).innerText || '',
+  triggered: (document.getElementById('triggered') || {}).innerText || '',
+}))()"""
+
+
+def test_a_stuck_job_is_aborted_from_the_page_by_a_run_of_manual_abort(
+    api_server: ApiServer, committer: Committer, abort_dag: str, tmp_path: Path
+) -> None:
+    """The buttons fit each job's state; the confirmation says what the run will do
+    and its params; confirming creates the run through Airflow, as the user. A viewer
+    gets no button, and 403 from the endpoint; a request from another origin 403."""
+    made = every_state(committer)
+    age(committer, made.committing, made.sealed)  # stuck
+    sealed, committing = made.sealed.job_id, made.committing.job_id
+    dest = committer.dest.url
+    with Browser() as browser:
+        browser.set_cookie("_token", api_server.token, api_server.url)
+        browser.goto(page_url(api_server, committer))
+        offered = browser.evaluate(ACTIONS_DOM)
+        # The sealed job's button, then the confirmation, in both themes.
+        browser.click(f'tr.job[data-job-id="{sealed}"] a.action[data-action="abort"]')
+        confirmed = browser.evaluate(ACTIONS_DOM)
+        confirm_url = browser.evaluate("location.href.split('#')[0]")
+        for scheme in ("light", "dark"):  # the page follows the preference as it changes
+            browser.prefer_color_scheme(scheme)
+            browser.screenshot_of(tmp_path / f"confirm-abort-{scheme}.png", "#confirm")
+        browser.click("#confirm-submit")
+        after = browser.evaluate(ACTIONS_DOM)
+        browser.screenshot(tmp_path / "triggered-dark.png")
+        # The committing job: roll back, by force too; its confirmation says so.
+        browser.goto(page_url(api_server, committer, committing) + "&action=force_roll_back")
+        forced = browser.evaluate(ACTIONS_DOM)
+        # The run's task in Airflow's UI, once it recorded its link: a "Commits" tab
+        # beside Logs and Details, showing the page at the task's job.
+        (run,) = abort_runs(api_server)
+        record_commits_link(run["dag_run_id"], page_url(api_server, committer, sealed))
+        task = f"/dags/manual_abort/runs/{quote(run['dag_run_id'], safe='')}/tasks/abort_job"
+        browser.goto(api_server.url + task)
+        tab_names = wait_for(browser, TABS, lambda names: "Commits" in names)
+        browser.evaluate(CLICK_TAB)
+        framed = wait_for(browser, FRAMED_JOB, lambda job: job == sealed)
+        browser.screenshot(tmp_path / "task-tab-commits.png")
+        # A viewer: the page, without a button; a confirmation asked for is refused.
+        browser.set_cookie("_token", api_server.viewer_token, api_server.url)
+        browser.goto(confirm_url)
+        viewer = browser.evaluate(ACTIONS_DOM)
+
+    assert sorted(offered["offers"]) == sorted(
+        [[sealed, "abort"], [committing, "roll_back"], [committing, "force_roll_back"]]
+    )
+    assert sorted(offered["stuckOffers"]) == sorted(offered["offers"])
+    confirm = confirmed["confirm"]
+    assert (confirm["job"], confirm["action"]) == (sealed, "abort")
+    assert confirm["params"] == {
+        "destination": dest,
+        "job_id": sealed,
+        "roll_back": False,
+        "force": False,
+    }
+    assert "manual_abort" in confirm["text"] and "is paused" in confirm["text"]
+    assert any("compare-and-swap" in s for s in confirm["steps"])
+    assert any("pending uploads (1 now)" in s for s in confirm["steps"])
+
+    assert "Commits" in tab_names
+    assert framed == sealed  # the tab shows the page at the task's job
+    assert run["conf"] == confirm["params"]
+    assert run["triggered_by"] == "ui" and run["triggering_user_name"] == "admin"
+    assert run["dag_run_id"] in after["triggered"] and "paused" in after["triggered"]
+
+    assert forced["confirm"]["params"] == {
+        "destination": dest,
+        "job_id": committing,
+        "roll_back": True,
+        "force": True,
+    }
+    assert any("its output is given up" in s for s in forced["confirm"]["steps"])
+    assert any("releases its claim (1 partition(s))" in s for s in forced["confirm"]["steps"])
+
+    assert viewer["offers"] == [] and viewer["confirm"] is None
+    assert "may not trigger manual_abort" in viewer["refused"]
+    assert refused_actions(api_server, committer, made.first.job_id) == 1
+    assert_task_tab(api_server, run["dag_run_id"], page_url(api_server, committer, sealed))
+
+
+# The task instance's tabs in Airflow's UI (the page's words, text node by text
+# node), the "Commits" one clicked, and the job the page in its frame shows.
+TEXTS = """(() => { const w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const found = []; while (w.nextNode()) found.push(w.currentNode); return found; })()"""
+TABS = f"{TEXTS}.map(t => t.nodeValue.trim()).filter(t => t)"
+CLICK_TAB = f"""(() => {{ const t = {TEXTS}.filter(t => t.nodeValue.trim() === 'Commits').pop();
+  const e = t.parentElement; (e.closest('a,button,[role=tab]') || e).click(); }})()"""
+FRAMED_JOB = """(() => { const f = document.querySelector('iframe');
+  const d = f && f.contentDocument && f.contentDocument.querySelector('#job-detail code');
+  return d ? d.textContent : null; })()"""
+
+
+def record_commits_link(run_id: str, link: str) -> None:
+    """The run's abort_job task's "Commits" link, as the task records it when it
+    finishes (a real run's, tests/airflow/test_daily_dag.py reads)."""
+    from airflow.models.xcom import XComModel
+
+    XComModel.set(
+        "_link_CommitsLink",
+        urlsplit(link).path + "?" + urlsplit(link).query,
+        dag_id="manual_abort",
+        task_id="abort_job",
+        run_id=run_id,
+    )
+
+
+def assert_task_tab(server: ApiServer, run_id: str, link: str) -> None:
+    """The tab's address answers with the page at the task's job (its "Commits"
+    link), or says the task has none."""
+    plugins = httpx.get(
+        f"{server.url}/api/v2/plugins",
+        headers={"Authorization": f"Bearer {server.token}"},
+        timeout=60,
+    ).json()
+    (plugin,) = [p for p in plugins["plugins"] if p["name"] == "zero_rename"]
+    (tab,) = [v for v in plugin["external_views"] if v["destination"] == "task_instance"]
+    # As Airflow's UI fills it in; an unmapped task leaves {MAP_INDEX} as it is.
+    fill = {
+        "{DAG_ID}": "manual_abort",
+        "{RUN_ID}": quote(run_id, safe=""),
+        "{TASK_ID}": "abort_job",
+    }
+    url = tab["href"]
+    for placeholder, value in fill.items():
+        url = url.replace(placeholder, value)
+    headers = {"Authorization": f"Bearer {server.token}"}
+    finished = httpx.get(server.url + url, headers=headers, timeout=60)
+    assert finished.status_code == 303 and finished.headers["location"] == link.split(server.url)[1]
+    unfinished = httpx.get(
+        server.url + url.replace("abort_job", "cleanup_job"), headers=headers, timeout=60
+    )
+    assert unfinished.status_code == 200 and "has no zero-rename job" in unfinished.text
+    viewer = httpx.get(
+        server.url + url.replace("manual_abort", "another_dag"),
+        headers={"Authorization": f"Bearer {server.viewer_token}"},
+        timeout=60,
+    )
+    assert viewer.status_code == 200 and "has no zero-rename job" in viewer.text
+
+
+def refused_actions(server: ApiServer, committer: Committer, committed: str) -> int:
+    """Requests to act the endpoint refuses: without the permission, from another
+    origin, for a job whose state offers nothing. The runs of manual_abort after them."""
+    actions = f"{server.url}/zero-rename/actions"
+    form = {"dest": committer.dest.url, "job": committed, "action": "abort"}
+    as_viewer = httpx.post(
+        actions, data=form, headers={"Authorization": f"Bearer {server.viewer_token}"}, timeout=60
+    )
+    assert as_viewer.status_code == 403
+    # The UI's cookie, sent by a page of another origin (a form there, say).
+    for headers in ({"Origin": "http://elsewhere.example"}, {"Sec-Fetch-Site": "cross-site"}, {}):
+        cross = httpx.post(
+            actions, data=form, cookies={"_token": server.token}, headers=headers, timeout=60
+        )
+        assert cross.status_code == 403 and "did not come from this page" in cross.text
+    done = httpx.post(
+        actions, data=form, headers={"Authorization": f"Bearer {server.token}"}, timeout=60
+    )
+    assert done.status_code == 409 and "is committed: nothing to abort" in done.text
+    malformed = httpx.post(
+        actions,
+        data={**form, "job": "not-a-job"},
+        headers={"Authorization": f"Bearer {server.token}"},
+        timeout=60,
+    )
+    assert malformed.status_code == 400 and "Traceback" not in malformed.text
+    return len(abort_runs(server))

@@ -22,6 +22,13 @@ def commits_url(destination: str | None = None, job_id: str | None = None) -> st
     return f"{base}{URL_PREFIX}/commits" + (f"?{urlencode(query)}" if query else "")
 
 
+def task_tab_url() -> str:
+    """The task instance tab's address; Airflow's UI fills in the placeholders
+    (``{MAP_INDEX}`` stays as it is for a task that is not mapped)."""
+    tab = commits_url()[: -len("/commits")] + "/task"
+    return f"{tab}?dag_id={{DAG_ID}}&run_id={{RUN_ID}}&task_id={{TASK_ID}}&map_index={{MAP_INDEX}}"
+
+
 class CommitsLink(BaseOperatorLink):
     """Opens the Commits page at the operator's destination and job."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from zero_rename.airflow.links import URL_PREFIX, CommitsLink, commits_url
+from zero_rename.airflow.links import URL_PREFIX, CommitsLink, commits_url, task_tab_url
 from zero_rename.airflow.ui.app import app
 
 
@@ -20,7 +20,16 @@ class ZeroRenamePlugin(AirflowPlugin):
             "category": "browse",
             "url_route": "commits",
             "icon": None,
-        }
+        },
+        # A "Commits" tab on every task instance, beside Logs and Details: the page
+        # at the task's job (its "Commits" link), or a line saying it has none.
+        {
+            "name": "Commits",
+            "href": task_tab_url(),
+            "destination": "task_instance",
+            "url_route": "zero_rename_commits",
+            "icon": None,
+        },
     ]
     global_operator_extra_links: list[CommitsLink] = []
     operator_extra_links = [CommitsLink()]

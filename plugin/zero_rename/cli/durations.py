@@ -6,6 +6,8 @@ import argparse
 import re
 from datetime import timedelta
 
+from zero_rename.formatting import human_duration
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _TOKEN = re.compile(r"(\d+)([smhdw])")
 _WHOLE = re.compile(r"(?:\d+[smhdw])+")
@@ -53,19 +55,6 @@ def format_span(seconds: float | None) -> str:
 
 
 def format_duration(seconds: float | None) -> str:
-    """Short human form: ``0.42s``, ``12.3s``, ``4m 10s``, ``3h 5m``, ``2d 4h``."""
-    if seconds is None:
-        return "-"
-    if seconds < 10:
-        return f"{seconds:.2f}s"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    whole = int(seconds)
-    for unit, size, sub_unit, sub_size in (
-        ("d", 86400, "h", 3600),
-        ("h", 3600, "m", 60),
-        ("m", 60, "s", 1),
-    ):
-        if whole >= size:
-            return f"{whole // size}{unit} {(whole % size) // sub_size}{sub_unit}"
-    return f"{whole}s"
+    """Short human form: ``0.42s``, ``12.3s``, ``4m 10s``, ``3h 5m``, ``2d 4h``
+    (:func:`zero_rename.formatting.human_duration`, which the Commits page uses too)."""
+    return human_duration(seconds)

@@ -50,6 +50,7 @@ from zero_rename.core import Advance as Advance  # re-exported for the commands
 from zero_rename.core import Steps as Steps
 from zero_rename.core import ignore_progress, no_steps, redact
 from zero_rename.formatting import human_bytes as human_bytes  # re-exported for the commands
+from zero_rename.formatting import human_count
 
 # What a terminal acts on rather than shows: C0 and C1 controls, ESC and DEL
 # among them; bidi embeddings, overrides, isolates and marks, which reorder the
@@ -424,7 +425,7 @@ def plain(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
-        return f"{value:,}"
+        return human_count(value)
     return terminal_safe(str(value))
 
 

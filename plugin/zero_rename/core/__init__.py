@@ -88,6 +88,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "HistoryEntry": ("zero_rename.core.views.history", "HistoryEntry"),
     "PARTITIONS_NAMED": ("zero_rename.core.views.history", "PARTITIONS_NAMED"),
     "STUCK_AFTER": ("zero_rename.core.views.history", "STUCK_AFTER"),
+    "is_stuck": ("zero_rename.core.views.history", "is_stuck"),
     "partition_count": ("zero_rename.core.views.history", "partition_count"),
     "stuck_advice": ("zero_rename.core.views.history", "stuck_advice"),
     "Problem": ("zero_rename.core.views.output_check", "Problem"),
@@ -166,6 +167,7 @@ __all__ = [
     "file_job_id",
     "files_committed",
     "ignore_progress",
+    "is_stuck",
     "load_object",
     "make_client",
     "named_profile",
@@ -283,6 +285,7 @@ if TYPE_CHECKING:
         STUCK_AFTER,
         History,
         HistoryEntry,
+        is_stuck,
         partition_count,
         stuck_advice,
     )

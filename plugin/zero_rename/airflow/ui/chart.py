@@ -1,14 +1,17 @@
 """The history chart of the Commits page, laid out on the server as SVG.
 
-One panel per measure (the job commit's seconds, files, rows, bytes), the jobs
-side by side in the order they ended, oldest on the left: every job gets the
-same width, so a burst of jobs on one day stays readable beside a daily
-series, and the time axis names when. A dashed line is the median of the
+One panel per measure: the whole run's seconds (from job setup to the end of
+the commit step, from the job record's steps), the commit step's seconds,
+files, rows and bytes. The x-axis is time (UTC): each job stands where it
+ended (a job still running, where it was set up), so a gap of three days
+looks like one, and the axis labels carry dates. Each panel has a y-axis
+with round ticks, labelled as the command line prints numbers
+(:mod:`zero_rename.formatting`). A dashed line is the median of the
 committed jobs shown: what "usual" is. Jobs that did not commit have no
 numbers; a strip under the panels marks them (aborted, rolled back, still
 running, stuck) and a faint line crosses the panels where one was aborted.
 
-Only geometry and text are computed here; ``templates/chart.svg`` draws them,
+Only geometry and text are computed here; ``templates/chart.html`` draws them,
 and Jinja escapes every text (job ids, reasons) as it does in the page. No
 script and no network resource: the page stays whole where the api-server
 cannot reach the Internet.
@@ -16,49 +19,87 @@ cannot reach the Internet.
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from zero_rename.core import HistoryEntry, states
-from zero_rename.formatting import human_bytes
+from zero_rename.formatting import human_bytes, human_count, human_duration
 
-WIDTH = 760
-LEFT = 100  # room for the value labels and the strip's name
-RIGHT = 14
-PANEL = 64  # a panel's height
-TITLE = 22  # a panel's title above it
-STRIP = 26  # the strip of jobs that did not commit
-AXIS = 22  # the time labels
-TIME_LABELS = 5
-
-
-def seconds_text(value: float) -> str:
-    return f"{value:.2f} s" if value < 10 else f"{value:,.0f} s"
-
-
-def count_text(value: float) -> str:
-    """``1234`` -> ``1.2k``: short enough for the axis."""
-    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= size:
-            return f"{value / size:.1f}{unit}"
-    return f"{value:,.0f}"
+# The drawing's own units; the page scales it to its width (never below MIN_WIDTH).
+WIDTH = 1200
+LEFT = 92  # room for the y-axis labels and the strip's name
+RIGHT = 24  # room for the last time label
+TITLE = 22  # a panel's title, above its plot
+PANEL = 78  # a plot's height
+GAP = 16  # below a plot: its lowest tick label, then room before the next title
+STRIP = 28  # the strip of jobs that did not commit
+AXIS = 36  # the time labels: a time, and the date under it where the day changes
+Y_TICKS = 4  # at most this many ticks above zero
+TIME_LABEL = 96  # the least room a time label takes, in drawing units
+RADIUS = 3.0
+MIN_SPAN = timedelta(seconds=4)  # the time axis's shortest
 
 
 @dataclass(frozen=True)
 class Measure:
-    key: str  # the history entry's field
+    key: str  # the history entry's field, or "run_seconds"
     title: str
     text: Callable[[float], str]
+    steps: Callable[[float], float]  # a round step for ticks up to a peak
+
+
+def round_step(raw: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 times a power of ten not below ``raw``."""
+    if raw <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
+
+
+# Steps of ten seconds and more as a clock reads: 15 s, 30 s, whole minutes and hours.
+_CLOCK_STEPS = (10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200)
+
+
+def seconds_step(raw: float) -> float:
+    if raw <= 10:
+        return round_step(raw)
+    return next((float(s) for s in _CLOCK_STEPS if s >= raw), round_step(raw / 86400) * 86400)
+
+
+def bytes_step(raw: float) -> float:
+    """A round step in the binary unit the ticks are labelled in (512 KiB, 1 MiB)."""
+    unit = 1.0
+    while raw >= 1024 * unit * 0.999 and unit < 1024**4:
+        unit *= 1024
+    step = round_step(raw / unit)
+    if step >= 1000 and unit < 1024**4:  # 1000 MiB reads worse than 1 GiB
+        unit, step = unit * 1024, 1.0
+    return step * unit
+
+
+def count_step(raw: float) -> float:
+    return max(1.0, round_step(raw))  # a count's ticks are whole
 
 
 MEASURES = (
-    Measure("seconds", "Commit seconds", seconds_text),
-    Measure("files", "Files", count_text),
-    Measure("rows", "Rows", count_text),
-    Measure("bytes", "Bytes", lambda v: human_bytes(int(v))),
+    Measure("run_seconds", "Run seconds, setup to commit", human_duration, seconds_step),
+    Measure("seconds", "Commit step seconds", human_duration, seconds_step),
+    Measure("files", "Files", human_count, count_step),
+    Measure("rows", "Rows", human_count, count_step),
+    Measure("bytes", "Bytes", lambda v: human_bytes(int(v)), bytes_step),
 )
+
+
+def y_ticks(peak: float, step_of: Callable[[float], float]) -> tuple[float, ...]:
+    """Zero and round values up to at least ``peak``, at most Y_TICKS above zero."""
+    if peak <= 0:
+        return (0.0,)
+    step = step_of(peak / Y_TICKS)
+    count = math.ceil(peak / step - 1e-9)
+    return tuple(i * step for i in range(count + 1))
 
 
 @dataclass(frozen=True)
@@ -71,12 +112,19 @@ class Point:
 
 
 @dataclass(frozen=True)
+class Tick:
+    at: float  # y of a value tick, x of a time tick
+    label: str
+    date: str = ""  # under a time label where the day changes
+
+
+@dataclass(frozen=True)
 class Panel:
     measure: str
     title: str
     top: float
     bottom: float
-    top_label: str  # the value at the top of the panel
+    ticks: tuple[Tick, ...]
     median_y: float | None
     median_label: str
     points: tuple[Point, ...]
@@ -103,10 +151,11 @@ class Chart:
     panels: tuple[Panel, ...]
     marks: tuple[Mark, ...]
     strip_y: float
-    times: tuple[tuple[float, str], ...]  # (x, label) under the strip
+    times: tuple[Tick, ...]  # the time axis, under the strip
+    axis_y: float  # where the time labels hang
     description: str  # the text alternative of the whole chart
     committed: int
-    radius: float  # of a point: smaller as jobs crowd
+    radius: float
 
 
 def mark_kind(entry: HistoryEntry) -> str | None:
@@ -119,52 +168,88 @@ def mark_kind(entry: HistoryEntry) -> str | None:
     return "running"
 
 
-def history_chart(entries: Sequence[HistoryEntry], selected: str | None = None) -> Chart | None:
-    """The chart of ``entries`` (oldest first); None when there is nothing to draw."""
+@dataclass(frozen=True)
+class TimeScale:
+    """UTC times onto x: the jobs' span, a little wider, across the plot."""
+
+    start: datetime
+    end: datetime
+
+    @classmethod
+    def around(cls, times: Sequence[datetime]) -> TimeScale:
+        first, last = min(times), max(times)
+        # A burst of jobs within a second still gets a few labelled seconds.
+        pad = max((last - first) * 0.03, (MIN_SPAN - (last - first)) / 2)
+        return cls(first - pad, last + pad)
+
+    def x(self, at: datetime) -> float:
+        share = (at - self.start) / (self.end - self.start)
+        return LEFT + share * (WIDTH - LEFT - RIGHT)
+
+
+def history_chart(
+    entries: Sequence[HistoryEntry],
+    selected: str | None = None,
+    run_seconds: Mapping[str, float] | None = None,
+) -> Chart | None:
+    """The chart of ``entries`` (oldest first); ``run_seconds`` by job id, of the
+    committed ones. None when there is nothing to draw."""
     if not entries:
         return None
-    step = (WIDTH - LEFT - RIGHT) / len(entries)
-    xs = [LEFT + step * (i + 0.5) for i in range(len(entries))]
+    scale = TimeScale.around([e.at for e in entries])
+    xs = [scale.x(e.at) for e in entries]
     committed = [(x, e) for x, e in zip(xs, entries, strict=True) if e.state == states.COMMITTED]
+    runs = run_seconds or {}
     panels = []
     top = 0.0
     for measure in MEASURES:
         top += TITLE
-        panels.append(_panel(measure, committed, top, selected))
-        top += PANEL
-    strip_y = top + STRIP / 2 + 4
+        panels.append(_panel(measure, committed, runs, top, selected))
+        top += PANEL + GAP
+    strip_y = top + STRIP / 2
     marks = tuple(
         Mark(x, kind, e.job_id, _mark_title(e, kind), e.job_id == selected)
         for x, e in zip(xs, entries, strict=True)
         if (kind := mark_kind(e)) is not None
     )
+    axis_y = top + STRIP
     return Chart(
         width=WIDTH,
-        height=int(top + STRIP + AXIS),
+        height=int(axis_y + AXIS),
         left=LEFT,
         right=RIGHT,
         panels=tuple(panels),
         marks=marks,
         strip_y=strip_y,
-        times=_times(xs, [e.at for e in entries]),
-        description=_describe(entries, committed),
+        times=time_ticks(scale),
+        axis_y=axis_y,
+        description=_describe(entries, committed, runs),
         committed=len(committed),
-        radius=round(max(1.5, min(3.5, step / 3)), 1),
+        radius=RADIUS,
     )
+
+
+def value_of(measure: Measure, entry: HistoryEntry, runs: Mapping[str, float]) -> float | None:
+    if measure.key == "run_seconds":
+        return runs.get(entry.job_id)
+    value = getattr(entry, measure.key)
+    return None if value is None else float(value)
 
 
 def _panel(
     measure: Measure,
     committed: Sequence[tuple[float, HistoryEntry]],
+    runs: Mapping[str, float],
     top: float,
     selected: str | None,
 ) -> Panel:
-    values = [(x, e, float(getattr(e, measure.key) or 0)) for x, e in committed]
-    peak = max((v for _, _, v in values), default=0.0)
+    values = [(x, e, v) for x, e in committed if (v := value_of(measure, e, runs)) is not None]
+    ticks = y_ticks(max((v for _, _, v in values), default=0.0), measure.steps)
+    ceiling = ticks[-1] or 1.0
     bottom = top + PANEL
 
     def y(value: float) -> float:
-        return bottom - (value / peak * (PANEL - 4) if peak > 0 else 0.0)
+        return bottom - value / ceiling * PANEL
 
     points = tuple(
         Point(
@@ -183,12 +268,67 @@ def _panel(
         title=measure.title,
         top=top,
         bottom=bottom,
-        top_label=measure.text(peak),
+        ticks=tuple(Tick(y(t), measure.text(t)) for t in ticks),
         median_y=y(median) if median is not None else None,
         median_label=f"median {measure.text(median)}" if median is not None else "",
         points=points,
         line=" ".join(f"{p.x:.1f},{p.y:.1f}" for p in points),
     )
+
+
+# Intervals between time labels, the shortest that leaves each label its room.
+_INTERVALS = tuple(
+    timedelta(**{unit: n})
+    for unit, n in (
+        ("seconds", 1),
+        ("seconds", 2),
+        ("seconds", 5),
+        ("seconds", 10),
+        ("seconds", 30),
+        ("minutes", 1),
+        ("minutes", 2),
+        ("minutes", 5),
+        ("minutes", 10),
+        ("minutes", 15),
+        ("minutes", 30),
+        ("hours", 1),
+        ("hours", 2),
+        ("hours", 3),
+        ("hours", 6),
+        ("hours", 12),
+        ("days", 1),
+        ("days", 2),
+        ("days", 7),
+        ("days", 14),
+        ("days", 28),
+        ("days", 91),
+        ("days", 182),
+        ("days", 364),
+    )
+)
+_EPOCH = datetime(1970, 1, 5, tzinfo=UTC)  # a Monday: weeks start on Mondays
+
+
+def time_ticks(scale: TimeScale) -> tuple[Tick, ...]:
+    """Labels at round UTC times (every 5 minutes, 6 hours, day, week...), as many
+    as fit; a time of day carries its date under it at the first label and
+    wherever the day changes, so that every label can be read as a date."""
+    room = (WIDTH - LEFT - RIGHT) / TIME_LABEL
+    span = scale.end - scale.start
+    interval = next((i for i in _INTERVALS if span / i <= room), _INTERVALS[-1])
+    first = _EPOCH + math.ceil((scale.start - _EPOCH) / interval) * interval
+    ticks, day = [], None
+    at = first
+    while at <= scale.end:
+        if interval >= timedelta(days=1):
+            ticks.append(Tick(scale.x(at), f"{at:%Y-%m-%d}"))
+        else:
+            label = f"{at:%H:%M}" if interval >= timedelta(minutes=1) else f"{at:%H:%M:%S}"
+            date = f"{at:%Y-%m-%d}" if at.date() != day else ""
+            ticks.append(Tick(scale.x(at), label, date))
+            day = at.date()
+        at += interval
+    return tuple(ticks)
 
 
 def _mark_title(entry: HistoryEntry, kind: str) -> str:
@@ -202,23 +342,10 @@ def _mark_title(entry: HistoryEntry, kind: str) -> str:
     return f"job {entry.job_id}: {what} {when}" + (f": {entry.reason}" if entry.reason else "")
 
 
-def _times(xs: Sequence[float], times: Sequence[datetime]) -> tuple[tuple[float, str], ...]:
-    """A few labels along the axis: the first, the last and evenly between."""
-    span = max(times) - min(times)
-    form = (
-        "%Y-%m-%d"
-        if span.days >= 2
-        else "%m-%d %H:%M"
-        if span.total_seconds() >= 3600
-        else "%H:%M:%S"
-    )
-    count = min(TIME_LABELS, len(xs))
-    picks = sorted({round(i * (len(xs) - 1) / max(1, count - 1)) for i in range(count)})
-    return tuple((xs[i], times[i].strftime(form)) for i in picks)
-
-
 def _describe(
-    entries: Sequence[HistoryEntry], committed: Sequence[tuple[float, HistoryEntry]]
+    entries: Sequence[HistoryEntry],
+    committed: Sequence[tuple[float, HistoryEntry]],
+    runs: Mapping[str, float],
 ) -> str:
     """The chart in words, for a screen reader and for anyone without the picture."""
     first, last = entries[0].at, entries[-1].at
@@ -226,13 +353,12 @@ def _describe(
         f"{len(entries)} job(s) from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC, "
         f"{len(committed)} committed"
     ]
-    if committed:
-        latest = committed[-1][1]
-        for measure in MEASURES:
-            values = [float(getattr(e, measure.key) or 0) for _, e in committed]
+    for measure in MEASURES:
+        values = [v for _, e in committed if (v := value_of(measure, e, runs)) is not None]
+        if values:
             words.append(
                 f"{measure.title.lower()}: median {measure.text(statistics.median(values))}, "
-                f"latest {measure.text(float(getattr(latest, measure.key) or 0))}"
+                f"latest {measure.text(values[-1])}"
             )
     kinds = [k for e in entries if (k := mark_kind(e)) is not None]
     for kind in ("aborted", "rolled-back", "stuck", "running"):

@@ -124,6 +124,7 @@ class DestinationView:
     partitions_listed: bool = True  # False: too many objects to list here
     holders: tuple[Holder, ...] = ()
     stuck: list[StuckView] = field(default_factory=list)
+    run_seconds: dict[str, float] = field(default_factory=dict)  # :func:`run_seconds`, by job
 
 
 def step_views(record: JobRecord) -> tuple[StepView, ...]:
@@ -134,6 +135,18 @@ def step_views(record: JobRecord) -> tuple[StepView, ...]:
         seconds = (t.finished - t.started).total_seconds() if t.finished else None
         views.append(StepView(name, t.status, t.started, t.finished, seconds, t.detail))
     return tuple(views)
+
+
+def run_seconds(record: JobRecord) -> float | None:
+    """A committed job's whole run, from its setup step's start (the record's creation
+    without one) to the end of its commit step: where the run's time went, beside
+    the commit step's own seconds."""
+    commit = record.steps.get("commit")
+    if record.state != states.COMMITTED or commit is None or commit.finished is None:
+        return None
+    setup = record.steps.get("setup")
+    start = setup.started if setup is not None else record.created
+    return max(0.0, (commit.finished - start).total_seconds())
 
 
 def _counts(committer: Committer, record: JobRecord) -> JobSummary | None:
@@ -223,7 +236,9 @@ def destination_view(
         view.success = success_view(committer)
         history = committer.history(limit=limit, known=parts.records)
         view.history = history.entries
-        view.chart = history_chart(history.entries, job_id)
+        runs = {j: run_seconds(r) for j, r in history.records.items()}
+        view.run_seconds = {j: seconds for j, seconds in runs.items() if seconds is not None}
+        view.chart = history_chart(history.entries, job_id, view.run_seconds)
         view.partitions = page_partitions(parts.partitions)
         view.total_partitions = len(parts.partitions)
         view.partitions_listed = parts.complete
