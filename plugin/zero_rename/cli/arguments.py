@@ -40,7 +40,8 @@ def add_stuck_after(parser: argparse.ArgumentParser) -> None:
         type=duration_arg,
         default=STUCK_AFTER,
         metavar="DURATION",
-        help="a sealed, committing or rolling-back job is stuck after this long unchanged "
+        help="a job in setup, sealed, committing or rolling back is stuck after this long "
+        "unchanged "
         f"(default {format_span(STUCK_AFTER.total_seconds())})",
     )
 

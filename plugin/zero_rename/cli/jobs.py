@@ -234,18 +234,15 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
     out.table(
         ["step", "status", "started", "finished", "took", "detail"],
         (
-            [
-                name,
-                t.status,
-                t.started,
-                t.finished,
-                format_duration((t.finished - t.started).total_seconds()) if t.finished else None,
-                t.detail,
-            ]
+            [name, t.label, t.started, t.finished, format_duration(t.seconds), t.detail]
             for name, t in record.steps.items()
         ),
         title="steps",
     )
+    # A failed step's own error, whole: its line is too long for the table.
+    for name, error in record.failed_steps.items():
+        if error:
+            out.say(f"{name} failed: {error}")
     out.say()
     out.heading("options")
     out.fields(

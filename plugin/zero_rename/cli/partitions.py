@@ -22,8 +22,8 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         description="Each partition of DEST as readers read it: its files, rows and "
         "bytes, the committed job that last wrote it (its conflict mode, when), how "
         "many committed jobs' files it holds; and the jobs whose claims hold it now: "
-        "a running commit, or a stuck one (sealed, committing or rolling back, its "
-        "record unchanged for --stuck-after), with what to do about it. Reads the "
+        "a running commit, or a stuck one (in setup, sealed, committing or rolling "
+        "back, its record unchanged for --stuck-after), with what to do about it. Reads the "
         "job records, one listing of DEST, the claims and, for jobs that wrote "
         "several partitions, their committed file lists; no data file.",
     )

@@ -30,8 +30,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Committer": ("zero_rename.core.committer", "Committer"),
     "StepRunner": ("zero_rename.core.steps", "StepRunner"),
     "SUMMARY_KEY": ("zero_rename.core.steps", "SUMMARY_KEY"),
-    "describe": ("zero_rename.core.steps", "describe"),
     "failures_as": ("zero_rename.core.steps", "failures_as"),
+    "failure_reason": ("zero_rename.core.steps", "failure_reason"),
     "S3Store": ("zero_rename.core.s3.client", "S3Store"),
     "StoreConfig": ("zero_rename.core.s3.client", "StoreConfig"),
     "botocore_session": ("zero_rename.core.s3.client", "botocore_session"),
@@ -56,6 +56,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ignore_progress": ("zero_rename.core.s3.progress", "ignore"),
     "no_steps": ("zero_rename.core.s3.progress", "no_steps"),
     "redact": ("zero_rename.core.s3.redact", "redact"),
+    "error_line": ("zero_rename.core.s3.redact", "error_line"),
     "shown_url": ("zero_rename.core.s3.redact", "shown_url"),
     "total_requests": ("zero_rename.core.s3.stats", "total_requests"),
     "Destination": ("zero_rename.core.data.layout", "Destination"),
@@ -159,9 +160,10 @@ __all__ = [
     "check_profile_name",
     "client_config",
     "declared_profile",
-    "describe",
     "environment_endpoint",
+    "error_line",
     "examine",
+    "failure_reason",
     "failures_as",
     "file_job_id",
     "files_committed",
@@ -263,6 +265,7 @@ if TYPE_CHECKING:
         RACERS,
     )
     from zero_rename.core.s3.redact import (
+        error_line,
         redact,
         shown_url,
     )
@@ -272,7 +275,7 @@ if TYPE_CHECKING:
     from zero_rename.core.steps import (
         SUMMARY_KEY,
         StepRunner,
-        describe,
+        failure_reason,
         failures_as,
     )
     from zero_rename.core.tables.registry import (

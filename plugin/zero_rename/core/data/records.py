@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import Any
 
 from zero_rename.core.data.layout import RECORD_NAME, Destination, check_job_id
-from zero_rename.core.data.model import JobRecord, StepTiming, dump, load, utcnow
+from zero_rename.core.data.model import JobRecord, StepStatus, StepTiming, dump, load, utcnow
 from zero_rename.core.protocol import states
 from zero_rename.core.s3.client import ObjectInfo, S3Store
 from zero_rename.core.s3.profiles import StoreProfile
@@ -325,6 +325,40 @@ def step_finished(
             status="succeeded" if ok else "failed",
             detail=detail,
         ),
+    }
+
+
+def step_failed(
+    record: JobRecord, step: str, error: str, at: datetime | None = None
+) -> dict[str, StepTiming]:
+    """The record's steps with ``step`` failed ``at`` (default: now) with ``error``,
+    one line (:func:`~zero_rename.core.s3.redact.error_line`); its detail is kept."""
+    finished = at or utcnow()
+    current = record.steps.get(step)
+    return {
+        **record.steps,
+        step: StepTiming(
+            started=current.started if current else finished,
+            finished=finished,
+            status="failed",
+            detail=current.detail if current else "",
+            error=error,
+        ),
+    }
+
+
+def running_ended(
+    steps: Mapping[str, StepTiming], status: StepStatus, keep: Sequence[str] = ()
+) -> dict[str, StepTiming]:
+    """``steps`` with every one still running (but those in ``keep``) ended now as
+    ``status``: what a job's abort or rollback does to the steps it stopped, so
+    that none reads as running for ever."""
+    now = utcnow()
+    return {
+        name: t.model_copy(update={"finished": now, "status": status})
+        if t.status == "running" and name not in keep
+        else t
+        for name, t in steps.items()
     }
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from zero_rename.core.data.journal import read_progress
 from zero_rename.core.data.model import JobRecord, JobSummary, PendingUpload, utcnow
-from zero_rename.core.data.records import JobContext, step_started
+from zero_rename.core.data.records import JobContext, running_ended, step_started
 from zero_rename.core.data.shards import KeySet
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import abort_job, abort_reason, finish_rollback
@@ -83,6 +83,8 @@ def roll_back(
             changed["publish_table"] = publishing.model_copy(
                 update={"finished": utcnow(), "status": "failed", "detail": "refused"}
             )
+        # The commit it undoes (and any other step it stops) says so.
+        changed = running_ended(changed, "rolled_back", keep=("rollback",))
         return {"error": abort_reason(f"rolled back: {reason}"), "steps": changed}
 
     record, moved = ctx.records.advance(job_id, states.ROLL_BACK, decision)
