@@ -156,6 +156,12 @@ class Committer:
     def job(self, job_id: str) -> JobRecord:
         return self.records.get(job_id)
 
+    def resolve_job(self, ref: str) -> str:
+        """The job id ``ref`` names: a whole id, or its first characters (at least 8),
+        as git takes a commit's; one listing for a prefix
+        (:meth:`~zero_rename.core.data.records.JobRecords.resolve`)."""
+        return self.records.resolve(ref)
+
     def jobs(self, advance: Advance = ignore) -> list[JobRecord]:
         """Every job record of the destination, oldest first; ``advance`` counts them."""
         return self.records.list(advance)

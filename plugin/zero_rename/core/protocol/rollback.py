@@ -83,7 +83,11 @@ def roll_back(
             changed["publish_table"] = publishing.model_copy(
                 update={"finished": utcnow(), "status": "failed", "detail": "refused"}
             )
-        # The commit it undoes (and any other step it stops) says so.
+        # The commit it undoes says so, whether it was running or an attempt of it
+        # failed (its error kept), and so does any other step it stops.
+        commit = changed.get("commit")
+        if commit is not None and commit.status == "failed":
+            changed["commit"] = commit.model_copy(update={"status": "rolled_back"})
         changed = running_ended(changed, "rolled_back", keep=("rollback",))
         return {"error": abort_reason(f"rolled back: {reason}"), "steps": changed}
 
