@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -175,6 +177,42 @@ def access_denied(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_refused_access_is_a_store_error(cli: Cli, dest: str) -> None:
     ran = cli("jobs", "list", dest)
     assert ran.code == ExitCode.STORE and "access refused" in ran.err
+
+
+def test_missing_or_refused_credentials_are_a_configuration_error(
+    cli: Cli, dest: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No retry mends them: exit 2, one line saying where credentials come from, never
+    botocore's words, never the secret."""
+    monkeypatch.setattr(context, "connect", S3Store.connect)  # credentials read afresh
+    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.setenv(name, str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    key, secret = os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
+    for case, env, says in (
+        ("none", {}, "no usable S3 credentials for HeadBucket"),
+        ("partial", {"AWS_ACCESS_KEY_ID": key}, "no usable S3 credentials (found only part"),
+        (
+            "key",
+            {"AWS_ACCESS_KEY_ID": "AKIAUNKNOWNKEY000000", "AWS_SECRET_ACCESS_KEY": secret},
+            "refused the credentials (InvalidAccessKeyId on ListObjectsV2",
+        ),
+        (
+            "secret",
+            {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": "wrong-secret"},
+            "refused the credentials (SignatureDoesNotMatch on ListObjectsV2",
+        ),
+    ):
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        ran = cli("jobs", "show", dest, "3286d41d")
+        assert (ran.code, ran.out) == (ExitCode.USAGE, ""), case
+        assert says in ran.err and "Credentials come from boto3's standard chain" in ran.err
+        assert len(ran.err.strip().splitlines()) == 1, case
+        assert "Unable to locate" not in ran.err and "wrong-secret" not in ran.err
+        assert "AKIAUNKNOWNKEY000000" not in ran.err
 
 
 def test_commit_finishes_a_committing_job_and_refuses_the_rest(

@@ -25,6 +25,7 @@ from zero_rename.core.s3.profiles import named_profile
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
+    CredentialsError,
     DestinationError,
     JobNotFoundError,
     StoreError,
@@ -170,6 +171,7 @@ def _missing_bucket() -> DestinationError:
         (JobNotFoundError("x"), ExitCode.NOT_FOUND),
         (_missing_bucket(), ExitCode.NOT_FOUND),
         (DestinationError("access refused"), ExitCode.STORE),
+        (CredentialsError("no usable S3 credentials"), ExitCode.USAGE),
         (ConfigError("x"), ExitCode.USAGE),
         (StoreError("x"), ExitCode.STORE),
         (ValidationError("x", []), ExitCode.FAILED),
