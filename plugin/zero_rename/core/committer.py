@@ -153,6 +153,18 @@ class Committer:
         log.info("expired %s at %s: %d file(s) deleted", table.table, self.dest.url, deleted)
         return table.table, deleted
 
+    def expirable(self, options: JobOptions, older_than: timedelta) -> tuple[str, list[str]]:
+        """What :meth:`expire_table` would delete now, changing nothing (a dry run):
+        the table's name and the files (relative to the destination).
+
+        Raises:
+            ConfigError: ``options`` name no table format.
+        """
+        table = open_format(self.ctx, options)
+        if table is None:
+            raise ConfigError(f"no table format to expire at {self.dest.url}")
+        return table.table, table.expirable(older_than)
+
     def job(self, job_id: str) -> JobRecord:
         return self.records.get(job_id)
 
