@@ -84,7 +84,7 @@ def test_history_and_partitions_of_a_destination_with_a_job_in_every_state(
     # the one holding nothing, beside the sealed one.
     line = next(ln for ln in text.splitlines() if ln.startswith(f"dt={D6}"))
     assert f"STUCK {made.claiming.job_id} (setup, replace)" in line
-    assert f"stuck: job {made.claiming.job_id} is setup" in text
+    assert f"stuck: job {made.claiming.job_id} is in setup" in text
     assert "if the run that set it up is over, abort it (zero-rename jobs abort" in text
     holding_none = next(ln for ln in text.splitlines() if ln.startswith("stuck, holding no"))
     assert set(holding_none.split(": ", 1)[1].split(", ")) == {
