@@ -215,6 +215,7 @@ MEANINGS = {
     Retry.FINAL: [
         "ConfigError",
         "DestinationError",
+        "CredentialsError",
         "StoreCapabilityError",
         "ManifestError",
         "ValidationError",

@@ -90,9 +90,11 @@ def redact(text: str) -> str:
 # quote one (``--conf spark.hadoop.fs.s3a.secret.key=...``, ``password: ...``,
 # ``X-Amz-Signature=...``): its value is masked. AWS access key ids are masked
 # wherever they stand. Applied to bounded text only (:func:`error_line`).
+# The pattern starts at the secret's word and never backtracks (possessive
+# quantifiers), so a long word costs one look at each character.
 _SECRET_SETTING = re.compile(
-    r"(?i)([\w.\-]*(?:secret|password|passwd|token|signature|credential)[\w.\-]*"
-    r"[\"']?\s*[=:]\s*[\"']?)[^\s\"',;&]+"
+    r"(?i)((?:secret|password|passwd|token|signature|credential)[\w.\-]*+"
+    r"[\"']?\s*+[=:]\s*+[\"']?)[^\s\"',;&]++"
 )
 _ACCESS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
 # An error as a record keeps it: one line of at most this many characters.
