@@ -40,7 +40,12 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         description="List pending multipart uploads under DEST, with the job each belongs "
         "to and the state of that job (or the table format whose metadata it writes).",
     )
-    listing.add_argument("--job", type=job_id_arg, metavar="ID", help="only this job's")
+    listing.add_argument(
+        "--job",
+        type=job_id_arg,
+        metavar="ID",
+        help="only this job's (its id, or its first 8 characters or more)",
+    )
     listing.add_argument(
         "--older-than",
         type=duration_arg,
@@ -66,7 +71,8 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         "--job",
         type=job_id_arg,
         metavar="ID",
-        help="abort this job's uploads (it must be committed or aborted)",
+        help="abort this job's uploads (it must be committed or aborted); its id, or its "
+        "first 8 characters or more",
     )
     scope.add_argument(
         "--all-older-than",
