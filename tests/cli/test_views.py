@@ -19,10 +19,6 @@ def test_history_and_partitions_of_a_destination_with_a_job_in_every_state(
 ) -> None:
     made = every_state(committer)
 
-    def jobs(command: str) -> list[str]:
-        """The job ids in the order ``jobs history`` or ``jobs list`` shows them."""
-        return [r["job_id"] for r in cli("jobs", command, dest, "--json").json()]
-
     ran = cli("jobs", "history", dest, "--json")
     assert ran.code == 0, ran.err
     rows = ran.json()
@@ -56,13 +52,17 @@ def test_history_and_partitions_of_a_destination_with_a_job_in_every_state(
     # No id is wrapped, on a terminal of 160 columns or 80: the other columns give
     # way. Each row starts with its job's first 8 characters, or its whole id (--wide).
     pipe_width = output.PIPE_WIDTH
+    # The job ids in the order each command shows them.
+    jobs = {
+        c: [r["job_id"] for r in cli("jobs", c, dest, "--json").json()] for c in ("history", "list")
+    }
     for width, wide, shown in ((80, (), 8), (160, (), 8), (160, ("--wide",), 36)):
         monkeypatch.setattr(output, "PIPE_WIDTH", width)
         for command in ("history", "list"):
             lines = cli("jobs", command, dest, *wide).out.splitlines()
             # A row's first line starts at the left edge (the header's is "job id").
             starts = [ln.split()[0] for ln in lines if ln[:1].strip()][1:10]
-            assert starts == [j[:shown] for j in jobs(command)], (width, wide, command)
+            assert starts == [j[:shown] for j in jobs[command]], (width, wide, command)
             assert all(len(ln) <= width for ln in lines)
     monkeypatch.setattr(output, "PIPE_WIDTH", pipe_width)
 
