@@ -19,6 +19,8 @@ import runpy
 import sys
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from demo.common import (
@@ -77,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
             f"({args.rows} rows) with local Spark..."
         )
         started = time.monotonic()
-        ok, metadata = materialize(args.defs, str(args.date), args.rows)
+        log = home / "materialize.log"
+        with stderr_to(log):
+            ok, metadata = materialize(args.defs, str(args.date), args.rows)
+        if not ok:
+            print(f"the materialization failed; the end of its log:\n{tail(log)}")
         print(
             f"materialization {'succeeded' if ok else 'failed'} in "
             f"{time.monotonic() - started:.0f} s: "
@@ -86,6 +92,28 @@ def main(argv: list[str] | None = None) -> int:
         print_committed(DAILY_DESTINATION, server)
         print_table(DAILY_DESTINATION, server, args.table_format)
         return 0 if ok else 1
+
+
+@contextmanager
+def stderr_to(path: Path) -> Iterator[None]:
+    """The process's standard error (file descriptor 2) into ``path`` meanwhile: the
+    demo prints its own summary, as ``make demo`` does, and the JVM that local Spark
+    starts writes its notices and progress bars there, not through Python."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with path.open("ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a log, for a failure."""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def materialize(defs_path: Path, day: str, rows: int) -> tuple[bool, dict[str, object]]:
@@ -98,7 +126,11 @@ def materialize(defs_path: Path, day: str, rows: int) -> tuple[bool, dict[str, o
             partition_key=day,
             instance=instance,
             raise_on_error=False,
-            run_config={"ops": {"daily_events": {"config": {"rows": rows}}}},
+            run_config={
+                "ops": {"daily_events": {"config": {"rows": rows}}},
+                # Dagster's event lines (DEBUG by default) would bury the summary.
+                "loggers": {"console": {"config": {"log_level": "ERROR"}}},
+            },
         )
         found = [m for m in result.asset_materializations_for_node("daily_events")]
     metadata = {k: getattr(v, "value", v) for k, v in (found[-1].metadata if found else {}).items()}

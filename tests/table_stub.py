@@ -80,6 +80,9 @@ class StubFormat:
         self.calls.expired.append((self.table, older_than))
         return 2
 
+    def expirable(self, older_than: timedelta) -> list[str]:
+        return ["dt=2024-01-01/part-0.parquet", "dt=2024-01-02/part-0.parquet"]
+
 
 def install(monkeypatch: pytest.MonkeyPatch, *formats: str) -> Calls:
     """The stand-in as the classes of ``formats`` (default both), for one test."""

@@ -8,6 +8,7 @@ DAG and the Dagster asset they run are tested in tests/airflow and tests/dagster
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,20 @@ def test_the_stack_demos_store_in_trouble_leaves_a_commit_that_cannot_finish(
     assert committer.pending_uploads(job_id) == [] and committer.read_success() is None
     committer.rollback_job(job_id, reason="rolled back by the test")
     assert committer.job(job_id).state == "aborted"
+
+
+def test_the_dagster_demo_keeps_stderr_out_of_its_summary(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """What a child process (Spark's JVM) and Python write to standard error goes to
+    the log while the materialization runs, and back to the terminal after."""
+    log = tmp_path / "materialize.log"
+    with dagster_asset.stderr_to(log):
+        os.write(2, b"WARNING: Using incubator modules\n")
+        subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('[Stage 0:>]\\n')"])
+        print("a summary line")
+    print("after", file=sys.stderr)
+    out, err = capfd.readouterr()
+    assert out == "a summary line\n" and err == "after\n"
+    assert log.read_text() == "WARNING: Using incubator modules\n[Stage 0:>]\n"
+    assert dagster_asset.tail(log, 1) == "[Stage 0:>]"

@@ -59,6 +59,13 @@ class DestinationError(ZeroRenameError):
     retry = Retry.FINAL
 
 
+class CredentialsError(DestinationError):
+    """No S3 credentials were found, or the store refused them (an unknown key id, a
+    wrong secret, an expired session token): a configuration error, the same
+    however often the step runs until the credentials are fixed. (Credentials the
+    store takes but whose policy refuses a request: ``DestinationError``.)"""
+
+
 class StoreError(ZeroRenameError):
     """An S3 request failed after its retries were used up.
 

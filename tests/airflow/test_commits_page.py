@@ -734,7 +734,7 @@ def test_no_error_on_the_page_shows_the_endpoint(
     finally:
         set_page_connection(airflow_env)
     assert "StoreError" in errors["unreachable"]
-    assert "access refused" in errors["refused credentials"]
+    assert "refused the credentials" in errors["refused credentials"]
     assert "cannot use connection 'zr_page'" in errors["malformed endpoint"]
 
 

@@ -42,6 +42,7 @@ from tests.airflow.dagruns import (
 from tests.faults import CRASH_EXIT_CODE
 from tests.helpers import pending, visible
 from tests.table_readers import iceberg_catalog, iceberg_snapshots, iceberg_table
+from zero_rename.airflow.ui.view import step_views
 from zero_rename.core.committer import Committer
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.core.steps import run_job_id
@@ -283,10 +284,22 @@ def test_a_failed_stage_is_aborted_and_the_run_fails(
     assert xcom(DAG_ID, result.run_id, "abort_job", "summary")["state"] == "aborted"
     assert result.states["cleanup_job"] == "success"
     assert result.state == "failed"
-    assert daily.job(job_id).state == "aborted"
-    # The record says why, for jobs show and the Commits page.
-    reason = daily.job(job_id).error
-    assert "stage" in reason and result.run_id in reason
+    record = daily.job(job_id)
+    assert record.state == "aborted"
+    # The record says why, for jobs show and the Commits page: the step that failed
+    # (not those that never ran because of it), and its own error, one line.
+    stage_error = record.steps["stage"].error
+    assert record.steps["stage"].status == "failed"
+    assert stage_error.startswith("AirflowException: spark-submit exited with code 2: ")
+    assert "no-such-codec" in stage_error and "\n" not in stage_error
+    assert record.error == (
+        f"step(s) stage failed (DAG {DAG_ID}, run {result.run_id}): stage: {stage_error}"
+    )
+    assert record.failed_steps == {"stage": stage_error}
+    # XCom carries both; the Commits page shows the step's error.
+    outcome = xcom(DAG_ID, result.run_id, "abort_job", "summary")
+    assert (outcome["reason"], outcome["failed_steps"]) == (record.error, {"stage": stage_error})
+    assert {s.name: s.error for s in step_views(record)}["stage"] == stage_error
     assert visible(daily) == {}
     assert pending(daily) == []
     # Nothing of an aborted day reaches the table: there is none.

@@ -87,4 +87,7 @@ def test_manual_abort_rolls_back_a_commit_that_cannot_finish(jobs: Committer) ->
     assert result.state == "success", result.states
     record = jobs.job(job_id)
     assert record.state == "aborted" and "rolled back" in record.error
+    # Its commit step says it was rolled back, keeping the error its commit failed with.
+    commit = record.steps["commit"]
+    assert commit.status == "rolled_back" and "CompleteMultipartUpload" in commit.error
     assert pending(jobs) == [] and visible(jobs) == {}

@@ -185,3 +185,25 @@ def test_an_endpoint_with_a_credential_in_the_connection_is_refused_unechoed(
         assert "zr_leaky" in str(err.value) and "***@" in str(err.value)
         assert not leaks(str(err.value))
     assert not leaks(caplog.text)
+
+
+def test_a_failed_submit_is_told_by_the_applications_own_error() -> None:
+    """The hook's message starts with the command line; the stage's error, for the job
+    record, is the exit code and the last line of the output that says what failed."""
+    from zero_rename.airflow.spark import submit_failure
+
+    hook_message = (
+        "Cannot execute: spark-submit --master local[2] app.py --option endpoint=http://s3 "
+        "--date 2024-02-01. Error code is: 2.\nLast spark-submit output:\n"
+        "2026-01-01 INFO daily_partitioned_write: starting\n"
+        "2026-01-01 ERROR daily_partitioned_write: option compression: 'no-such-codec' is "
+        "not one of none, snappy, gzip, zstd\n"
+        "26/01/01 INFO ShutdownHookManager: Shutdown hook called"
+    )
+    assert submit_failure(hook_message) == (
+        "spark-submit exited with code 2: 2026-01-01 ERROR daily_partitioned_write: option "
+        "compression: 'no-such-codec' is not one of none, snappy, gzip, zstd"
+    )
+    assert submit_failure("Cannot execute: spark-submit x. Error code is: 1.") == (
+        "spark-submit exited with code 1"
+    )

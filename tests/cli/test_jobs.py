@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,7 +41,15 @@ def test_list_has_one_row_per_job_oldest_first(cli: Cli, committer: Committer, d
     table = cli("jobs", "list", dest)
     header = table.out.splitlines()[0].split()
     assert header[:5] == ["job", "id", "state", "created", "committer"]
-    assert done.job_id in table.out and running.job_id in table.out
+    # Each job by the first 8 characters of its id, which every command takes; whole
+    # with --wide.
+    assert [line.split()[0] for line in table.out.splitlines()[1:3]] == [
+        done.job_id[:8],
+        running.job_id[:8],
+    ]
+    assert done.job_id not in table.out
+    wide = cli("jobs", "list", dest, "--wide").out
+    assert done.job_id in wide and running.job_id in wide
 
 
 def test_show_reports_steps_options_counts_and_pending_uploads(
@@ -103,7 +114,7 @@ def test_abort_decides_a_running_job_and_refuses_a_committed_one(
     cli: Cli, committer: Committer, dest: str
 ) -> None:
     running = running_job(committer)
-    ran = cli("jobs", "abort", dest, running.job_id, "--json")
+    ran = cli("jobs", "abort", dest, running.job_id[:8], "--json")  # its id's first characters
     assert ran.code == 0 and ran.json()["aborted_uploads"] == 1
     assert committer.job(running.job_id).state == "aborted" and pending(committer) == []
 
@@ -168,11 +179,47 @@ def test_refused_access_is_a_store_error(cli: Cli, dest: str) -> None:
     assert ran.code == ExitCode.STORE and "access refused" in ran.err
 
 
+def test_missing_or_refused_credentials_are_a_configuration_error(
+    cli: Cli, dest: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No retry mends them: exit 2, one line saying where credentials come from, never
+    botocore's words, never the secret."""
+    monkeypatch.setattr(context, "connect", S3Store.connect)  # credentials read afresh
+    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.setenv(name, str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    key, secret = os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
+    for case, env, says in (
+        ("none", {}, "no usable S3 credentials for HeadBucket"),
+        ("partial", {"AWS_ACCESS_KEY_ID": key}, "no usable S3 credentials (found only part"),
+        (
+            "key",
+            {"AWS_ACCESS_KEY_ID": "AKIAUNKNOWNKEY000000", "AWS_SECRET_ACCESS_KEY": secret},
+            "refused the credentials (InvalidAccessKeyId on ListObjectsV2",
+        ),
+        (
+            "secret",
+            {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": "wrong-secret"},
+            "refused the credentials (SignatureDoesNotMatch on ListObjectsV2",
+        ),
+    ):
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        ran = cli("jobs", "show", dest, "3286d41d")
+        assert (ran.code, ran.out) == (ExitCode.USAGE, ""), case
+        assert says in ran.err and "Credentials come from boto3's standard chain" in ran.err
+        assert len(ran.err.strip().splitlines()) == 1, case
+        assert "Unable to locate" not in ran.err and "wrong-secret" not in ran.err
+        assert "AKIAUNKNOWNKEY000000" not in ran.err
+
+
 def test_commit_finishes_a_committing_job_and_refuses_the_rest(
     cli: Cli, committer: Committer, dest: str
 ) -> None:
     stuck = committing_job(committer)
-    ran = cli("jobs", "commit", dest, stuck.job_id, "--json")
+    ran = cli("jobs", "commit", dest, stuck.job_id[:13], "--json")
     assert ran.code == 0, ran.err
     assert ran.json()["state"] == "committed"
     assert committer.job(stuck.job_id).state == "committed" and pending(committer) == []
@@ -195,14 +242,16 @@ def test_rollback_checks_first_and_returns_the_destination_to_before_the_job(
     assert len(refused.err.strip().splitlines()) == 1
     assert committer.job(stuck.job_id).state == "committing"
 
-    ran = cli("jobs", "rollback", dest, stuck.job_id, "--force", "--json")
+    ran = cli("jobs", "rollback", dest, stuck.job_id[:8], "--force", "--json")
     assert ran.code == 0, ran.err
     data = ran.json()
     assert data["state"] == "aborted" and data["aborted_uploads"] == 2
     assert "rolled back from the command line" in data["error"]
     assert pending(committer) == [] and committer.visible_objects() == []
-    shown = cli("jobs", "show", dest, stuck.job_id).out
+    shown = cli("jobs", "show", dest, stuck.job_id[:8]).out
     assert "rollback" in shown and "aborted" in shown
+    # The commit it undid says so, not "running" for ever.
+    assert re.search(r"^commit +rolled back +\d", shown, re.MULTILINE)
     again = cli("jobs", "rollback", dest, stuck.job_id)  # finished: says so again, changes nothing
     assert again.code == 0 and "nothing of it is visible" in again.out
 
@@ -234,9 +283,42 @@ def test_stored_text_reaches_a_terminal_as_text(cli: Cli, committer: Committer, 
     assert (
         exact["error"] == f"stopped {RED} \u202eevil" and exact["origin"]["airflow_dag_id"] == LINK
     )
-    listed = cli("jobs", "list", dest)
+    listed = cli("jobs", "list", dest, "--wide")
     assert listed.code == 0 and job.job_id in listed.out
     uploads = cli("uploads", "list", dest)
     assert uploads.code == 0 and "x\\x9b31m\\x7f\\u202e.csv" in uploads.out
     for ran in (shown, listed, uploads):
         assert not any(c in ran.out + ran.err for c in "\x1b\x9b\x7f\u202e")
+
+
+def test_a_job_is_named_by_the_first_characters_of_its_id(
+    cli: Cli, committer: Committer, dest: str
+) -> None:
+    """As git takes a commit's: 8 characters or more, one listing; refused when
+    ambiguous (the candidates named, one line, exit 2), too short or not hex."""
+    ids = [f"abcdef01-0000-4000-8000-00000000000{n}" for n in (1, 2)]
+    for job_id in ids:
+        committer.setup_job({"conflict_mode": "append"}, job_id=job_id)
+    lone = running_job(committer)
+
+    shown = cli("jobs", "show", dest, lone.job_id[:8], "--json")
+    assert shown.code == 0 and shown.json()["job_id"] == lone.job_id
+    listed = cli("uploads", "list", dest, "--job", lone.job_id[:8], "--json").json()
+    assert listed["job_id"] == lone.job_id and listed["count"] == 1
+    assert cli("jobs", "show", dest, ids[1]).code == 0  # a whole id: nothing listed
+
+    ambiguous = cli("jobs", "show", dest, "abcdef01-0000")
+    assert ambiguous.code == ExitCode.USAGE and len(ambiguous.err.strip().splitlines()) == 1
+    assert f"2 jobs start with it ({ids[0]}, {ids[1]}); give more of it" in ambiguous.err
+    for argv, code, says in (
+        (["jobs", "abort", dest, "abcdef01"], ExitCode.USAGE, "is ambiguous"),
+        (["jobs", "show", dest, "abcdef0"], ExitCode.USAGE, "at least its first 8 characters"),
+        (["jobs", "show", dest, "ABCDEF01"], ExitCode.USAGE, "write it in lower case"),
+        (["jobs", "show", dest, "abcdef01x"], ExitCode.USAGE, "nor the start of one"),
+        (["jobs", "show", dest, "ffffffff"], ExitCode.NOT_FOUND, "no job whose id starts with"),
+        (["uploads", "abort", dest, "--job", "ffffffff"], ExitCode.NOT_FOUND, "starts with"),
+    ):
+        ran = cli(*argv)
+        assert (ran.code, ran.out) == (code, ""), argv
+        assert says in ran.err and len(ran.err.strip().splitlines()) == 1, argv
+    assert {committer.job(i).state for i in ids} == {"setup"}

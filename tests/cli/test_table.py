@@ -60,6 +60,7 @@ def test_expire_takes_the_table_of_the_newest_published_job(
         "format": "delta",
         "table": dest,
         "older_than_seconds": 7 * 86400,
+        "dry_run": False,
         "deleted_files": 2,
     }
     assert calls.expired == [(dest, timedelta(days=7))]
@@ -97,7 +98,7 @@ def test_expire_flags_name_a_table_without_jobs(
 @pytest.mark.parametrize(
     "args,code,message",
     [
-        ((), 4, "no job at s3://"),
+        ((), 4, "name the table's format with --format (and --iceberg-catalog, "),
         (("--iceberg-table", "ns.t"), 2, "need --format iceberg"),
         (("--format", "delta", "--iceberg-catalog", "c"), 2, "go with --format iceberg"),
         (("--format", "iceberg", "--iceberg-table", "x;drop"), 2, "must be namespace.table"),
@@ -131,6 +132,23 @@ def test_expire_deletes_the_files_a_replace_removed_from_a_delta_table(
 
     assert cli("table", "expire", dest, "--older-than", "7d").code == 0
     assert old[0] in _data_keys(committer)  # younger than 7 days: kept
+    # A dry run says what would go, and changes nothing: no file, no version of the log.
+    before = _every_key(committer)
+    dry = cli("table", "expire", dest, "--older-than", "0s", "--dry-run")
+    assert dry.code == 0, dry.err
+    relative = old[0][len(committer.dest.dir) :]
+    assert dry.out.splitlines() == [
+        f"dry run: expiring the delta table {dest} would delete 1 file(s) no version younger "
+        "than 0s reads; nothing was changed",
+        f"  {relative}",
+    ]
+    wanted = cli("table", "expire", dest, "--older-than", "0s", "--dry-run", "--json").json()
+    assert (wanted["dry_run"], wanted["deleted_files"], wanted["would_delete"]) == (
+        True,
+        0,
+        [relative],
+    )
+    assert _every_key(committer) == before
     ran = cli("table", "expire", dest, "--older-than", "0s", "--json")
     assert ran.code == 0, ran.err
     assert ran.json()["deleted_files"] == 1
@@ -140,3 +158,8 @@ def test_expire_deletes_the_files_a_replace_removed_from_a_delta_table(
 
 def _data_keys(c: Committer) -> list[str]:
     return data_keys(c.store, c.dest.bucket, c.dest.dir)
+
+
+def _every_key(c: Committer) -> list[str]:
+    """Every object under the destination: files, the log's versions, the protocol's."""
+    return sorted(o.key for o in c.store.list_objects(c.dest.bucket, c.dest.dir))

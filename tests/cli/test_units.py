@@ -25,6 +25,7 @@ from zero_rename.core.s3.profiles import named_profile
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
+    CredentialsError,
     DestinationError,
     JobNotFoundError,
     StoreError,
@@ -170,6 +171,7 @@ def _missing_bucket() -> DestinationError:
         (JobNotFoundError("x"), ExitCode.NOT_FOUND),
         (_missing_bucket(), ExitCode.NOT_FOUND),
         (DestinationError("access refused"), ExitCode.STORE),
+        (CredentialsError("no usable S3 credentials"), ExitCode.USAGE),
         (ConfigError("x"), ExitCode.USAGE),
         (StoreError("x"), ExitCode.STORE),
         (ValidationError("x", []), ExitCode.FAILED),
@@ -436,3 +438,25 @@ def test_store_profile_holds_for_the_commands_store() -> None:
     )
     ctx = Context.from_args(args, Output())
     assert ctx.store().profile == named_profile("ceph")
+
+
+def test_tables_show_each_job_by_its_shortest_unambiguous_prefix() -> None:
+    from zero_rename.cli.output import short_ids
+
+    ids = [
+        "abcdef01-0000-4000-8000-000000000001",
+        "abcdef01-0000-4000-8000-000000000002",
+        "abcdef02-1111-4000-8000-000000000003",
+        "99c0ffba-2ddc-4830-a0f0-50e5f6de5df0",
+    ]
+    assert short_ids(ids) == {
+        ids[0]: ids[0],
+        ids[1]: ids[1],
+        ids[2]: "abcdef02",
+        ids[3]: "99c0ffba",
+    }
+    assert short_ids(ids[2:3]) == {ids[2]: "abcdef02"} and short_ids([]) == {}
+    assert short_ids(["abcdef01-0000-4000", "abcdef01-1000-4000"]) == {
+        "abcdef01-0000-4000": "abcdef01-0",
+        "abcdef01-1000-4000": "abcdef01-1",
+    }

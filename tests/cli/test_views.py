@@ -7,6 +7,7 @@ import pytest
 from tests.cli.conftest import Cli
 from tests.every_state import ABORT_REASON, D1, D3, D5, D6, every_state
 from tests.helpers import write_task
+from zero_rename.cli import output
 from zero_rename.cli.exits import ExitCode
 from zero_rename.core.committer import Committer
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.s3
 
 
 def test_history_and_partitions_of_a_destination_with_a_job_in_every_state(
-    cli: Cli, committer: Committer, dest: str
+    cli: Cli, committer: Committer, dest: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made = every_state(committer)
 
@@ -48,6 +49,22 @@ def test_history_and_partitions_of_a_destination_with_a_job_in_every_state(
     assert ABORT_REASON in table and "rolled back: rolled back by hand" in table
     assert "9 job(s) at" in table and "median of 3 commit(s)" in table
     assert "2 of 9 job(s)" in cli("jobs", "history", dest, "--limit", "2").out
+    # No id is wrapped, on a terminal of 160 columns or 80: the other columns give
+    # way. Each row starts with its job's first 8 characters, or its whole id (--wide).
+    pipe_width = output.PIPE_WIDTH
+    # The job ids in the order each command shows them.
+    jobs = {
+        c: [r["job_id"] for r in cli("jobs", c, dest, "--json").json()] for c in ("history", "list")
+    }
+    for width, wide, shown in ((80, (), 8), (160, (), 8), (160, ("--wide",), 36)):
+        monkeypatch.setattr(output, "PIPE_WIDTH", width)
+        for command in ("history", "list"):
+            lines = cli("jobs", command, dest, *wide).out.splitlines()
+            # A row's first line starts at the left edge (the header's is "job id").
+            starts = [ln.split()[0] for ln in lines if ln[:1].strip()][1:10]
+            assert starts == [j[:shown] for j in jobs[command]], (width, wide, command)
+            assert all(len(ln) <= width for ln in lines)
+    monkeypatch.setattr(output, "PIPE_WIDTH", pipe_width)
 
     view = cli("partitions", dest, "--json").json()
     parts = {p["partition"]: p for p in view["partitions"]}
@@ -63,7 +80,17 @@ def test_history_and_partitions_of_a_destination_with_a_job_in_every_state(
     assert f"STUCK {made.committing.job_id} (committing, replace)" in line
     assert f"stuck: job {made.committing.job_id} is committing" in text
     assert f"zero-rename jobs commit {dest} {made.committing.job_id}" in text
-    assert f"stuck, holding no partition: {made.sealed.job_id}" in text
+    # A job left in setup is stuck too, with what to do: the one holding d6, and
+    # the one holding nothing, beside the sealed one.
+    line = next(ln for ln in text.splitlines() if ln.startswith(f"dt={D6}"))
+    assert f"STUCK {made.claiming.job_id} (setup, replace)" in line
+    assert f"stuck: job {made.claiming.job_id} is in setup" in text
+    assert "if the run that set it up is over, abort it (zero-rename jobs abort" in text
+    holding_none = next(ln for ln in text.splitlines() if ln.startswith("stuck, holding no"))
+    assert set(holding_none.split(": ", 1)[1].split(", ")) == {
+        made.sealed.job_id,
+        made.running.job_id,
+    }
     assert "5 partition(s), 5 file(s)" in text
 
 

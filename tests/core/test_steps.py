@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults import inject
+from tests.faults import clear, inject
 from tests.helpers import pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobSummary
+from zero_rename.core.data.records import step_started
 from zero_rename.core.protocol import states
-from zero_rename.core.steps import StepRunner, run_job_id
+from zero_rename.core.steps import StepRunner, failure_reason, run_job_id
 from zero_rename.errors import ConfigError, JobDecidedError, ZeroRenameError
 
 pytestmark = pytest.mark.s3
@@ -168,3 +169,56 @@ def test_a_restaged_job_named_by_hand_is_aborted_and_a_new_run_must_write(
         runner.restage(job.job_id, "its driver was lost")
     assert committer.job(job.job_id).state == states.ABORTED
     assert runner.current_job() is None
+
+
+def test_a_failed_stage_keeps_its_own_error_and_the_abort_names_it(
+    committer: Committer,
+) -> None:
+    """The engine's error goes into the record, one line, its secret masked; the
+    abort's reason names the failed step alone and quotes it; the commit step the
+    abort stopped says so."""
+    runner = StepRunner(committer, "daily", "manual__2024-02-01")
+    job = runner.setup({"partition_columns": "dt", "conflict_mode": "append"})
+
+    def write() -> None:
+        raise ValueError("unknown codec 'no-such-codec', password=hunter2\n  at the writer")
+
+    with pytest.raises(ValueError):
+        runner.stage(job.job_id, write)
+    record = committer.job(job.job_id)
+    stage = record.steps["stage"]
+    assert (stage.status, stage.error) == (
+        "failed",
+        "ValueError: unknown codec 'no-such-codec', password=***",
+    )
+    assert record.failed_steps == {"stage": stage.error}
+    reason = failure_reason(["stage"], "DAG daily, run r", record)
+    assert reason == f"step(s) stage failed (DAG daily, run r): stage: {stage.error}"
+    runner.abort_after_failure(reason)
+    aborted = committer.job(job.job_id)
+    assert aborted.error == reason and "hunter2" not in aborted.model_dump_json()
+    assert aborted.steps["abort"].status == "succeeded"
+
+
+def test_a_commit_that_failed_then_finished_says_so(committer: Committer) -> None:
+    """A commit's failure is its step's until a retry finishes it; a commit the
+    abort stops ends as aborted, not running."""
+    job = committer.setup_job({"conflict_mode": "append"})
+    write_task(committer, job, "00000", [b"x"])
+    fault = inject(committer.store.client, "CompleteMultipartUpload", times=1000)
+    with pytest.raises(ZeroRenameError):
+        committer.commit_job(job.job_id)
+    failed = committer.job(job.job_id).steps["commit"]
+    assert failed.status == "failed" and "CompleteMultipartUpload" in failed.error
+    clear(committer.store.client, fault)
+    committer.commit_job(job.job_id)
+    done = committer.job(job.job_id).steps["commit"]
+    assert (done.status, done.error) == ("succeeded", "")
+
+    sealed = committer.setup_job({"conflict_mode": "append"})
+    write_task(committer, sealed, "00000", [b"y"])
+    committer.records.advance(
+        sealed.job_id, states.SEAL, lambda r: {"steps": step_started(r, "commit")}
+    )
+    committer.abort_job(sealed.job_id, reason="by hand")
+    assert committer.job(sealed.job_id).steps["commit"].status == "aborted"

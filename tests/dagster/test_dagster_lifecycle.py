@@ -145,6 +145,10 @@ def test_a_conflict_fails_for_good_and_the_failure_hook_aborts_the_job(
     assert states == ["aborted", "committed"]
     aborted = next(j for j in daily.jobs() if j.state == "aborted")
     assert "step resolve_conflicts failed" in aborted.error and "ConflictError" in aborted.error
+    # The failed step keeps its own error in the record, one line; the reason quotes it.
+    (error,) = aborted.failed_steps.values()
+    assert list(aborted.failed_steps) == ["resolve_conflicts"] and "\n" not in aborted.error
+    assert error.startswith("ConflictError: ") and error in aborted.error
 
 
 class FlakyCommitStore(ZeroRenameResource):

@@ -21,8 +21,15 @@ from zero_rename.airflow.failures import protocol_errors
 from zero_rename.airflow.hooks import DEFAULT_POOL_SIZE, ZeroRenameHook
 from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.xcom import SUMMARY_KEY, xcom_summary
-from zero_rename.core import Committer, JobSummary, OutputCheck, StepRunner, partition_key
-from zero_rename.errors import JobNotFoundError
+from zero_rename.core import (
+    Committer,
+    JobSummary,
+    OutputCheck,
+    StepRunner,
+    failure_reason,
+    partition_key,
+)
+from zero_rename.errors import JobNotFoundError, ZeroRenameError
 
 # Rendered templates show a missing XCom as the text "None".
 _NO_JOB = (None, "", "None")
@@ -315,7 +322,7 @@ class AbortJobOperator(JobStepOperator):
                     roll_back=_flag("roll_back", self.roll_back),
                     force=_flag("force", self.force),
                 )
-            pushed = self.report(context, summary)
+            pushed = self.report(context, summary, self._outcome())
             self.log.info(
                 "job %s is aborted: nothing of it was published, %d pending upload(s) were aborted",
                 summary.job_id,
@@ -334,14 +341,30 @@ class AbortJobOperator(JobStepOperator):
         return pushed
 
     def _reason(self, context: Context) -> str:
+        """The failed steps, the run, and each failed step's own error as the job's
+        record keeps it (:func:`~zero_rename.core.failure_reason`)."""
         failed = self._failed_upstream(context)
         where = f"DAG {self.dag_id}, run {context['run_id']}"
-        if failed:
-            return f"step(s) {failed} failed ({where}); see their logs for the error"
-        return f"aborted by task {self.task_id} ({where})"
+        if not failed:
+            return f"aborted by task {self.task_id} ({where})"
+        try:
+            record = self.committer.job(self.job)
+        except ZeroRenameError:  # no record, or none readable: the abort says which
+            record = None
+        return failure_reason(failed.split(", "), where, record)
+
+    def _outcome(self) -> dict[str, Any]:
+        """For XCom: the reason the record keeps (an earlier abort's, if one came first)
+        and each failed step's own error."""
+        try:
+            record = self.committer.job(self.job)
+        except ZeroRenameError:
+            return {}
+        return {"reason": record.error, "failed_steps": record.failed_steps}
 
     def _failed_upstream(self, context: Context) -> str:
-        """The failed upstream task ids, for the message; empty if they cannot be read."""
+        """The upstream task ids that failed, for the message (not those that did not
+        run because of them, ``upstream_failed``); empty if they cannot be read."""
         try:
             states = context["ti"].get_task_states(
                 dag_id=self.dag_id,
@@ -349,9 +372,7 @@ class AbortJobOperator(JobStepOperator):
                 run_ids=[context["run_id"]],
             )
             found = states.get(context["run_id"], {})
-            return ", ".join(
-                sorted(t for t, s in found.items() if s in ("failed", "upstream_failed"))
-            )
+            return ", ".join(sorted(t for t, s in found.items() if s == "failed"))
         except Exception:  # only the message depends on it
             self.log.debug("could not read upstream task states", exc_info=True)
             return ""

@@ -11,13 +11,14 @@ and a local ``spark-submit`` inherits the worker's environment.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from zero_rename.airflow.failures import protocol_errors
 from zero_rename.airflow.hooks import ZeroRenameHook
@@ -45,6 +46,24 @@ def writer_options(options: Mapping[str, Any] | str) -> dict[str, Any]:
         if not isinstance(options, dict):
             raise AirflowFailException(f"writer options must be a JSON object, not {options!r}")
     return {k: v for k, v in options.items() if v is not None and str(v) != ""}
+
+
+# A line of spark-submit's output that says what failed: a Python exception's last
+# line (``ValueError: ...``), a logged error (``ERROR name: ...``), ``error: ...``.
+_FAILURE_LINE = re.compile(r"(^|\s)(ERROR\b|error:|[\w.]*(Error|Exception)\b)")
+_EXIT_CODE = re.compile(r"Error code is: (-?\d+)")
+
+
+def submit_failure(text: str) -> str:
+    """spark-submit's failure as the hook reports it (the command line, its exit
+    code, then the last lines of its output), in one line: the exit code and the
+    last output line that says what failed."""
+    code = _EXIT_CODE.search(text)
+    _, _, tail = text.partition("Last spark-submit output:")
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    cause = next((line for line in reversed(lines) if _FAILURE_LINE.search(line)), "")
+    head = f"spark-submit exited with code {code.group(1)}" if code else "spark-submit failed"
+    return f"{head}: {cause}" if cause else head
 
 
 class SparkStageSubmitOperator(SparkSubmitOperator):
@@ -122,7 +141,14 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
             *own,
             *stage_arguments(self.committer.dest.url, self.job_id, options),
         ]
-        super().execute(context)
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            if type(exc) is not AirflowException:  # a subclass means more: let it be
+                raise
+            # Its first line is the command line; the application's own error is
+            # in the output the hook appends. That line leads, for the job record.
+            raise AirflowException(f"{submit_failure(str(exc))}\n{exc}") from exc
 
     def _report(self, context: Context, summary: JobSummary) -> dict[str, Any]:
         self.log.info(

@@ -4,23 +4,30 @@ why) and the shape every command is declared in."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import duration_arg, format_span
-from zero_rename.cli.output import Result
-from zero_rename.core import STUCK_AFTER, check_destination_length, check_job_id, check_profile_name
+from zero_rename.cli.output import Result, short_ids
+from zero_rename.core import (
+    STUCK_AFTER,
+    check_destination_length,
+    check_job_ref,
+    check_profile_name,
+)
 from zero_rename.errors import ConfigError
 
 __all__ = [
     "Subcommands",
     "add_stuck_after",
+    "add_wide",
     "command",
     "command_group",
     "destination_arg",
     "duration_arg",
     "job_id_arg",
+    "job_ids",
     "threads_arg",
     "whole_number",
     "store_profile_arg",
@@ -40,9 +47,26 @@ def add_stuck_after(parser: argparse.ArgumentParser) -> None:
         type=duration_arg,
         default=STUCK_AFTER,
         metavar="DURATION",
-        help="a sealed, committing or rolling-back job is stuck after this long unchanged "
+        help="a job in setup, sealed, committing or rolling back is stuck after this long "
+        "unchanged "
         f"(default {format_span(STUCK_AFTER.total_seconds())})",
     )
+
+
+def add_wide(parser: argparse.ArgumentParser) -> None:
+    """``--wide``: whole job ids in a table that shows their first characters."""
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="whole job ids (default: the first 8 characters, more where two jobs "
+        "share them; every command taking a job id accepts them)",
+    )
+
+
+def job_ids(ids: Sequence[str], wide: bool) -> dict[str, str]:
+    """Each job id as a table shows it: whole with ``--wide``, else its shortest
+    unambiguous prefix of at least 8 characters."""
+    return {i: i for i in ids} if wide else short_ids(ids)
 
 
 def destination_arg(text: str) -> str:
@@ -55,8 +79,9 @@ def destination_arg(text: str) -> str:
 
 
 def job_id_arg(text: str) -> str:
+    """A job id, or its first 8 characters or more (the command resolves it)."""
     try:
-        return check_job_id(text)
+        return check_job_ref(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -115,6 +140,11 @@ def command(
     if dest is not None:
         parser.add_argument("dest", metavar="DEST", type=destination_arg, help=dest)
     if job:
-        parser.add_argument("job", metavar="JOB", type=job_id_arg, help="job id")
+        parser.add_argument(
+            "job",
+            metavar="JOB",
+            type=job_id_arg,
+            help="job id, or its first 8 characters or more (as long as no other job's starts so)",
+        )
     parser.set_defaults(handler=handler)
     return parser

@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
+    CredentialsError,
     DestinationError,
     JobDecidedError,
     JobNotFoundError,
@@ -39,11 +40,13 @@ EPILOG = """\
 exit codes:
   0    done; nothing wrong found
   1    problems found (validate), or the command failed for a reason other than S3
-  2    usage error or bad input (option, duration, URL, job id)
+  2    usage error, bad input (option, duration, URL, job id) or configuration
+       (S3 credentials missing or refused)
   3    refused: acting would endanger a commit (its uploads, a committed job);
        nothing of it was changed
   4    not found: bucket, destination, job or _SUCCESS
-  5    S3 failed or refused a request (endpoint unreachable, access denied, unsupported call)
+  5    S3 failed or refused a request (endpoint unreachable, access denied by a policy,
+       unsupported call); worth a retry once the store is back
   130  interrupted
 """
 
@@ -56,7 +59,7 @@ def exit_code_for(exc: BaseException) -> ExitCode:
         return ExitCode.REFUSED
     if isinstance(exc, (NotFound, JobNotFoundError)):
         return ExitCode.NOT_FOUND
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, (ConfigError, CredentialsError)):  # no retry mends either
         return ExitCode.USAGE
     if isinstance(exc, DestinationError):
         return ExitCode.NOT_FOUND if missing_bucket(exc) else ExitCode.STORE

@@ -6,7 +6,15 @@ import argparse
 import statistics
 from collections.abc import Sequence
 
-from zero_rename.cli.arguments import DEST_HELP, Subcommands, add_stuck_after, command, whole_number
+from zero_rename.cli.arguments import (
+    DEST_HELP,
+    Subcommands,
+    add_stuck_after,
+    add_wide,
+    command,
+    job_ids,
+    whole_number,
+)
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound
@@ -29,10 +37,13 @@ def register(commands: Subcommands, common: argparse.ArgumentParser) -> None:
         description="The history of DEST, oldest first: each job's state, when it was "
         "committed or aborted, its commit's seconds, files, rows, bytes, partitions "
         "and replaced files, its conflict mode, and why an aborted job was aborted. "
-        "Jobs still running stand at the time they were set up; one sealed, "
+        "Jobs still running stand at the time they were set up; one in setup, sealed, "
         "committing or rolling back whose record has not changed for --stuck-after "
-        "is marked stuck. Reads the job records only (with --limit, about N of them).",
+        "is marked stuck. Each job is named by the first 8 characters of its id (more "
+        "where two share them), which every command taking a job id accepts; --wide "
+        "for whole ids. Reads the job records only (with --limit, about N of them).",
     )
+    add_wide(parser)
     parser.add_argument(
         "--limit",
         type=whole_number(MAX_LIMIT),
@@ -48,14 +59,15 @@ def run_history(ctx: Context, args: argparse.Namespace) -> Result:
     if not history.entries and not committer.holds_anything():
         raise NotFound(f"nothing at {committer.dest.url}: no job and no file")
     data = [e.to_json() for e in history.entries]
-    return Result(data, lambda out: _render(out, committer, history))
+    return Result(data, lambda out: _render(out, committer, history, args.wide))
 
 
-def _render(out: Output, committer: Committer, history: History) -> None:
+def _render(out: Output, committer: Committer, history: History, wide: bool) -> None:
     entries = history.entries
     if not entries:
         out.say(f"no jobs at {committer.dest.url}")
         return
+    ids = job_ids([e.job_id for e in entries], wide)
     out.table(
         [
             "job id",
@@ -72,7 +84,7 @@ def _render(out: Output, committer: Committer, history: History) -> None:
         ],
         (
             [
-                e.job_id,
+                ids[e.job_id],
                 e.state.label,
                 e.at.strftime("%Y-%m-%d %H:%M:%S"),
                 e.mode,
@@ -87,6 +99,7 @@ def _render(out: Output, committer: Committer, history: History) -> None:
             for e in entries
         ),
         right=["files", "rows", "bytes", "partitions", "replaced", "commit"],
+        whole=["job id"],
     )
     shown = (
         f"{len(entries)} of {history.total}" if len(entries) < history.total else f"{len(entries)}"

@@ -9,7 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 from zero_rename.cli import history
-from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_group
+from zero_rename.cli.arguments import (
+    DEST_HELP,
+    Subcommands,
+    add_wide,
+    command,
+    command_group,
+    job_ids,
+)
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_duration
 from zero_rename.cli.exits import NotFound, Refused
@@ -22,15 +29,18 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
     commands = command_group(
         groups, "jobs", "job records: list, show, history, abort, commit, rollback"
     )
-    command(
+    listing = command(
         commands,
         "list",
         common,
         run_list,
         dest=DEST_HELP,
         help="every job of DEST",
-        description="List every job record of DEST, oldest first.",
+        description="List every job record of DEST, oldest first, each job by the first "
+        "8 characters of its id (more where two jobs share them), which every command "
+        "taking a job id accepts; --wide for whole ids, --json has them always.",
     )
+    add_wide(listing)
     command(
         commands,
         "show",
@@ -101,7 +111,7 @@ def run_list(ctx: Context, args: argparse.Namespace) -> Result:
     if not records and not committer.holds_anything():
         raise NotFound(f"nothing at {committer.dest.url}: no job and no file")
     data = [_job_row(r) for r in records]
-    return Result(data, lambda out: _render_list(out, committer, data))
+    return Result(data, lambda out: _render_list(out, committer, data, args.wide))
 
 
 def _job_row(record: JobRecord) -> dict[str, Any]:
@@ -129,10 +139,11 @@ def duration(record: JobRecord) -> float | None:
     return round((max(finished) - record.created).total_seconds(), 3)
 
 
-def _render_list(out: Output, committer: Committer, rows: list[dict[str, Any]]) -> None:
+def _render_list(out: Output, committer: Committer, rows: list[dict[str, Any]], wide: bool) -> None:
     if not rows:
         out.say(f"no jobs at {committer.dest.url}")
         return
+    ids = job_ids([r["job_id"] for r in rows], wide)
     out.table(
         [
             "job id",
@@ -147,7 +158,7 @@ def _render_list(out: Output, committer: Committer, rows: list[dict[str, Any]]) 
         ],
         (
             [
-                r["job_id"],
+                ids[r["job_id"]],
                 r["state"],
                 r["created"].replace("T", " ")[:19] + "Z",
                 r["committer"],
@@ -160,6 +171,7 @@ def _render_list(out: Output, committer: Committer, rows: list[dict[str, Any]]) 
             for r in rows
         ),
         right=["files", "bytes", "rows", "duration"],
+        whole=["job id"],
     )
     out.say(f"{len(rows)} job(s) at {committer.dest.url}")
 
@@ -169,12 +181,13 @@ def run_show(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     with ctx.out.steps(f"job {args.job[:8]}") as step:
         step("reading its record")
-        record = committer.job(args.job)
+        job = committer.resolve_job(args.job)
+        record = committer.job(job)
         # Listings: under a table of thousands of files and uploads, seconds.
         step("listing its pending uploads")
-        uploads = committer.pending_uploads(args.job)
+        uploads = committer.pending_uploads(job)
         step("counting its task manifests")
-        manifests = committer.published_task_manifests(args.job)
+        manifests = committer.published_task_manifests(job)
     data = {
         **record.model_dump(mode="json"),
         "committer": record.options.mode_name,
@@ -234,18 +247,16 @@ def _render_show(out: Output, record: JobRecord, pending: int, manifests: int) -
     out.table(
         ["step", "status", "started", "finished", "took", "detail"],
         (
-            [
-                name,
-                t.status,
-                t.started,
-                t.finished,
-                format_duration((t.finished - t.started).total_seconds()) if t.finished else None,
-                t.detail,
-            ]
+            [name, t.label, t.started, t.finished, format_duration(t.seconds), t.detail]
             for name, t in record.steps.items()
         ),
         title="steps",
     )
+    # A failed step's own error (kept once a rollback ended it), whole: too long for
+    # the table.
+    for name, t in record.steps.items():
+        if t.error:
+            out.say(f"{name} {t.label}: {t.error}")
     out.say()
     out.heading("options")
     out.fields(
@@ -298,21 +309,22 @@ def _bytes(count: int) -> str:
 def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     with ctx.out.steps(f"aborting job {args.job[:8]}") as step:
+        job = committer.resolve_job(args.job)
         try:
-            committer.job(args.job)
+            committer.job(job)
         except JobNotFoundError:
             # Without a record the job may still have uploads (its setup failed
             # after tasks started, or the record was deleted): those are aborted.
             step("listing its pending uploads")
-            if not committer.pending_uploads(args.job):
+            if not committer.pending_uploads(job):
                 raise
         summary = committer.abort_job(
-            args.job, reason="aborted from the command line (zero-rename jobs abort)", steps=step
+            job, reason="aborted from the command line (zero-rename jobs abort)", steps=step
         )
     return Result(
         summary.model_dump(mode="json"),
         lambda out: out.say(
-            f"aborted job {args.job} at {committer.dest.url}: {summary.aborted_uploads} pending "
+            f"aborted job {job} at {committer.dest.url}: {summary.aborted_uploads} pending "
             f"upload(s) aborted in {format_duration(summary.seconds)}"
         ),
     )
@@ -321,10 +333,11 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
 # -- commit ----------------------------------------------------------------
 def run_commit(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
-    record = committer.job(args.job)
+    job = committer.resolve_job(args.job)
+    record = committer.job(job)
     if record.state in (*states.UNDECIDED, states.ABORTED):
         raise Refused(
-            f"job {args.job} is {record.state}; only a job whose commit passed its "
+            f"job {job} is {record.state}; only a job whose commit passed its "
             "point of no return ('committing') is finished from here"
             + (
                 "; a sealed job's commit stopped before deciding: rerun its "
@@ -334,12 +347,12 @@ def run_commit(ctx: Context, args: argparse.Namespace) -> Result:
             )
         )
     # Logs "completed n of N file(s)" with -v; on a terminal, a bar of the completes.
-    with ctx.out.steps(f"committing job {args.job[:8]}") as step:
-        summary = committer.commit_job(args.job, progress=_completes(step))
+    with ctx.out.steps(f"committing job {job[:8]}") as step:
+        summary = committer.commit_job(job, progress=_completes(step))
     return Result(
         summary.model_dump(mode="json"),
         lambda out: out.say(
-            f"job {args.job} committed: {summary.files} file(s), {human_bytes(summary.bytes)}, "
+            f"job {job} committed: {summary.files} file(s), {human_bytes(summary.bytes)}, "
             f"{summary.rows} row(s) in {len(summary.partitions)} partition(s)"
         ),
     )
@@ -367,19 +380,20 @@ def _completes(step: Steps) -> Callable[[int, int], None]:
 # -- rollback ----------------------------------------------------------------
 def run_rollback(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
-    with ctx.out.steps(f"rolling back job {args.job[:8]}") as step:
+    job = committer.resolve_job(args.job)
+    with ctx.out.steps(f"rolling back job {job[:8]}") as step:
         summary = committer.rollback_job(
-            args.job,
+            job,
             force=args.force,
             reason="rolled back from the command line (zero-rename jobs rollback)",
             steps=step,
         )
-    record = committer.job(args.job)
+    record = committer.job(job)
     data = {**summary.model_dump(mode="json"), "error": record.error}
     return Result(
         data,
         lambda out: out.say(
-            f"rolled back job {args.job} at {committer.dest.url}: nothing of it is visible or "
+            f"rolled back job {job} at {committer.dest.url}: nothing of it is visible or "
             f"pending ({summary.aborted_uploads} pending upload(s) aborted); {record.error}"
         ),
     )

@@ -46,9 +46,9 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from zero_rename.cli.exits import ExitCode
+from zero_rename.core import SHORT_JOB_ID, ignore_progress, no_steps, redact
 from zero_rename.core import Advance as Advance  # re-exported for the commands
 from zero_rename.core import Steps as Steps
-from zero_rename.core import ignore_progress, no_steps, redact
 from zero_rename.formatting import human_bytes as human_bytes  # re-exported for the commands
 from zero_rename.formatting import human_count
 
@@ -141,8 +141,10 @@ class Output:
         rows: Iterable[Sequence[Any]],
         title: str | None = None,
         right: Sequence[str] = (),
+        whole: Sequence[str] = (),
     ) -> None:
-        """A table; columns named in ``right`` are right-aligned (numbers)."""
+        """A table; columns named in ``right`` are right-aligned (numbers), those in
+        ``whole`` never wrapped (ids to copy): the others give way on a narrow terminal."""
         if self.json_mode:
             return
         table = Table(
@@ -155,7 +157,10 @@ class Output:
         )
         for column in columns:
             table.add_column(
-                column, justify="right" if column in right else "left", overflow="fold"
+                column,
+                justify="right" if column in right else "left",
+                overflow="fold",
+                no_wrap=column in whole,
             )
         for row in rows:
             table.add_row(*(Text(plain(cell)) for cell in row))
@@ -444,6 +449,25 @@ def stderr_safe(message: str) -> str:
     """An error or warning line: one line, no credential, safe for a terminal."""
     first = message.splitlines()[0] if message.strip() else message
     return terminal_safe(redact(first))
+
+
+def short_ids(ids: Iterable[str], least: int = SHORT_JOB_ID) -> dict[str, str]:
+    """Each id by its shortest prefix of at least ``least`` characters that no other
+    of ``ids`` starts with (as git shortens commits): what a table shows, and what
+    every command taking a job id accepts."""
+    every = sorted(set(ids))
+    shortest: dict[str, str] = {}
+    for i, job in enumerate(every):
+        neighbours = every[max(0, i - 1) : i] + every[i + 1 : i + 2]
+        common = max((_common_prefix(job, n) for n in neighbours), default=0)
+        shortest[job] = job[: max(least, common + 1)]
+    return shortest
+
+
+def _common_prefix(a: str, b: str) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
 
 
 def shown(items: Sequence[str], limit: int = 10) -> str:

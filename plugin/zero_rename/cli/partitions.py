@@ -8,7 +8,7 @@ from zero_rename.cli.arguments import DEST_HELP, Subcommands, add_stuck_after, c
 from zero_rename.cli.context import Context
 from zero_rename.cli.exits import NotFound
 from zero_rename.cli.output import Output, Result, human_bytes
-from zero_rename.core import Committer, Holder, PartitionInfo, PartitionView, stuck_advice
+from zero_rename.core import Committer, Holder, PartitionInfo, PartitionView, states, stuck_advice
 
 
 def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -22,8 +22,8 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         description="Each partition of DEST as readers read it: its files, rows and "
         "bytes, the committed job that last wrote it (its conflict mode, when), how "
         "many committed jobs' files it holds; and the jobs whose claims hold it now: "
-        "a running commit, or a stuck one (sealed, committing or rolling back, its "
-        "record unchanged for --stuck-after), with what to do about it. Reads the "
+        "a running commit, or a stuck one (in setup, sealed, committing or rolling "
+        "back, its record unchanged for --stuck-after), with what to do about it. Reads the "
         "job records, one listing of DEST, the claims and, for jobs that wrote "
         "several partitions, their committed file lists; no data file.",
     )
@@ -103,7 +103,8 @@ def _holder(h: Holder) -> str:
 
 def _stuck_line(holder: Holder, dest: str) -> str:
     return (
-        f"stuck: job {holder.job_id} is {holder.state.replace('_', ' ')} and holds "
+        f"stuck: job {holder.job_id} is {'in ' if holder.state == states.SETUP else ''}"
+        f"{holder.state.replace('_', ' ')} and holds "
         f"{len(holder.dirs)} partition(s) since {holder.since:%Y-%m-%d %H:%M}Z on "
         f"{holder.hostname}; " + stuck_advice(holder.state, dest, holder.job_id)
     )

@@ -16,7 +16,7 @@ from zero_rename.cli.arguments import DEST_HELP, Subcommands, command, command_g
 from zero_rename.cli.context import Context
 from zero_rename.cli.durations import format_span
 from zero_rename.cli.exits import NotFound
-from zero_rename.cli.output import Result, Steps
+from zero_rename.cli.output import Output, Result, Steps
 from zero_rename.core import Committer, JobOptions, parse_options, table_formats
 from zero_rename.errors import ConfigError
 
@@ -64,6 +64,11 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         default=None,
         help="the table format (default: the jobs')",
     )
+    expire.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the files it would delete; expire and delete nothing",
+    )
     for plugin in table_formats().values():
         for name, option in plugin.option_help.items():
             expire.add_argument(
@@ -84,23 +89,45 @@ def run_expire(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     with ctx.out.steps("table expire") as step:
         options = _table_options(committer, args, step)
-        # The format's own retention: snapshots, manifests and files, read and deleted.
-        step(f"expiring the {options.table_format} table's old versions")
-        table, deleted = committer.expire_table(options, args.older_than)
+        if args.dry_run:
+            step(f"reading what the {options.table_format} table's retention would delete")
+            table, files = committer.expirable(options, args.older_than)
+            deleted = 0
+        else:
+            # The format's own retention: snapshots, manifests and files, read and deleted.
+            step(f"expiring the {options.table_format} table's old versions")
+            table, deleted = committer.expire_table(options, args.older_than)
+            files = []
+    age = format_span(args.older_than.total_seconds())
     data = {
         "destination": committer.dest.url,
         "format": options.table_format,
         "table": table,
         "older_than_seconds": int(args.older_than.total_seconds()),
+        "dry_run": args.dry_run,
         "deleted_files": deleted,
+        **({"would_delete": files} if args.dry_run else {}),
     }
+    if args.dry_run:
+        return Result(
+            data, lambda out: _render_dry_run(out, options.table_format, table, age, files)
+        )
     return Result(
         data,
         lambda out: out.say(
             f"expired the {options.table_format} table {table}: {deleted} file(s) no version "
-            f"younger than {format_span(args.older_than.total_seconds())} reads were deleted"
+            f"younger than {age} reads were deleted"
         ),
     )
+
+
+def _render_dry_run(out: Output, table_format: str, table: str, age: str, files: list[str]) -> None:
+    out.say(
+        f"dry run: expiring the {table_format} table {table} would delete {len(files)} "
+        f"file(s) no version younger than {age} reads; nothing was changed"
+    )
+    for path in files:
+        out.say(f"  {path}")
 
 
 def _table_options(committer: Committer, args: argparse.Namespace, step: Steps) -> JobOptions:
@@ -126,7 +153,7 @@ def _table_options(committer: Committer, args: argparse.Namespace, step: Steps) 
             return record.options
     raise NotFound(
         f"no job at {committer.dest.url} was published to a table format; name the "
-        f"table's with --format (and {_all_flags()})"
+        f"table's format with --format (and {_all_flags()})"
     )
 
 

@@ -40,7 +40,12 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         description="List pending multipart uploads under DEST, with the job each belongs "
         "to and the state of that job (or the table format whose metadata it writes).",
     )
-    listing.add_argument("--job", type=job_id_arg, metavar="ID", help="only this job's")
+    listing.add_argument(
+        "--job",
+        type=job_id_arg,
+        metavar="ID",
+        help="only this job's (its id, or its first 8 characters or more)",
+    )
     listing.add_argument(
         "--older-than",
         type=duration_arg,
@@ -66,7 +71,8 @@ def register(groups: Subcommands, common: argparse.ArgumentParser) -> None:
         "--job",
         type=job_id_arg,
         metavar="ID",
-        help="abort this job's uploads (it must be committed or aborted)",
+        help="abort this job's uploads (it must be committed or aborted); its id, or its "
+        "first 8 characters or more",
     )
     scope.add_argument(
         "--all-older-than",
@@ -103,11 +109,12 @@ def run_list(ctx: Context, args: argparse.Namespace) -> Result:
     committer = ctx.committer(args.dest)
     dest = committer.dest
     now = datetime.now(UTC)
+    job = None if args.job is None else committer.resolve_job(args.job)
     with listing(ctx) as seen:
-        found = committer.uploads().find(args.job, args.older_than, now, seen)
+        found = committer.uploads().find(job, args.older_than, now, seen)
     data = {
         "destination": dest.url,
-        "job_id": args.job,
+        "job_id": job,
         "older_than_seconds": _seconds(args.older_than),
         "count": len(found),
         "uploads": [_upload_json(dest, p, now) for p in found],
@@ -152,8 +159,12 @@ def run_abort(ctx: Context, args: argparse.Namespace) -> Result:
     return _sweep(ctx, dest, args.all_older_than, args.dry_run, args.threads)
 
 
-def _abort_job(ctx: Context, dest: Destination, job_id: str, dry_run: bool, threads: int) -> Result:
-    uploads = uploads_of(ctx, dest)
+def _abort_job(
+    ctx: Context, dest: Destination, job_ref: str, dry_run: bool, threads: int
+) -> Result:
+    committer = Committer(dest, store=ctx.store(), profile=ctx.config.profile)
+    job_id = committer.resolve_job(job_ref)
+    uploads = committer.uploads()
     with listing(ctx) as seen:
         found = uploads.find(job_id, seen=seen)
     owner = uploads.owner_of_job(job_id, [p.key for p in found])

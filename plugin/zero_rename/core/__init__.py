@@ -30,8 +30,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Committer": ("zero_rename.core.committer", "Committer"),
     "StepRunner": ("zero_rename.core.steps", "StepRunner"),
     "SUMMARY_KEY": ("zero_rename.core.steps", "SUMMARY_KEY"),
-    "describe": ("zero_rename.core.steps", "describe"),
     "failures_as": ("zero_rename.core.steps", "failures_as"),
+    "failure_reason": ("zero_rename.core.steps", "failure_reason"),
     "S3Store": ("zero_rename.core.s3.client", "S3Store"),
     "StoreConfig": ("zero_rename.core.s3.client", "StoreConfig"),
     "botocore_session": ("zero_rename.core.s3.client", "botocore_session"),
@@ -56,6 +56,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ignore_progress": ("zero_rename.core.s3.progress", "ignore"),
     "no_steps": ("zero_rename.core.s3.progress", "no_steps"),
     "redact": ("zero_rename.core.s3.redact", "redact"),
+    "error_line": ("zero_rename.core.s3.redact", "error_line"),
     "shown_url": ("zero_rename.core.s3.redact", "shown_url"),
     "total_requests": ("zero_rename.core.s3.stats", "total_requests"),
     "Destination": ("zero_rename.core.data.layout", "Destination"),
@@ -63,6 +64,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "check_bucket_name": ("zero_rename.core.data.layout", "check_bucket_name"),
     "check_destination_length": ("zero_rename.core.data.layout", "check_destination_length"),
     "check_job_id": ("zero_rename.core.data.layout", "check_job_id"),
+    "check_job_ref": ("zero_rename.core.data.layout", "check_job_ref"),
+    "SHORT_JOB_ID": ("zero_rename.core.data.layout", "SHORT_JOB_ID"),
     "check_key_text": ("zero_rename.core.data.layout", "check_key_text"),
     "file_job_id": ("zero_rename.core.data.layout", "file_job_id"),
     "partition_key": ("zero_rename.core.data.layout", "partition_key"),
@@ -137,6 +140,7 @@ __all__ = [
     "RACERS",
     "RACE_ROUNDS",
     "S3Store",
+    "SHORT_JOB_ID",
     "STRAY",
     "STUCK_AFTER",
     "SUMMARY_KEY",
@@ -156,13 +160,15 @@ __all__ = [
     "check_endpoint",
     "check_environment_endpoint",
     "check_job_id",
+    "check_job_ref",
     "check_key_text",
     "check_profile_name",
     "client_config",
     "declared_profile",
-    "describe",
     "environment_endpoint",
+    "error_line",
     "examine",
+    "failure_reason",
     "failures_as",
     "file_job_id",
     "files_committed",
@@ -189,10 +195,12 @@ if TYPE_CHECKING:
     )
     from zero_rename.core.data.layout import (
         MAX_KEY_BYTES,
+        SHORT_JOB_ID,
         Destination,
         check_bucket_name,
         check_destination_length,
         check_job_id,
+        check_job_ref,
         check_key_text,
         file_job_id,
         partition_key,
@@ -265,6 +273,7 @@ if TYPE_CHECKING:
         RACERS,
     )
     from zero_rename.core.s3.redact import (
+        error_line,
         redact,
         shown_url,
     )
@@ -274,7 +283,7 @@ if TYPE_CHECKING:
     from zero_rename.core.steps import (
         SUMMARY_KEY,
         StepRunner,
-        describe,
+        failure_reason,
         failures_as,
     )
     from zero_rename.core.tables.registry import (

@@ -30,7 +30,13 @@ from zero_rename.core.data.model import (
     utcnow,
 )
 from zero_rename.core.data.options import JobOptions, parse_options
-from zero_rename.core.data.records import JobContext, StrayRecord, step_finished, step_started
+from zero_rename.core.data.records import (
+    JobContext,
+    StrayRecord,
+    step_failed,
+    step_finished,
+    step_started,
+)
 from zero_rename.core.data.success import committed_files, plan_summary
 from zero_rename.core.protocol import abort as abort_mod
 from zero_rename.core.protocol import commit as commit_mod
@@ -48,6 +54,7 @@ from zero_rename.core.s3.client import (
 )
 from zero_rename.core.s3.profiles import AUTO, check_profile_name
 from zero_rename.core.s3.progress import Advance, Steps, ignore, no_steps
+from zero_rename.core.s3.redact import error_line
 from zero_rename.core.tables.registry import open_format
 from zero_rename.core.views import history as history_mod
 from zero_rename.core.views.output_check import Problem, check_failed, check_job, check_output
@@ -146,8 +153,26 @@ class Committer:
         log.info("expired %s at %s: %d file(s) deleted", table.table, self.dest.url, deleted)
         return table.table, deleted
 
+    def expirable(self, options: JobOptions, older_than: timedelta) -> tuple[str, list[str]]:
+        """What :meth:`expire_table` would delete now, changing nothing (a dry run):
+        the table's name and the files (relative to the destination).
+
+        Raises:
+            ConfigError: ``options`` name no table format.
+        """
+        table = open_format(self.ctx, options)
+        if table is None:
+            raise ConfigError(f"no table format to expire at {self.dest.url}")
+        return table.table, table.expirable(older_than)
+
     def job(self, job_id: str) -> JobRecord:
         return self.records.get(job_id)
+
+    def resolve_job(self, ref: str) -> str:
+        """The job id ``ref`` names: a whole id, or its first characters (at least 8),
+        as git takes a commit's; one listing for a prefix
+        (:meth:`~zero_rename.core.data.records.JobRecords.resolve`)."""
+        return self.records.resolve(ref)
 
     def jobs(self, advance: Advance = ignore) -> list[JobRecord]:
         """Every job record of the destination, oldest first; ``advance`` counts them."""
@@ -319,14 +344,8 @@ class Committer:
         self.records.update(job_id, lambda r: r.model_copy(update={"steps": step_started(r, step)}))
         try:
             summary: JobSummary = run(store, record)
-        except ZeroRenameError as exc:
-            detail = str(exc)[:500]
-            self.records.update(
-                job_id,
-                lambda r: r.model_copy(
-                    update={"steps": step_finished(r, step, ok=False, detail=detail)}
-                ),
-            )
+        except Exception as exc:
+            self.record_failure(job_id, step, exc)
             raise
         self.records.update(
             job_id, lambda r: r.model_copy(update={"steps": step_finished(r, step)})
@@ -345,9 +364,44 @@ class Committer:
         expected: Expected = None,
         progress: commit_mod.Progress | None = None,
     ) -> JobSummary:
-        return commit_mod.commit_job(
-            JobContext(self._job_store(), self.dest), job_id, task_manifests, expected, progress
-        )
+        """Job commit (:func:`zero_rename.core.protocol.commit.commit_job`); an error
+        it raises is recorded as the commit step's (:meth:`record_failure`)."""
+        try:
+            return commit_mod.commit_job(
+                JobContext(self._job_store(), self.dest), job_id, task_manifests, expected, progress
+            )
+        except JobNotFoundError:
+            raise
+        except Exception as exc:
+            self.record_failure(job_id, "commit", exc)
+            raise
+
+    def record_failure(self, job_id: str, step: str, error: BaseException | str) -> None:
+        """Record that ``step`` of the job failed, with its error in one line, secrets
+        masked (:func:`~zero_rename.core.s3.redact.error_line`), for ``jobs show``,
+        the Commits page and the abort's reason. A retry that succeeds records the
+        step again. A step a rollback ended keeps saying so.
+
+        Best effort: called while the step's own error propagates, it never raises;
+        a record it cannot write (no record, the store unreachable) is logged."""
+        line = error_line(error)
+
+        def failed(record: JobRecord) -> JobRecord | None:
+            current = record.steps.get(step)
+            if current is not None and current.status == "rolled_back":
+                return None
+            return record.model_copy(update={"steps": step_failed(record, step, line)})
+
+        try:
+            self.records.update(job_id, failed)
+        except Exception as exc:  # noqa: BLE001 - the step's own error is the one to raise
+            log.warning(
+                "job %s: the %s step's failure (%s) could not be recorded: %s",
+                job_id,
+                step,
+                line,
+                error_line(exc),
+            )
 
     def abort_job(
         self,

@@ -83,6 +83,18 @@ def describe(exc: BaseException) -> str:
     return text
 
 
+def failure_reason(failed: Sequence[str], where: str, record: JobRecord | None) -> str:
+    """An abort's reason after steps failed for good: the steps that failed (those
+    alone, not those that did not run because of them), where (the run), and each
+    failed step's own error as the job's record keeps it (one line each)."""
+    errors = {n: e for n, e in (record.failed_steps if record else {}).items() if e}
+    named = ", ".join(failed) or ", ".join(errors) or "a step"
+    text = f"step(s) {named} failed ({where})"
+    if errors:
+        text += ": " + "; ".join(f"{name}: {error}" for name, error in errors.items())
+    return text
+
+
 @contextmanager
 def failures_as(convert: Callable[[str], Exception]) -> Iterator[None]:
     """Raise errors no retry can fix as ``convert(description)``, the front end's
@@ -232,13 +244,18 @@ class StepRunner:
         if done is not None:
             return done
         started = time.monotonic()
-        write()
-        staged = self.committer.stage_summary(job_id)
-        if staged is None:
-            raise StageError(
-                f"the write finished but saved no stage manifest for job {job_id}; does it "
-                "write through the zero-rename format with the job's id (option job_id)?"
-            )
+        try:
+            write()
+            staged = self.committer.stage_summary(job_id)
+            if staged is None:
+                raise StageError(
+                    f"the write finished but saved no stage manifest for job {job_id}; does it "
+                    "write through the zero-rename format with the job's id (option job_id)?"
+                )
+        except Exception as exc:
+            # The engine's error, in the record: where an abort's reason finds it.
+            self.committer.record_failure(job_id, "stage", exc)
+            raise
         return staged.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
 
     def restage(self, job_id: str, reason: str) -> JobRecord:

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 from dagster import AssetExecutionContext, Failure, MaterializeResult
 
-from zero_rename.core import describe
 from zero_rename.dagster import lifecycle
+from zero_rename.dagster.failures import error_text
 from zero_rename.dagster.resources import ZeroRenameResource
 
 T = TypeVar("T")
@@ -52,9 +52,7 @@ def commit_partition(
                     committer,
                     pipeline,
                     run_id,
-                    reason=f"step {step} failed (Dagster run {context.run_id}): {describe(exc)}"[
-                        :1000
-                    ],
+                    reason=f"step {step} failed (Dagster run {context.run_id}): {error_text(exc)}",
                 )
             raise
         finally:

@@ -13,9 +13,18 @@ from contextlib import AbstractContextManager
 
 from dagster import Failure
 
-from zero_rename.core import failures_as
+from zero_rename.core import error_line, failures_as
 
 
 def protocol_errors() -> AbstractContextManager[None]:
     """Turn errors that no retry can fix into a ``Failure`` that is not retried."""
     return failures_as(lambda text: Failure(description=text, allow_retries=False))
+
+
+def error_text(exc: BaseException | None) -> str:
+    """A failed step's error in one line, secrets masked, for an abort's reason: a
+    ``Failure`` by its description (the step's own error, as :func:`protocol_errors`
+    wrote it), anything else by its type and first line."""
+    if exc is None:
+        return "an error"
+    return error_line((exc.description or "") if isinstance(exc, Failure) else exc)

@@ -39,9 +39,9 @@ from dagster import (
 )
 from pydantic import Field
 
-from zero_rename.core import JobSummary, describe
+from zero_rename.core import JobSummary
 from zero_rename.dagster import lifecycle
-from zero_rename.dagster.failures import protocol_errors
+from zero_rename.dagster.failures import error_text, protocol_errors
 from zero_rename.dagster.lifecycle import JobRef
 from zero_rename.dagster.resources import ZeroRenameResource
 from zero_rename.errors import JobNotFoundError
@@ -200,13 +200,12 @@ def abort_on_failure(context: HookContext) -> None:
         context.log.warning("no destination in the run's config; nothing to abort")
         return
     committer = context.resources.zero_rename.committer(destination)
-    error = describe(context.op_exception) if context.op_exception else "an error"
     lifecycle.abort_after_failure(
         committer,
         run.job_name,
         run.root_run_id or run.run_id,
         reason=f"step {context.op.name} failed (Dagster job {run.job_name}, run "
-        f"{run.run_id}): {error}"[:1000],
+        f"{run.run_id}): {error_text(context.op_exception)}",
     )
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from zero_rename.core.data.model import JobRecord, Part, PendingUpload, TaskManifest, dump, load
 from zero_rename.core.data.options import JobOptions
+from zero_rename.core.s3.redact import error_line
 from zero_rename.errors import ManifestError
 
 JOB = "0b7f3c1e-5d2a-4c8e-9f1a-2b3c4d5e6f70"
@@ -80,3 +81,37 @@ def test_expected_etag_is_md5_of_part_md5s() -> None:
 def test_job_record_keeps_options() -> None:
     r = JobRecord(job_id=JOB, destination="s3://b/t", options=JobOptions(partition_columns=("dt",)))
     assert load(JobRecord, dump(r), "x").options.partition_columns == ("dt",)
+
+
+def test_a_version_5_record_still_loads_and_a_step_keeps_its_error() -> None:
+    """Version 6 adds a step's error and the statuses of steps an abort or a rollback
+    stopped; a record written before loads as it was."""
+    old = json.loads(dump(JobRecord(job_id=JOB, destination="s3://b/t", options=JobOptions())))
+    old["version"] = 5
+    old["steps"] = {"commit": {"started": "2026-01-01T00:00:00Z", "status": "running"}}
+    record = load(JobRecord, json.dumps(old).encode(), "x")
+    assert record.version == 5 and record.steps["commit"].error == ""
+    assert record.failed_steps == {}
+    steps = {
+        "stage": {"started": "2026-01-01T00:00:00Z", "status": "failed", "error": "E: no"},
+        "commit": {"started": "2026-01-01T00:00:00Z", "status": "rolled_back"},
+    }
+    new = load(JobRecord, json.dumps({**old, "version": 6, "steps": steps}).encode(), "x")
+    assert new.failed_steps == {"stage": "E: no"}
+    assert new.steps["commit"].label == "rolled back"
+
+
+def test_an_error_line_is_one_line_with_its_secrets_masked() -> None:
+    exc = RuntimeError(
+        "\n  spark-submit --conf spark.hadoop.fs.s3a.secret.key=abc/DEF+1 "
+        "--conf spark.hadoop.fs.s3a.access.key=AKIAIOSFODNN7EXAMPLE "
+        "http://KEY:SECRET@minio:9000 X-Amz-Signature=f00d token: 'tok'\nsecond line"
+    )
+    line = error_line(exc)
+    assert line == (
+        "RuntimeError: spark-submit --conf spark.hadoop.fs.s3a.secret.key=*** "
+        "--conf spark.hadoop.fs.s3a.access.key=*** http://***@minio:9000 "
+        "X-Amz-Signature=*** token: '***'"
+    )
+    assert error_line("x" * 2000).endswith("...") and len(error_line("x" * 2000)) == 500
+    assert error_line(ValueError()) == "ValueError"

@@ -151,6 +151,9 @@ def assert_rolled_back(
     record = c.job(job.job_id)
     assert record.state == "aborted" and refused in record.error
     assert record.steps["rollback"].status == "succeeded"
+    # The commit it undid says so, and no step reads as running for ever.
+    assert record.steps["commit"].status == "rolled_back"
+    assert "running" not in {s.status for s in record.steps.values()}
     assert Claims(c.ctx).read()[0].of(job.job_id) is None
     layout = c.dest.job(job.job_id)
     assert [o.key for o in c.store.list_objects(c.dest.bucket, layout.dir)] == [layout.record_key]

@@ -112,7 +112,7 @@ def test_the_arrows_are_the_diagrams() -> None:
 
 def test_the_groups_of_states() -> None:
     assert {S.SETUP, S.SEALED, S.COMMITTING, S.ROLLING_BACK} == states.LIVE
-    assert {S.SEALED, S.COMMITTING, S.ROLLING_BACK} == states.STUCKABLE
+    assert {S.SETUP, S.SEALED, S.COMMITTING, S.ROLLING_BACK} == states.STUCKABLE
     assert {S.ROLLING_BACK, S.ABORTED} == states.FAILED
     assert set(JobState) == states.UNDECIDED | states.DECIDED
     assert set(JobState) == states.LIVE | states.FINAL
@@ -215,6 +215,7 @@ MEANINGS = {
     Retry.FINAL: [
         "ConfigError",
         "DestinationError",
+        "CredentialsError",
         "StoreCapabilityError",
         "ManifestError",
         "ValidationError",

@@ -8,7 +8,13 @@ from botocore.awsrequest import AWSResponse
 from zero_rename.core.s3.client import S3Store, StoreConfig
 from zero_rename.core.s3.http import direct_unsupported
 from zero_rename.core.s3.stats import total_requests
-from zero_rename.errors import DestinationError, NoSuchUpload, PreconditionFailed
+from zero_rename.errors import (
+    CredentialsError,
+    DestinationError,
+    NoSuchUpload,
+    PreconditionFailed,
+    is_final,
+)
 
 pytestmark = pytest.mark.s3
 MIB = 1024 * 1024
@@ -182,9 +188,9 @@ def test_bad_credentials(
 ) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
     bad = S3Store.connect(store_config)
-    with pytest.raises(DestinationError, match="access refused") as err:
+    with pytest.raises(CredentialsError, match="refused the credentials") as err:
         bad.put_object(bucket, "k", b"x")
-    assert "wrong-secret" not in str(err.value)
+    assert "wrong-secret" not in str(err.value) and is_final(err.value)
 
 
 def test_slowdown_and_5xx_are_retried_with_backoff(store: S3Store, bucket: str) -> None:

@@ -656,6 +656,12 @@ def test_expire_deletes_the_files_only_expired_snapshots_read(committer: Committ
     assert tables.expire(timedelta(days=1)) == 0
     replaced = own_files(c, first)
     assert len(replaced) == 2
+    # A dry run names the file the expiry will delete, and changes nothing.
+    snapshots = len(user_table(c).metadata.snapshots)
+    would = tables.expirable(timedelta(0))
+    assert would == [f for f in replaced if f.startswith("dt=2024-01-02/")]
+    assert tables.expirable(timedelta(days=1)) == []
+    assert len(user_table(c).metadata.snapshots) == snapshots and own_files(c, first) == replaced
     assert tables.expire(timedelta(0)) == 1
     table = user_table(c)
     assert job_ids(table) == [third.job_id]  # the current snapshot is never expired
@@ -687,6 +693,8 @@ def test_an_expiry_that_died_before_its_deletes_is_finished_by_the_next(
     assert len(own_files(c, first)) == 1
     journal = c.dest.dir + "_iceberg/expiry/"
     assert len(list(c.store.list_objects(c.dest.bucket, journal))) == 1
+    # What the journal names is what a dry run says the next expiry deletes.
+    assert IcebergFormat(c.ctx, options).expirable(timedelta(days=1)) == own_files(c, first)
     assert IcebergFormat(c.ctx, options).expire(timedelta(days=1)) == 1
     assert own_files(c, first) == []
     assert list(c.store.list_objects(c.dest.bucket, journal)) == []

@@ -80,13 +80,18 @@ def test_the_partition_view_shows_each_partitions_writer_and_holders(
     assert {h.job_id for h in view.holders} == {made.committing.job_id, made.claiming.job_id}
     assert view.stuck_jobs == ()
 
-    # Once their records have not changed for long enough, sealed and committing are
-    # stuck. Records known final are not read again.
+    # Once their records have not changed for long enough, jobs left in setup, sealed
+    # and committing are stuck. Records known final are not read again.
     later = committer.partitions(known=view.records, stuck_after=timedelta(0))
     assert later.requests == (1 + len(live)) + 1 + (1 + len(live)) + 1 + 1
-    assert set(later.stuck_jobs) == {made.committing.job_id, made.sealed.job_id}
+    assert set(later.stuck_jobs) == {
+        made.committing.job_id,
+        made.sealed.job_id,
+        made.running.job_id,
+        made.claiming.job_id,
+    }
     marked = {p.partition: p.stuck for p in later.partitions}
-    assert marked == {f"dt={d}": d == D5 for d in (D1, D2, D3, D5, D6)}
+    assert marked == {f"dt={d}": d in (D5, D6) for d in (D1, D2, D3, D5, D6)}
 
     # Past max_objects no partition is summed; the holders are still shown.
     bounded = committer.partitions(known=view.records, max_objects=3)

@@ -62,6 +62,12 @@ class StepView:
     finished: datetime | None
     seconds: float | None
     detail: str
+    error: str = ""  # what a failed step failed with, one line, secrets masked
+
+    @property
+    def label(self) -> str:
+        """The status for people: ``rolled back``."""
+        return self.status.replace("_", " ")
 
 
 @dataclass(frozen=True)
@@ -132,8 +138,7 @@ def step_views(record: JobRecord) -> tuple[StepView, ...]:
     views = []
     for name in names:
         t = record.steps[name]
-        seconds = (t.finished - t.started).total_seconds() if t.finished else None
-        views.append(StepView(name, t.status, t.started, t.finished, seconds, t.detail))
+        views.append(StepView(name, t.status, t.started, t.finished, t.seconds, t.detail, t.error))
     return tuple(views)
 
 

@@ -260,6 +260,36 @@ def check_job_id(job_id: str) -> str:
     return text
 
 
+# A job id may be given by its first characters, as git takes a commit's: at least
+# these many (a 32-bit prefix), the shortest the Commits page and the CLI show.
+SHORT_JOB_ID = 8
+_JOB_ID_SHAPE = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+_HEX = frozenset("0123456789abcdef")
+
+
+def check_job_ref(text: str) -> str:
+    """A job id, or the first :data:`SHORT_JOB_ID` characters of one or more (in its
+    canonical form: lower-case hex, hyphens where a UUID has them). Returns it as
+    given; :meth:`~zero_rename.core.data.records.JobRecords.resolve` finds the job.
+
+    Raises:
+        ConfigError: not the start of a job id, or too short to name one."""
+    text = str(text)
+    if len(text) == len(_JOB_ID_SHAPE):
+        return check_job_id(text)
+    shaped = len(text) < len(_JOB_ID_SHAPE) and all(
+        (c == "-") if s == "-" else (c in _HEX) for c, s in zip(text, _JOB_ID_SHAPE, strict=False)
+    )
+    if not shaped:
+        hint = "; write it in lower case" if text != text.lower() else ""
+        raise ConfigError(f"job id {text[:80]!r} is not a UUID, nor the start of one{hint}")
+    if len(text) < SHORT_JOB_ID:
+        raise ConfigError(
+            f"job id {text!r} is too short: give at least its first {SHORT_JOB_ID} characters"
+        )
+    return text
+
+
 def check_task_id(task_id: str) -> str:
     if not isinstance(task_id, str) or not _TASK_ID_RE.fullmatch(task_id):
         raise ConfigError(f"task id {str(task_id)[:80]!r} must be 1-64 letters, digits, '-' or '_'")

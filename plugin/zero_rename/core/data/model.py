@@ -186,11 +186,30 @@ class StageManifest(_Frozen):
     shard_digests: tuple[str, ...] = ()
 
 
+# A step's status: ``rolled_back`` and ``aborted`` end a step that was running
+# when its job was rolled back or aborted (the commit a rollback undid, say).
+StepStatus = Literal["running", "succeeded", "failed", "rolled_back", "aborted"]
+
+
 class StepTiming(_Frozen):
+    """One step of the job as its record keeps it. ``error``: the error a failed
+    step failed with, its own words in one line, secrets masked
+    (:func:`~zero_rename.core.s3.redact.error_line`)."""
+
     started: Timestamp
     finished: Timestamp | None = None
-    status: Literal["running", "succeeded", "failed"] = "running"
+    status: StepStatus = "running"
     detail: str = ""
+    error: str = ""
+
+    @property
+    def label(self) -> str:
+        """The status for people: ``rolled back``."""
+        return self.status.replace("_", " ")
+
+    @property
+    def seconds(self) -> float | None:
+        return (self.finished - self.started).total_seconds() if self.finished else None
 
 
 class OutputProblem(_Frozen):
@@ -315,12 +334,14 @@ class JobRecord(_Frozen):
     partition layout); and ``output_check``: the result of the output check
     after the commit (the ``validate_output`` step), written by
     compare-and-swap like every change; and ``table_commit``: the table format's
-    commit that published the job (``publish_table`` step). Older records still
-    load.
+    commit that published the job (``publish_table`` step). Version 6 adds a
+    step's ``error`` (what a failed step failed with, one line) and the step
+    statuses ``rolled_back`` and ``aborted`` (a step running when its job was
+    rolled back or aborted). Older records still load.
     """
 
     kind: Literal["zero-rename/job"] = "zero-rename/job"
-    version: Literal[1, 2, 3, 4, 5] = 5
+    version: Literal[1, 2, 3, 4, 5, 6] = 6
     job_id: str
     destination: str
     options: JobOptions
@@ -362,6 +383,12 @@ class JobRecord(_Frozen):
     @property
     def decided(self) -> bool:
         return self.state in states.DECIDED
+
+    @property
+    def failed_steps(self) -> dict[str, str]:
+        """Each step that failed, with the error it failed with (its own, one line;
+        empty where a record older than version 6 kept none)."""
+        return {name: t.error for name, t in self.steps.items() if t.status == "failed"}
 
     @property
     def file_columns(self) -> tuple[str, ...] | None:

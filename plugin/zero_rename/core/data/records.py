@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -19,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from zero_rename.core.data.layout import RECORD_NAME, Destination, check_job_id
-from zero_rename.core.data.model import JobRecord, StepTiming, dump, load, utcnow
+from zero_rename.core.data.layout import RECORD_NAME, Destination, check_job_id, check_job_ref
+from zero_rename.core.data.model import JobRecord, StepStatus, StepTiming, dump, load, utcnow
 from zero_rename.core.protocol import states
 from zero_rename.core.s3.client import ObjectInfo, S3Store
 from zero_rename.core.s3.profiles import StoreProfile
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 RECORD_VERSION: int = JobRecord.model_fields["version"].default
 # Records read at once when reading them all (a table may have thousands of jobs).
 RECORD_THREADS = 16
+# Jobs an ambiguous job id prefix's error names.
+AMBIGUOUS_NAMED = 5
 # How far a writer's clock may run ahead of the store's: S3 refuses a request
 # signed more than 15 minutes off the server's time (RequestTimeTooSkewed).
 CLOCK_SKEW = timedelta(minutes=15)
@@ -214,6 +217,40 @@ class JobRecords:
         found.sort(key=when, reverse=True)
         return found[:limit], len(listed)
 
+    def resolve(self, ref: str) -> str:
+        """The job ``ref`` names: a whole job id as it is (nothing read); the first
+        characters of one (:func:`~zero_rename.core.data.layout.check_job_ref`), the
+        one job at the destination whose record's id starts with them, found by one
+        listing of the records under that prefix (one LIST per 1,000 objects).
+
+        Raises:
+            ConfigError: ``ref`` is no job id nor the start of one, or it starts
+                several jobs' ids (the first few named).
+            JobNotFoundError: no job's id starts with it.
+        """
+        ref = check_job_ref(ref)
+        if len(ref) == len(str(uuid.UUID(int=0))):
+            return ref
+        found = sorted(
+            {
+                job
+                for o in self.store.list_objects(self.dest.bucket, self.dest.jobs_dir + ref)
+                if (job := self.record_job(o.key)) is not None
+            }
+        )
+        if not found:
+            raise JobNotFoundError(f"no job whose id starts with {ref} at {self.dest.url}")
+        if len(found) > 1:
+            named = ", ".join(found[:AMBIGUOUS_NAMED])
+            more = (
+                f" and {len(found) - AMBIGUOUS_NAMED} more" if len(found) > AMBIGUOUS_NAMED else ""
+            )
+            raise ConfigError(
+                f"job id {ref} is ambiguous at {self.dest.url}: {len(found)} jobs start with it "
+                f"({named}{more}); give more of it"
+            )
+        return found[0]
+
     def record_job(self, key: str) -> str | None:
         """The job whose record ``key`` is: ``jobs/<job id>/job.json`` with a job id
         in canonical form; None for any other key (a copy under ``jobs/backup/``,
@@ -325,6 +362,40 @@ def step_finished(
             status="succeeded" if ok else "failed",
             detail=detail,
         ),
+    }
+
+
+def step_failed(
+    record: JobRecord, step: str, error: str, at: datetime | None = None
+) -> dict[str, StepTiming]:
+    """The record's steps with ``step`` failed ``at`` (default: now) with ``error``,
+    one line (:func:`~zero_rename.core.s3.redact.error_line`); its detail is kept."""
+    finished = at or utcnow()
+    current = record.steps.get(step)
+    return {
+        **record.steps,
+        step: StepTiming(
+            started=current.started if current else finished,
+            finished=finished,
+            status="failed",
+            detail=current.detail if current else "",
+            error=error,
+        ),
+    }
+
+
+def running_ended(
+    steps: Mapping[str, StepTiming], status: StepStatus, keep: Sequence[str] = ()
+) -> dict[str, StepTiming]:
+    """``steps`` with every one still running (but those in ``keep``) ended now as
+    ``status``: what a job's abort or rollback does to the steps it stopped, so
+    that none reads as running for ever."""
+    now = utcnow()
+    return {
+        name: t.model_copy(update={"finished": now, "status": status})
+        if t.status == "running" and name not in keep
+        else t
+        for name, t in steps.items()
     }
 
 

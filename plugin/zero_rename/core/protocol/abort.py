@@ -21,7 +21,13 @@ from typing import Any
 from zero_rename.core.data.layout import is_job_data_key
 from zero_rename.core.data.model import JobRecord, JobSummary, dump, utcnow
 from zero_rename.core.data.options import JobOptions
-from zero_rename.core.data.records import JobContext, JobRecords, step_finished, step_started
+from zero_rename.core.data.records import (
+    JobContext,
+    JobRecords,
+    running_ended,
+    step_finished,
+    step_started,
+)
 from zero_rename.core.protocol import states, table_uploads
 from zero_rename.core.protocol.claims import Claims
 from zero_rename.core.protocol.planning import decided_plan, upload_shards
@@ -249,7 +255,8 @@ def _decide_aborted(
     def decision(record: JobRecord) -> dict[str, Any]:
         return {
             "error": abort_reason(reason) or record.error,
-            "steps": step_started(record, "abort"),
+            # A step the abort stops (a commit that had sealed) ends here, as aborted.
+            "steps": running_ended(step_started(record, "abort"), "aborted", keep=("abort",)),
         }
 
     try:
@@ -426,7 +433,11 @@ def finish_rollback(ctx: JobContext, record: JobRecord, steps: Steps = no_steps)
     aborted_record, _ = ctx.records.advance(
         record.job_id,
         states.ROLLED_BACK,
-        lambda r: {"steps": step_finished(r, "rollback", detail="rolled back")},
+        lambda r: {
+            "steps": running_ended(
+                step_finished(r, "rollback", detail="rolled back"), "rolled_back"
+            )
+        },
     )
     Claims(ctx).release(record.job_id)
     remove_temporary(ctx, record.job_id, files=False)

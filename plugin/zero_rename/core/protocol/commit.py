@@ -413,9 +413,14 @@ def _plan_and_decide(
         # The commit's own validation counts as the validate step, unless that
         # step ran on its own before (Airflow's).
         steps = current.steps if "validate" in current.steps else step_finished(current, "validate")
+        commit = current.steps.get("commit")
         steps = {
             **steps,
-            "commit": current.steps.get("commit") or step_started(current, "commit")["commit"],
+            # Running again, from when it first started: an earlier try that failed
+            # before this decision (a claim it waited for) is over.
+            "commit": commit.model_copy(update={"status": "running", "finished": None, "error": ""})
+            if commit
+            else step_started(current, "commit")["commit"],
         }
         return {
             "plan_key": key,

@@ -33,7 +33,7 @@ from typing import Any
 
 from zero_rename.core.data.journal import read_progress
 from zero_rename.core.data.model import JobRecord, JobSummary, PendingUpload, utcnow
-from zero_rename.core.data.records import JobContext, step_started
+from zero_rename.core.data.records import JobContext, running_ended, step_started
 from zero_rename.core.data.shards import KeySet
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import abort_job, abort_reason, finish_rollback
@@ -83,6 +83,12 @@ def roll_back(
             changed["publish_table"] = publishing.model_copy(
                 update={"finished": utcnow(), "status": "failed", "detail": "refused"}
             )
+        # The commit it undoes says so, whether it was running or an attempt of it
+        # failed (its error kept), and so does any other step it stops.
+        commit = changed.get("commit")
+        if commit is not None and commit.status == "failed":
+            changed["commit"] = commit.model_copy(update={"status": "rolled_back"})
+        changed = running_ended(changed, "rolled_back", keep=("rollback",))
         return {"error": abort_reason(f"rolled back: {reason}"), "steps": changed}
 
     record, moved = ctx.records.advance(job_id, states.ROLL_BACK, decision)

@@ -74,8 +74,9 @@ CLOSED = frozenset({SEALED, *DECIDED})
 # The record may still change: readers of the committed state read it again.
 LIVE = frozenset(JobState) - FINAL
 # Where a job can stand still with work unfinished, once its record stops changing:
-# a commit that stopped before deciding, or after; a rollback that stopped.
-STUCKABLE = frozenset({SEALED, COMMITTING, ROLLING_BACK})
+# a run that stopped before its commit (its writers gone, or still writing a long
+# stage); a commit that stopped before deciding, or after; a rollback that stopped.
+STUCKABLE = frozenset({SETUP, SEALED, COMMITTING, ROLLING_BACK})
 # Nothing of the job is or will be visible: it was aborted, or is being rolled
 # back; its record says why (``error``).
 FAILED = frozenset({ROLLING_BACK, ABORTED})

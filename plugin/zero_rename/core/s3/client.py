@@ -20,7 +20,18 @@ from urllib.parse import urlsplit
 
 import botocore.session
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    CredentialRetrievalError,
+    EndpointConnectionError,
+    NoAuthTokenError,
+    NoCredentialsError,
+    PartialCredentialsError,
+    SSOError,
+    TokenRetrievalError,
+    UnknownCredentialError,
+)
 
 from zero_rename.core.s3.listing import streamed_uploads, streaming_unsupported
 from zero_rename.core.s3.profiles import AUTO, StoreProfile, check_profile_name, named_profile
@@ -29,10 +40,12 @@ from zero_rename.core.s3.stats import BODY_READ, RequestStats
 from zero_rename.errors import (
     ConditionalConflict,
     ConfigError,
+    CredentialsError,
     DestinationError,
     NoSuchUpload,
     PreconditionFailed,
     StoreError,
+    ZeroRenameError,
 )
 
 log = logging.getLogger(__name__)
@@ -41,14 +54,36 @@ log = logging.getLogger(__name__)
 DELETE_BATCH = 1000
 # S3: ListMultipartUploads returns at most 1,000 uploads a page.
 UPLOADS_PAGE = 1000
-_CREDENTIAL_CODES = {
+# S3's answers to credentials it does not take: the key id unknown, the secret
+# wrong, the session token invalid or expired.
+_REJECTED_CREDENTIAL_CODES = {
     "InvalidAccessKeyId",
     "SignatureDoesNotMatch",
-    "AccessDenied",
     "InvalidToken",
     "ExpiredToken",
-    "403",
+    "TokenRefreshRequired",
+    "InvalidClientTokenId",
 }
+# Credentials taken, the request refused (a policy); a HEAD's refusal has no body
+# to tell which, hence "403" (see S3Store.check_bucket).
+_REFUSED_CODES = {"AccessDenied", "403"}
+# botocore's errors for credentials it found none of, or could not complete or fetch.
+_NO_CREDENTIALS = (
+    NoCredentialsError,
+    PartialCredentialsError,
+    CredentialRetrievalError,
+    NoAuthTokenError,
+    TokenRetrievalError,
+    SSOError,
+    UnknownCredentialError,
+)
+# Where credentials come from, for every error about them (never botocore's text).
+CREDENTIALS_HELP = (
+    "Credentials come from boto3's standard chain: AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY (with AWS_SESSION_TOKEN for temporary ones) in the "
+    "environment, a profile in ~/.aws/credentials or ~/.aws/config (AWS_PROFILE), or "
+    "the instance's or container's role; an Airflow connection gives its own"
+)
 _MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
 # Where boto3 finds an S3 endpoint in the environment; the first set wins.
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
@@ -231,12 +266,15 @@ def make_client(config: StoreConfig, session: Any = None) -> Any:
     if config.endpoint_url is None:
         check_environment_endpoint()
     region = config.region or session.get_config_variable("region") or "us-east-1"
-    return session.create_client(
-        "s3",
-        endpoint_url=config.endpoint_url,
-        region_name=check_region(region, "region" if config.region else "configured region"),
-        config=client_config(config),
-    )
+    try:
+        return session.create_client(
+            "s3",
+            endpoint_url=config.endpoint_url,
+            region_name=check_region(region, "region" if config.region else "configured region"),
+            config=client_config(config),
+        )
+    except _NO_CREDENTIALS as exc:  # resolved with the client: a key id without its secret
+        raise no_credentials(exc, "") from None
 
 
 def declared_profile(name: str | None) -> StoreProfile | None:
@@ -282,24 +320,9 @@ def _status(exc: ClientError) -> int:
 def translate(exc: Exception, op: str, where: str) -> Exception:
     """Turn a botocore error into one of ours; the message names the call and the key."""
     if isinstance(exc, ClientError):
-        code, status = _code(exc), _status(exc)
-        message = exc.response.get("Error", {}).get("Message", "") or str(exc)
-        text = redact(f"{op} {where}: {code or status} {message}".strip())
-        if code == "PreconditionFailed" or status == 412:
-            return PreconditionFailed(text, operation=op, code="PreconditionFailed", status=412)
-        if code == "ConditionalRequestConflict" or status == 409:
-            return ConditionalConflict(text, operation=op, code=code or "409", status=409)
-        if code == "NoSuchUpload":
-            return NoSuchUpload(text, operation=op, code=code, status=status or 404)
-        if code == "NoSuchBucket":
-            return DestinationError(
-                f"bucket does not exist ({text}); create it or fix the destination"
-            )
-        if code in _CREDENTIAL_CODES:
-            return DestinationError(
-                f"access refused ({text}); check the credentials and bucket policy"
-            )
-        return StoreError(text, operation=op, code=code, status=status)
+        return _answered(exc, op, where)
+    if isinstance(exc, _NO_CREDENTIALS):
+        return no_credentials(exc, f"{op} {where}")
     # botocore quotes the endpoint as configured (~/.aws/config is not checked here).
     if isinstance(exc, EndpointConnectionError):
         return StoreError(
@@ -308,6 +331,46 @@ def translate(exc: Exception, op: str, where: str) -> Exception:
     if isinstance(exc, BotoCoreError):
         return StoreError(redact(f"{op} {where}: {exc}"), operation=op)
     return exc
+
+
+def _answered(exc: ClientError, op: str, where: str) -> ZeroRenameError:
+    """The error for an S3 answer that refused the request, by its code and status."""
+    code, status = _code(exc), _status(exc)
+    message = exc.response.get("Error", {}).get("Message", "") or str(exc)
+    text = redact(f"{op} {where}: {code or status} {message}".strip())
+    if code == "PreconditionFailed" or status == 412:
+        return PreconditionFailed(text, operation=op, code="PreconditionFailed", status=412)
+    if code == "ConditionalRequestConflict" or status == 409:
+        return ConditionalConflict(text, operation=op, code=code or "409", status=409)
+    if code == "NoSuchUpload":
+        return NoSuchUpload(text, operation=op, code=code, status=status or 404)
+    if code == "NoSuchBucket":
+        return DestinationError(f"bucket does not exist ({text}); create it or fix the destination")
+    if code in _REJECTED_CREDENTIAL_CODES:
+        return CredentialsError(
+            f"the S3 store refused the credentials ({code} on {op} {where}): an unknown "
+            f"key id, a wrong secret or an expired session token. {CREDENTIALS_HELP}"
+        )
+    if code in _REFUSED_CODES:
+        return DestinationError(f"access refused ({text}); check the credentials and bucket policy")
+    return StoreError(text, operation=op, code=code, status=status)
+
+
+def no_credentials(exc: BaseException, what: str) -> CredentialsError:
+    """The error for credentials botocore found none of (or an incomplete set, or
+    could not fetch from their provider) for ``what``: ours, never botocore's text,
+    which may quote a profile's or a process's output."""
+    found = (
+        "only part of a set"
+        if isinstance(exc, PartialCredentialsError)
+        else "none from their provider"
+        if isinstance(exc, (CredentialRetrievalError, TokenRetrievalError, SSOError))
+        else "none"
+    )
+    return CredentialsError(
+        f"no usable S3 credentials{f' for {what}' if what else ''} (found {found}). "
+        + CREDENTIALS_HELP
+    )
 
 
 class S3Store:
@@ -374,7 +437,8 @@ class S3Store:
 
     # -- buckets -----------------------------------------------------------
     def check_bucket(self, bucket: str) -> None:
-        """Raises DestinationError when the bucket is missing or not ours to write."""
+        """Raises DestinationError when the bucket is missing or not ours to write,
+        CredentialsError when the store refuses the credentials."""
         try:
             self._call("HeadBucket", f"s3://{bucket}", Bucket=bucket)
         except StoreError as exc:
@@ -382,6 +446,13 @@ class S3Store:
                 raise DestinationError(
                     f"bucket {bucket!r} does not exist; create it first"
                 ) from exc
+            raise
+        except DestinationError as exc:
+            if isinstance(exc, CredentialsError):  # none found: nothing was asked
+                raise
+            # A HEAD's 403 has no body to say whether the credentials or a policy were
+            # refused: a listing of one key says (its error code), on the error path only.
+            self._call("ListObjectsV2", f"s3://{bucket}", Bucket=bucket, MaxKeys=1)
             raise
 
     def get_lifecycle(self, bucket: str) -> dict[str, Any] | None:

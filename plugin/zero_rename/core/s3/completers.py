@@ -309,7 +309,7 @@ class LightCompleter:
         try:
             response = self.requests.send("POST", path, body)
         except BotoCoreError as exc:  # credentials that could not be refreshed
-            return Outcome(None, CompleteFailure("", 0, str(exc))), None
+            return Outcome(None, CompleteFailure("", 0, str(translate(exc, OPERATION, path)))), None
         except urllib3.exceptions.HTTPError as exc:  # no answer, or half of one
             return Outcome(
                 None, CompleteFailure("", 0, f"{type(exc).__name__}: {exc}")

@@ -84,3 +84,38 @@ def redact(text: str) -> str:
         return text
     pieces.append(text[done:])
     return "".join(pieces)
+
+
+# A setting whose name says it holds a secret, as command lines and error texts
+# quote one (``--conf spark.hadoop.fs.s3a.secret.key=...``, ``password: ...``,
+# ``X-Amz-Signature=...``): its value is masked. AWS access key ids are masked
+# wherever they stand. Applied to bounded text only (:func:`error_line`).
+# The pattern starts at the secret's word and never backtracks (possessive
+# quantifiers), so a long word costs one look at each character.
+_SECRET_SETTING = re.compile(
+    r"(?i)((?:secret|password|passwd|token|signature|credential)[\w.\-]*+"
+    r"[\"']?\s*+[=:]\s*+[\"']?)[^\s\"',;&]++"
+)
+_ACCESS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
+# An error as a record keeps it: one line of at most this many characters.
+ERROR_CHARS = 500
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every URL's userinfo (:func:`redact`), every secret-named
+    setting's value and every AWS access key id replaced by ``***``."""
+    text = _SECRET_SETTING.sub(lambda m: m.group(1) + MASK, redact(text))
+    return _ACCESS_KEY_ID.sub(MASK, text)
+
+
+def error_line(exc: BaseException | str, limit: int = ERROR_CHARS) -> str:
+    """An error as one line for a record, a log or a page: its type and its first
+    line that says something, blanks collapsed, secrets masked, at most ``limit``
+    characters (``...`` where cut)."""
+    text = exc if isinstance(exc, str) else str(exc)
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    line = " ".join(first[: limit * 4].split())
+    if not isinstance(exc, str):
+        line = f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+    line = redact_secrets(line)
+    return line if len(line) <= limit else line[: limit - 3] + "..."

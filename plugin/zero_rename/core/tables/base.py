@@ -94,3 +94,9 @@ class TableFormat(Protocol):
         vacuum): files no version younger than ``older_than`` reads are deleted.
         Returns how many files were deleted."""
         ...
+
+    def expirable(self, older_than: timedelta) -> list[str]:
+        """What :meth:`expire` would delete now: the data files (relative to the
+        destination) no version younger than ``older_than`` reads; nothing is
+        written or deleted (a dry run)."""
+        ...

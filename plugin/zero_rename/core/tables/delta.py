@@ -167,12 +167,7 @@ class DeltaFormat:
         if table is None:
             return 0
         hours = max(0, math.ceil(older_than.total_seconds() / 3600))
-        with self._errors("vacuum"):
-            due = set(table.vacuum(retention_hours=hours, enforce_retention_duration=False))
-        dest = self.ctx.dest
-        present = due & {
-            o.key[len(dest.dir) :] for o in self.ctx.store.list_objects(dest.bucket, dest.dir)
-        }
+        present = self._vacuumed(table, hours)
         if not present:
             return 0
         with self._errors("vacuum"):
@@ -181,6 +176,24 @@ class DeltaFormat:
             )
         log.info("vacuum of the Delta table %s deleted %d file(s)", self.uri, len(deleted))
         return len(deleted)
+
+    def expirable(self, older_than: timedelta) -> list[str]:
+        """The files :meth:`expire` would delete: a vacuum's dry run, less the files
+        already gone; nothing is written."""
+        table = self._open()
+        if table is None:
+            return []
+        return sorted(self._vacuumed(table, max(0, math.ceil(older_than.total_seconds() / 3600))))
+
+    def _vacuumed(self, table: Any, hours: int) -> set[str]:
+        """The files a vacuum of ``hours`` would delete that are still there: the log
+        keeps naming removed files after they are gone (one listing)."""
+        with self._errors("vacuum"):
+            due = set(table.vacuum(retention_hours=hours, enforce_retention_duration=False))
+        dest = self.ctx.dest
+        return due & {
+            o.key[len(dest.dir) :] for o in self.ctx.store.list_objects(dest.bucket, dest.dir)
+        }
 
     # -- committing ----------------------------------------------------------------------
 

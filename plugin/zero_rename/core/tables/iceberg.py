@@ -58,7 +58,7 @@ from zero_rename.core.tables.iceberg_catalog import (
     open_catalog,
     reason,
 )
-from zero_rename.core.tables.iceberg_expire import expire_snapshots
+from zero_rename.core.tables.iceberg_expire import expirable_files, expire_snapshots
 from zero_rename.core.tables.iceberg_files import (
     DataFiles,
     iceberg_schema,
@@ -184,6 +184,16 @@ class IcebergFormat:
                 f"the Iceberg table {self.identifier} changed while its snapshots were "
                 f"being expired; nothing was expired: {reason(exc)}"
             ) from exc
+
+    def expirable(self, older_than: timedelta) -> list[str]:
+        """The data files :meth:`expire` would delete now (an earlier run's left ones
+        included); nothing is expired, written or deleted."""
+        if older_than < timedelta(0):
+            raise ConfigError(f"older_than must not be negative, got {older_than}")
+        table = self._load()
+        if table is None:
+            return []
+        return expirable_files(self.ctx, table, datetime.now(UTC) - older_than)
 
     # -- publishing ----------------------------------------------------------
     def _publish(self, publication: Publication) -> TableCommit:

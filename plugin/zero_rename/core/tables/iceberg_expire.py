@@ -77,11 +77,7 @@ def expire_snapshots(ctx: JobContext, table: Table, before: datetime) -> int:
     included)."""
     reader = _Reader(table)
     deleted = _finish_journals(ctx, table, reader)
-    refs = {ref.snapshot_id for ref in table.metadata.refs.values()}
-    cutoff = datetime_to_millis(before)
-    expiring = [
-        s for s in table.metadata.snapshots if s.timestamp_ms < cutoff and s.snapshot_id not in refs
-    ]
+    expiring = _expiring(table, before)
     if not expiring:
         return deleted
     # Read before the expiry commits: afterwards nothing names these files.
@@ -91,6 +87,35 @@ def expire_snapshots(ctx: JobContext, table: Table, before: datetime) -> int:
     table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in expiring]).commit()
     log.info("expired %d snapshot(s) of the Iceberg table at %s", len(expiring), ctx.dest.url)
     return deleted + _delete_unread(ctx, table, reader, candidates, journal)
+
+
+def expirable_files(ctx: JobContext, table: Table, before: datetime) -> list[str]:
+    """The data files (relative to the destination) :func:`expire_snapshots` would
+    delete now: those an earlier run's journals name that no snapshot reads, and
+    those only the snapshots older than ``before`` read. Reads, never writes."""
+    reader = _Reader(table)
+    expiring = _expiring(table, before)
+    gone = {s.snapshot_id for s in expiring}
+    kept = [s for s in table.metadata.snapshots if s.snapshot_id not in gone]
+    doomed = set(_ours(ctx.dest.url, reader.files(expiring))) - set(
+        _ours(ctx.dest.url, reader.files(kept))
+    )
+    prefix = ctx.dest.dir + JOURNAL_PREFIX
+    journaled: set[str] = set()
+    for found in ctx.store.list_objects(ctx.dest.bucket, prefix):
+        got = ctx.store.get_object(ctx.dest.bucket, found.key)
+        journaled |= set(json.loads(got[0])) if got is not None else set()
+    doomed |= journaled - set(_ours(ctx.dest.url, reader.files(table.metadata.snapshots)))
+    return sorted(k for k in doomed if not k.startswith(METADATA_PREFIX))
+
+
+def _expiring(table: Table, before: datetime) -> list[Snapshot]:
+    """The snapshots older than ``before``, but a branch's or tag's head."""
+    refs = {ref.snapshot_id for ref in table.metadata.refs.values()}
+    cutoff = datetime_to_millis(before)
+    return [
+        s for s in table.metadata.snapshots if s.timestamp_ms < cutoff and s.snapshot_id not in refs
+    ]
 
 
 def _finish_journals(ctx: JobContext, table: Table, reader: _Reader) -> int:

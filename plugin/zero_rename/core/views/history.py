@@ -26,10 +26,12 @@ from zero_rename.core.protocol import states
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.views.snapshot import committed_at
 
-# A job whose record has not changed for this long in sealed, committing or
-# rolling_back is stuck: a commit or rollback that crashed, or one still
-# running that a person should look at. The commit journals its progress in
-# other objects, so a big commit's record keeps its time from its decision.
+# A job whose record has not changed for this long in setup, sealed, committing
+# or rolling_back is stuck: a run whose writers or commit stopped, a rollback
+# that crashed, or one still running that a person should look at. The commit
+# journals its progress in other objects, so a big commit's record keeps its
+# time from its decision; task commits do not touch the record either, so a
+# stage writing for longer than this is marked too (--stuck-after says when).
 STUCK_AFTER = timedelta(minutes=15)
 # Partitions each history entry names (the count says how many in all).
 PARTITIONS_NAMED = 10
@@ -42,6 +44,8 @@ STUCK_ADVICE = {
     states.ROLLING_BACK: "finish its rollback (zero-rename jobs rollback {dest} {job})",
     states.SEALED: "its commit stopped before deciding: rerun its orchestrator's commit "
     "step, or abort it (zero-rename jobs abort {dest} {job})",
+    states.SETUP: "its run stopped before its commit, or its stage is still writing: if "
+    "the run that set it up is over, abort it (zero-rename jobs abort {dest} {job})",
 }
 
 
@@ -62,7 +66,8 @@ def iso(value: datetime | None) -> str | None:
 
 
 def is_stuck(record: JobRecord, now: datetime, after: timedelta = STUCK_AFTER) -> bool:
-    """Whether the job stopped between its seal and its end, ``after`` ago or more."""
+    """Whether the job stopped between its setup and its end, its record unchanged
+    ``after`` ago or more: the one place a job is found stuck."""
     return record.state in states.STUCKABLE and now - record.updated >= after
 
 
