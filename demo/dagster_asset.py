@@ -98,7 +98,7 @@ def materialize(defs_path: Path, day: str, rows: int) -> tuple[bool, dict[str, o
             partition_key=day,
             instance=instance,
             raise_on_error=False,
-            run_config={"ops": {"daily_events": {"config": {"rows": rows}}}},
+            run_config={"ops": {"daily_events": {"config": {"frame_options": {"rows": rows}}}}},
         )
         found = [m for m in result.asset_materializations_for_node("daily_events")]
     metadata = {k: getattr(v, "value", v) for k, v in (found[-1].metadata if found else {}).items()}

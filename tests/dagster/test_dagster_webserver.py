@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.dagster.conftest import DEFS, load_defs
+from tests.dagster.conftest import DEFS, day_config, load_defs
 from zero_rename.core.committer import Committer
 from zero_rename.embedded_s3 import free_ports, stop_process_group
 
@@ -111,7 +111,7 @@ def test_the_webserver_shows_the_steps_and_the_materialization(
         asset = defs.resolve_job_def("daily_events_job").execute_in_process(
             partition_key="2024-01-04",
             instance=instance,
-            run_config={"ops": {"daily_events": {"config": {"rows": 200}}}},
+            run_config=day_config(200),
         )
     assert steps.success and asset.success
 
