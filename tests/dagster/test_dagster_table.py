@@ -39,6 +39,9 @@ def test_each_committed_day_is_one_delta_version_named_in_its_metadata(
         record.table_commit.id,
     )
     assert meta["table_files_added"] == meta["files"] and meta["table_files_removed"] == 0
+    # A Delta table has no name but its path, dagster/uri; the schema as the tasks recorded it.
+    assert "dagster/table_name" not in meta and meta["dagster/uri"] == daily.dest.url
+    assert [c.name for c in meta["dagster/column_schema"].columns][-1] == "dt"
     for reader in ("own", "polars"):
         assert read("delta", daily.dest.url, reader).num_rows == 300, reader
 

@@ -238,13 +238,14 @@ class DailyPartitionedAssetComponent(Component, Model, Resolvable):
         job = define_asset_job(f"{daily.key.to_python_identifier()}_job", selection=[daily])
         schedules = []
         if self.schedule is not None:
-            status = DefaultScheduleStatus.RUNNING if self.schedule.running else None
             schedules.append(
                 build_schedule_from_partitioned_job(
                     job,
                     hour_of_day=self.schedule.hour_of_day,
                     minute_of_hour=self.schedule.minute_of_hour,
-                    default_status=status or DefaultScheduleStatus.STOPPED,
+                    default_status=DefaultScheduleStatus.RUNNING
+                    if self.schedule.running
+                    else DefaultScheduleStatus.STOPPED,
                 )
             )
         output = [checks.output_check(daily, self.destination, self.store.resource())]
