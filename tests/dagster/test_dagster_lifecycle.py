@@ -68,12 +68,14 @@ def test_a_materialized_day_is_committed_once_with_its_metadata(
         "output_valid": True,
     }
     validated = {k: getattr(v, "value", v) for k, v in checks["manifests_valid"].metadata.items()}
-    assert validated == {"job_id": job_id, "tasks": meta["tasks"], "files": len(files), "rows": 300}
+    assert validated == {
+        **{"job_id": job_id, "tasks": meta["tasks"], "files": len(files), "rows": 300},
+        "partition": DAY,
+    }
     checked = {k: getattr(v, "value", v) for k, v in checks["output_valid"].metadata.items()}
-    assert (checked["job_id"], checked["outcome"], checked["files"]) == (
-        job_id,
-        "valid",
-        len(files),
+    assert (checked["job_id"], checked["partition"], checked["outcome"], checked["files"]) == (
+        *(job_id, DAY),
+        *("valid", len(files)),
     )
     assert record.output_check is not None and record.output_check.outcome == "valid"
     assert all(c.target_materialization_data.run_id == result.run_id for c in checks.values())

@@ -82,6 +82,8 @@ def webserver(dagster_home: Path, daily: Committer, tmp_path: Path) -> Iterator[
             str(DEFS),
         ],
         env=env,
+        # -f imports the defs folder beside the file as dagster_defs.defs: from the root.
+        cwd=DEFS.parents[1],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -70,13 +70,14 @@ def commit_partition(
     writer = {**zero_rename.spark_options(), "job_id": job_id}
     timed("stage", lambda: lifecycle.stage(committer, job_id, lambda: write(writer)))
     reported = _reports_validation(context)
+    day = context.partition_key if context.has_partition_key else None
     try:
         validated = timed(
             "validate", lambda: lifecycle.before_commit(committer, job_id, committer.validate)
         )
     except Failure as failure:
         if reported and isinstance(failure.__cause__, ValidationError):
-            yield checks.validation_failed(job_id, failure.__cause__)
+            yield checks.for_partition(checks.validation_failed(job_id, failure.__cause__), day)
         raise
     timed(
         "resolve_conflicts",
@@ -91,7 +92,9 @@ def commit_partition(
             **lifecycle.metadata(summary, seconds, success=f"{committer.dest.url}/_SUCCESS"),
             **catalog,
         },
-        check_results=[checks.validation_passed(validated)] if reported else None,
+        check_results=[checks.for_partition(checks.validation_passed(validated), day)]
+        if reported
+        else None,
     )
 
 

@@ -102,19 +102,20 @@ def validation_failed(job_id: str, error: ValidationError) -> AssetCheckResult:
 def output_result(job_id: str, check: OutputCheck, name: str = OUTPUT_CHECK) -> AssetCheckResult:
     """An output check as the core recorded it: failed only when it found problems
     (``superseded``: a later job's ``_SUCCESS``, which that job's check covers)."""
+    metadata: dict[str, Any] = {
+        "job_id": MetadataValue.text(job_id),
+        "outcome": MetadataValue.text(check.outcome),
+        "files": MetadataValue.int(check.files),
+        "problems": MetadataValue.int(check.problem_count),
+    }
+    if check.problems:
+        shown = [p.to_json() for p in check.problems[:PROBLEMS_SHOWN]]
+        metadata["first_problems"] = MetadataValue.json(shown)
     return AssetCheckResult(
         check_name=name,
         passed=not check.failed,
         severity=AssetCheckSeverity.ERROR,
-        metadata={
-            "job_id": MetadataValue.text(job_id),
-            "outcome": MetadataValue.text(check.outcome),
-            "files": MetadataValue.int(check.files),
-            "problems": MetadataValue.int(check.problem_count),
-            "first_problems": MetadataValue.json(
-                [p.to_json() for p in check.problems[:PROBLEMS_SHOWN]]
-            ),
-        },
+        metadata=metadata,
         description=check.describe()
         + (
             ". The job stays committed: restore the files, or write the partition again"
@@ -122,6 +123,14 @@ def output_result(job_id: str, check: OutputCheck, name: str = OUTPUT_CHECK) -> 
             else ""
         ),
     )
+
+
+def for_partition(result: AssetCheckResult, partition: str | None) -> AssetCheckResult:
+    """``result`` naming the run's partition (the day) in its metadata: an asset's check
+    is one for all its partitions, and its evaluation would not say which day it saw."""
+    if partition is None:
+        return result
+    return result.with_metadata({**result.metadata, "partition": MetadataValue.text(partition)})
 
 
 def checked_job(context: OpExecutionContext, committer: Committer) -> str | None:
@@ -167,6 +176,8 @@ def output_check(
             )
         check = lifecycle.output_check(committer, job_id)
         context.log.info(f"output check of job {job_id}: {check.describe()}")
-        return output_result(job_id, check, name)
+        op = context.op_execution_context
+        partition = op.partition_key if op.has_partition_key else None
+        return for_partition(output_result(job_id, check, name), partition)
 
     return _output_check
