@@ -17,9 +17,10 @@ from zero_rename.embedded_s3 import EmbeddedS3
 
 # The repository the demos run from: its dags/ and dagster_defs/.
 REPOSITORY = Path(__file__).resolve().parent.parent
-# Where the daily DAG and the Dagster asset write, as in the deployed stack.
+# Where the daily DAG and the Dagster asset write, as in the deployed stack: a table each.
 WAREHOUSE = "warehouse"
 DAILY_DESTINATION = f"s3://{WAREHOUSE}/daily_events"
+DAGSTER_DESTINATION = f"s3://{WAREHOUSE}/dagster_daily_events"
 TABLE_FORMATS = ("none", *table_formats())
 # The embedded Iceberg catalog's variable: the demos keep it in their throw-away home.
 ICEBERG_HOME = "ZERO_RENAME_ICEBERG_HOME"

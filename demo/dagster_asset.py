@@ -5,8 +5,9 @@
 
 ``make demo-dagster`` runs it. It starts SeaweedFS on loopback, loads
 ``dagster_defs/definitions.py``, materializes ``daily_events`` for one day in
-process, then prints the asset's metadata and the committed partitions with
-their row counts, as ``make demo`` does for Airflow. With ``--table-format``
+process (to ``s3://warehouse/dagster_daily_events``), then prints the asset's
+metadata, its checks, and the committed partitions with their row counts, as
+``make demo`` does for Airflow. With ``--table-format``
 the day is also published as one commit of that format and read back through
 the format's own reader, the metadata naming the table and its commit.
 Everything it started is stopped and removed at the end.
@@ -24,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from demo.common import (
-    DAILY_DESTINATION,
+    DAGSTER_DESTINATION,
     ICEBERG_HOME,
     REPOSITORY,
     daily_run,
@@ -42,6 +43,9 @@ SHOWN = (
     "partitions",
     "s3_requests",
     "success_file",
+    "dagster/row_count",
+    "dagster/partition_row_count",
+    "seconds",
     "stage_seconds",
     "commit_seconds",
     "table_format",
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update(
             {
                 "DAGSTER_HOME": str(home),
-                "ZERO_RENAME_DAGSTER_DESTINATION": DAILY_DESTINATION,
+                "ZERO_RENAME_DAGSTER_DESTINATION": DAGSTER_DESTINATION,
                 "ZERO_RENAME_DAGSTER_TABLE_FORMAT": args.table_format,
                 ICEBERG_HOME: str(home / "iceberg"),
                 "SPARK_LOCAL_IP": "127.0.0.1",
@@ -81,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         log = home / "materialize.log"
         with stderr_to(log):
-            ok, metadata = materialize(args.defs, str(args.date), args.rows)
+            ok, metadata, checks = materialize(args.defs, str(args.date), args.rows)
         if not ok:
             print(f"the materialization failed; the end of its log:\n{tail(log)}")
         print(
@@ -89,8 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{time.monotonic() - started:.0f} s: "
             + ", ".join(f"{k}={metadata[k]}" for k in SHOWN if k in metadata)
         )
-        print_committed(DAILY_DESTINATION, server)
-        print_table(DAILY_DESTINATION, server, args.table_format)
+        print(
+            "checks: "
+            + ", ".join(f"{name} {'passed' if ok else 'failed'}" for name, ok in checks.items())
+        )
+        print_committed(DAGSTER_DESTINATION, server)
+        print_table(DAGSTER_DESTINATION, server, args.table_format)
         return 0 if ok else 1
 
 
@@ -116,7 +124,11 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def materialize(defs_path: Path, day: str, rows: int) -> tuple[bool, dict[str, object]]:
+def materialize(
+    defs_path: Path, day: str, rows: int
+) -> tuple[bool, dict[str, object], dict[str, bool]]:
+    """The asset's job for one day: success, the materialization's metadata, and
+    whether each of the asset's checks passed."""
     from dagster import DagsterInstance
 
     defs = runpy.run_path(str(defs_path))["defs"]
@@ -127,14 +139,15 @@ def materialize(defs_path: Path, day: str, rows: int) -> tuple[bool, dict[str, o
             instance=instance,
             raise_on_error=False,
             run_config={
-                "ops": {"daily_events": {"config": {"rows": rows}}},
+                "ops": {"daily_events": {"config": {"frame_options": {"rows": rows}}}},
                 # Dagster's event lines (DEBUG by default) would bury the summary.
                 "loggers": {"console": {"config": {"log_level": "ERROR"}}},
             },
         )
         found = [m for m in result.asset_materializations_for_node("daily_events")]
+        checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     metadata = {k: getattr(v, "value", v) for k, v in (found[-1].metadata if found else {}).items()}
-    return result.success, metadata
+    return result.success, metadata, checks
 
 
 if __name__ == "__main__":

@@ -18,6 +18,18 @@ from zero_rename.embedded_s3 import EmbeddedS3
 DEFS = Path(__file__).resolve().parents[2] / "dagster_defs" / "definitions.py"
 
 
+def day_config(rows: int) -> dict[str, Any]:
+    """The run config of a materialization of ``daily_events`` writing ``rows`` rows."""
+    return {"ops": {"daily_events": {"config": {"frame_options": {"rows": rows}}}}}
+
+
+def materialize(defs: Any, instance: Any, day: str, rows: int) -> Any:
+    """``daily_events_job`` for one day (the asset and its checks), not raising."""
+    return defs.resolve_job_def("daily_events_job").execute_in_process(
+        partition_key=day, instance=instance, raise_on_error=False, run_config=day_config(rows)
+    )
+
+
 def load_defs(destination: str) -> Any:
     """The definitions file parsed afresh: it reads its destination when loaded."""
     os.environ["ZERO_RENAME_DAGSTER_DESTINATION"] = destination

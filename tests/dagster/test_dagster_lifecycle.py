@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.dagster.conftest import load_defs
+from tests.dagster.conftest import load_defs, materialize
 from tests.faults import Fault, inject
 from tests.helpers import pending_in_bucket, visible
 from zero_rename.core.committer import Committer
@@ -21,15 +21,6 @@ from zero_rename.read import read_table
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 
 DAY = "2024-01-01"
-
-
-def materialize(defs: Any, instance: Any, day: str, rows: int) -> Any:
-    return defs.resolve_job_def("daily_events_job").execute_in_process(
-        partition_key=day,
-        instance=instance,
-        raise_on_error=False,
-        run_config={"ops": {"daily_events": {"config": {"rows": rows}}}},
-    )
 
 
 def rows_of(c: Committer) -> int:
@@ -56,13 +47,52 @@ def test_a_materialized_day_is_committed_once_with_its_metadata(
     assert meta["partitions"] == 1 and meta["first_partitions"] == [f"dt={DAY}"]
     assert meta["s3_requests"] > 0 and meta["replaced_files"] == 0
     assert meta["success_file"] == f"{daily.dest.url}/_SUCCESS"
-    assert {"setup_seconds", "stage_seconds", "commit_seconds"} <= set(meta)
+    steps = ("setup", "stage", "validate", "resolve_conflicts", "commit", "metadata", "cleanup")
+    assert {f"{s}_seconds" for s in steps} <= set(meta)
+    assert meta["seconds"] == pytest.approx(sum(meta[f"{s}_seconds"] for s in steps), abs=0.01)
     assert pending_in_bucket(daily) == []
     record = daily.job(job_id)
     assert record.state == "committed"
-    assert list(record.steps) == ["setup", "stage", "validate", "resolve_conflicts", "commit"]
+    assert list(record.steps) == [
+        *("setup", "stage", "validate", "resolve_conflicts", "commit", "validate_output")
+    ]
     assert record.origin == {"dagster_job": "daily_events_job", "dagster_run_id": result.run_id}
     assert daily.read_success().job_id == job_id
+    assert_standard_metadata(meta, daily, rows=300, day_rows=300)
+
+    # Both checks passed, each on what its step reported; the output check checked
+    # this run's job, whose record keeps the result.
+    checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+    assert {name: c.passed for name, c in checks.items()} == {
+        "manifests_valid": True,
+        "output_valid": True,
+    }
+    validated = {k: getattr(v, "value", v) for k, v in checks["manifests_valid"].metadata.items()}
+    assert validated == {
+        **{"job_id": job_id, "tasks": meta["tasks"], "files": len(files), "rows": 300},
+        "partition": DAY,
+    }
+    checked = {k: getattr(v, "value", v) for k, v in checks["output_valid"].metadata.items()}
+    assert (checked["job_id"], checked["partition"], checked["outcome"], checked["files"]) == (
+        *(job_id, DAY),
+        *("valid", len(files)),
+    )
+    assert record.output_check is not None and record.output_check.outcome == "valid"
+    assert all(c.target_materialization_data.run_id == result.run_id for c in checks.values())
+
+
+def assert_standard_metadata(
+    meta: dict[str, Any], daily: Committer, rows: int, day_rows: int
+) -> None:
+    """Dagster's own keys: the destination, the files' schema as the task manifests
+    recorded it, the rows of the table and of the day as readers read them."""
+    assert meta["dagster/uri"] == daily.dest.url
+    assert "dagster/table_name" not in meta  # no table format names a table
+    assert (meta["dagster/row_count"], meta["dagster/partition_row_count"]) == (rows, day_rows)
+    columns = {c.name: c for c in meta["dagster/column_schema"].columns}
+    assert list(columns) == ["id", "region", "amount", "event_time", "dt"]
+    assert (columns["amount"].type, columns["dt"].type) == ("decimal128(12, 2)", "date32[day]")
+    assert columns["dt"].description == "partition column"
 
 
 def test_the_same_day_again_through_the_steps_job_replaces_it(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.dagster.conftest import load_defs
+from tests.dagster.conftest import load_defs, materialize
 from tests.helpers import pending_in_bucket
 from tests.table_readers import delta_versions, read
 from zero_rename.core.committer import Committer
@@ -16,15 +16,6 @@ from zero_rename.core.committer import Committer
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 
 DAY = "2024-01-01"
-
-
-def materialize(defs: Any, instance: Any, day: str, rows: int) -> Any:
-    return defs.resolve_job_def("daily_events_job").execute_in_process(
-        partition_key=day,
-        instance=instance,
-        raise_on_error=False,
-        run_config={"ops": {"daily_events": {"config": {"rows": rows}}}},
-    )
 
 
 def test_each_committed_day_is_one_delta_version_named_in_its_metadata(
@@ -48,6 +39,9 @@ def test_each_committed_day_is_one_delta_version_named_in_its_metadata(
         record.table_commit.id,
     )
     assert meta["table_files_added"] == meta["files"] and meta["table_files_removed"] == 0
+    # A Delta table has no name but its path, dagster/uri; the schema as the tasks recorded it.
+    assert "dagster/table_name" not in meta and meta["dagster/uri"] == daily.dest.url
+    assert [c.name for c in meta["dagster/column_schema"].columns][-1] == "dt"
     for reader in ("own", "polars"):
         assert read("delta", daily.dest.url, reader).num_rows == 300, reader
 

@@ -1,4 +1,5 @@
-"""dagster-webserver on loopback shows the run's steps and the asset's metadata (GraphQL)."""
+"""dagster-webserver on loopback shows the run's steps, the asset's metadata (ours and
+Dagster's standard keys, plotted per partition) and its checks (GraphQL)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.dagster.conftest import DEFS, load_defs
+from tests.dagster.conftest import DEFS, day_config, load_defs
 from zero_rename.core.committer import Committer
 from zero_rename.embedded_s3 import free_ports, stop_process_group
 
@@ -26,6 +27,18 @@ ASSET_QUERY = """{ assetOrError(assetKey: {path: ["daily_events"]}) { ... on Ass
   assetMaterializations(limit: 5) { partition runId metadataEntries { label __typename
     ... on IntMetadataEntry { intValue } ... on FloatMetadataEntry { floatValue }
     ... on TextMetadataEntry { text } } } } } }"""
+# The asset's page: its definition's metadata, its checks with the execution for the
+# latest materialization (the Checks tab), and the latest materialization of each
+# partition asked for (what the Plots tab draws per partition).
+NODE_QUERY = """{ assetNodeOrError(assetKey: {path: ["daily_events"]}) { ... on AssetNode {
+  hasAssetChecks metadataEntries { label ... on TextMetadataEntry { text } }
+  assetChecksOrError { ... on AssetChecks { checks { name blocking
+    executionForLatestMaterialization { status runId evaluation { success description
+      metadataEntries { label ... on IntMetadataEntry { intValue }
+        ... on TextMetadataEntry { text } } } } } } }
+  latestMaterializationByPartition(partitions: ["%s"]) { partition runId
+    metadataEntries { label __typename ... on IntMetadataEntry { intValue }
+      ... on TableSchemaMetadataEntry { schema { columns { name type } } } } } } } }"""
 # What Dagster's asset page plots across materializations: numeric entries.
 NUMERIC = {"IntMetadataEntry", "FloatMetadataEntry"}
 PLOTTED = (
@@ -38,6 +51,8 @@ PLOTTED = (
     "s3_requests",
     "seconds",
     "commit_seconds",
+    "dagster/row_count",
+    "dagster/partition_row_count",
 )
 
 
@@ -67,6 +82,8 @@ def webserver(dagster_home: Path, daily: Committer, tmp_path: Path) -> Iterator[
             str(DEFS),
         ],
         env=env,
+        # -f imports the defs folder beside the file as dagster_defs.defs: from the root.
+        cwd=DEFS.parents[1],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -111,7 +128,7 @@ def test_the_webserver_shows_the_steps_and_the_materialization(
         asset = defs.resolve_job_def("daily_events_job").execute_in_process(
             partition_key="2024-01-04",
             instance=instance,
-            run_config={"ops": {"daily_events": {"config": {"rows": 200}}}},
+            run_config=day_config(200),
         )
     assert steps.success and asset.success
 
@@ -136,3 +153,39 @@ def test_the_webserver_shows_the_steps_and_the_materialization(
     assert meta["rows"] == 200 and meta["files"] >= 1 and meta["s3_requests"] > 0
     assert meta["state"] == "committed" and meta["job_id"] == daily.read_success().job_id
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in str(found)
+    assert_checks_and_partitions(webserver, daily, asset.run_id, meta)
+
+
+def assert_checks_and_partitions(
+    webserver: str, daily: Committer, run_id: str, meta: dict[str, Any]
+) -> None:
+    """The asset's Checks tab: both checks blocking, both passed for the latest
+    materialization; its day's latest materialization (the per-partition plots)
+    with Dagster's row counts: the table's two days, the day's own rows."""
+    node = graphql(webserver, NODE_QUERY % "2024-01-04")["assetNodeOrError"]
+    assert node["hasAssetChecks"]
+    defined = {e["label"]: e.get("text") for e in node["metadataEntries"]}
+    assert defined["dagster/uri"] == daily.dest.url
+    checks = {c["name"]: c for c in node["assetChecksOrError"]["checks"]}
+    assert {
+        n: (c["blocking"], c["executionForLatestMaterialization"]["status"])
+        for n, c in checks.items()
+    } == {
+        "manifests_valid": (True, "SUCCEEDED"),
+        "output_valid": (True, "SUCCEEDED"),
+    }
+    output = checks["output_valid"]["executionForLatestMaterialization"]
+    assert output["runId"] == run_id and output["evaluation"]["success"]
+    shown = {
+        e["label"]: e.get("text", e.get("intValue"))
+        for e in output["evaluation"]["metadataEntries"]
+    }
+    assert (shown["job_id"], shown["outcome"]) == (meta["job_id"], "valid")
+
+    (day,) = node["latestMaterializationByPartition"]
+    assert (day["partition"], day["runId"]) == ("2024-01-04", run_id)
+    entries = {e["label"]: e for e in day["metadataEntries"]}
+    assert entries["dagster/row_count"]["intValue"] == 1200  # 2024-01-03's 1000, and these 200
+    assert entries["dagster/partition_row_count"]["intValue"] == 200
+    columns = entries["dagster/column_schema"]["schema"]["columns"]
+    assert [c["name"] for c in columns] == ["id", "region", "amount", "event_time", "dt"]

@@ -86,6 +86,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "files_committed": ("zero_rename.core.data.success", "files_committed"),
     "JobState": ("zero_rename.core.protocol.states", "JobState"),
     "table_formats": ("zero_rename.core.tables.registry", "table_formats"),
+    "files_schema": ("zero_rename.core.tables.common", "files_schema"),
     "TaskAttempt": ("zero_rename.core.protocol.task", "TaskAttempt"),
     "History": ("zero_rename.core.views.history", "History"),
     "HistoryEntry": ("zero_rename.core.views.history", "HistoryEntry"),
@@ -172,6 +173,7 @@ __all__ = [
     "failures_as",
     "file_job_id",
     "files_committed",
+    "files_schema",
     "ignore_progress",
     "is_stuck",
     "load_object",
@@ -285,6 +287,9 @@ if TYPE_CHECKING:
         StepRunner,
         failure_reason,
         failures_as,
+    )
+    from zero_rename.core.tables.common import (
+        files_schema,
     )
     from zero_rename.core.tables.registry import (
         table_formats,

@@ -273,6 +273,15 @@ class Committer:
         plan = planning.decided_plan(self.ctx, record)
         return tuple(planning.plan_attempts(self.ctx, plan))
 
+    def job_schema(self, record: JobRecord) -> str:
+        """The files' schema of a job past its point of no return, as its task manifests
+        recorded it (an Arrow IPC schema in base64, :func:`files_schema` reads it),
+        from the decided plan: one GET. "" when the writer recorded none, or the job
+        is not past its point of no return."""
+        if record.state not in states.PUBLISHING or not record.plan_key:
+            return ""
+        return planning.decided_plan(self.ctx, record).table_schema
+
     def stage_summary(self, job_id: str, state: JobState = states.SETUP) -> JobSummary | None:
         """What the job's stage manifest holds (tasks, files, bytes, rows), from its
         header alone; None before an engine saved one."""

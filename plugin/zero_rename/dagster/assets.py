@@ -1,28 +1,38 @@
 """The whole commit lifecycle inside one asset materialization.
 
-:func:`commit_partition` is what a partitioned asset's body calls: job setup,
-the engine's write (``write(options)``), validation, conflict resolution and
-job commit, then the ``MaterializeResult`` with the job's metadata (with a
-``table_format`` option, the table and its commit too). A step that
-fails for good (an error no retry fixes, or the asset's last retry) aborts the
-job before the error propagates: nothing is left visible or pending. A failure
+:func:`commit_partition` is what a partitioned asset's body returns (or
+``yield from``): job setup, the engine's write (``write(options)``),
+validation, conflict resolution, job commit and cleanup, then the
+``MaterializeResult`` with the job's metadata, Dagster's standard keys among
+it (:mod:`zero_rename.dagster.standard`), and the validation's check result
+when the asset declares :func:`~zero_rename.dagster.checks.manifests_check_spec`.
+A step that fails for good (an error no retry fixes, or the asset's last
+retry) aborts the job before the error propagates: nothing is left visible or
+pending; invalid manifests are reported as the failed check first. A failure
 after the commit's point of no return is never aborted; the asset's retry
-finds the job committing and finishes it. With ``validate_output=True`` the
-output check follows the commit and its cleanup; a failed check fails the
-materialization at once and aborts nothing: the job stays committed.
+finds the job committing and finishes it. The output check after the commit
+is an asset check of its own (:func:`~zero_rename.dagster.checks.output_check`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from dagster import AssetExecutionContext, Failure, MaterializeResult
+from dagster import (
+    AssetCheckKey,
+    AssetCheckResult,
+    AssetExecutionContext,
+    Failure,
+    MaterializeResult,
+)
 
-from zero_rename.dagster import lifecycle
-from zero_rename.dagster.failures import error_text
+from zero_rename.core import Committer, JobSummary
+from zero_rename.dagster import checks, lifecycle, standard
+from zero_rename.dagster.failures import error_text, protocol_errors
 from zero_rename.dagster.resources import ZeroRenameResource
+from zero_rename.errors import ValidationError
 
 T = TypeVar("T")
 
@@ -33,11 +43,12 @@ def commit_partition(
     destination: str,
     options: Mapping[str, Any],
     write: Callable[[dict[str, str]], None],
-    validate_output: bool = False,
-) -> MaterializeResult:
+    row_counts: bool = True,
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """Write and commit one job; ``write(options)`` writes the job's files through the
     ``zero-rename`` format with these writer options (``job_id``, the store's endpoint).
-    ``validate_output``: check the committed files against ``_SUCCESS`` afterwards."""
+    ``row_counts``: ``dagster/row_count`` and ``dagster/partition_row_count``, which
+    list the destination once after the commit (see :mod:`zero_rename.dagster.standard`)."""
     committer = zero_rename.committer(destination)
     seconds: dict[str, float] = {}
 
@@ -48,12 +59,8 @@ def commit_partition(
         except Exception as exc:
             if _final_attempt(context, exc):
                 pipeline, run_id = lifecycle.run_key(context)
-                lifecycle.abort_after_failure(
-                    committer,
-                    pipeline,
-                    run_id,
-                    reason=f"step {step} failed (Dagster run {context.run_id}): {error_text(exc)}",
-                )
+                reason = f"step {step} failed (Dagster run {context.run.run_id}): {error_text(exc)}"
+                lifecycle.abort_after_failure(committer, pipeline, run_id, reason=reason)
             raise
         finally:
             seconds[step] = time.monotonic() - started
@@ -62,29 +69,57 @@ def commit_partition(
     job_id = record.job_id
     writer = {**zero_rename.spark_options(), "job_id": job_id}
     timed("stage", lambda: lifecycle.stage(committer, job_id, lambda: write(writer)))
-    timed("validate", lambda: lifecycle.before_commit(committer, job_id, committer.validate))
+    reported = _reports_validation(context)
+    day = context.partition_key if context.has_partition_key else None
+    try:
+        validated = timed(
+            "validate", lambda: lifecycle.before_commit(committer, job_id, committer.validate)
+        )
+    except Failure as failure:
+        if reported and isinstance(failure.__cause__, ValidationError):
+            yield checks.for_partition(checks.validation_failed(job_id, failure.__cause__), day)
+        raise
     timed(
         "resolve_conflicts",
         lambda: lifecycle.before_commit(committer, job_id, committer.resolve_conflicts),
     )
     summary = timed("commit", lambda: lifecycle.commit(committer, job_id))
-    table = lifecycle.table_metadata(committer, job_id)
+    catalog = timed("metadata", lambda: _committed_metadata(committer, job_id, row_counts))
     timed("cleanup", lambda: committer.cleanup_job(job_id))
-    checked = {}
-    if validate_output:
-        check = timed("validate_output", lambda: lifecycle.validate_output(committer, job_id))
-        checked = lifecycle.check_metadata(check)
-    context.log.info(
-        f"committed job {job_id} at {destination}: {summary.files} file(s), "
-        f"{summary.rows} row(s), {summary.bytes} byte(s) in "
-        f"{len(summary.partitions)} partition(s), {summary.requests} S3 request(s)"
-    )
-    return MaterializeResult(
+    _log_commit(context, destination, summary)
+    yield MaterializeResult(
         metadata={
             **lifecycle.metadata(summary, seconds, success=f"{committer.dest.url}/_SUCCESS"),
-            **table,
-            **checked,
-        }
+            **catalog,
+        },
+        check_results=[checks.for_partition(checks.validation_passed(validated), day)]
+        if reported
+        else None,
+    )
+
+
+def _committed_metadata(committer: Committer, job_id: str, row_counts: bool) -> dict[str, Any]:
+    """What the committed job's record tells: its table format's commit, and Dagster's
+    standard keys."""
+    with protocol_errors():
+        record = committer.job(job_id)
+    return {
+        **lifecycle.table_metadata(record),
+        **standard.standard_metadata(committer, record, row_counts),
+    }
+
+
+def _reports_validation(context: AssetExecutionContext) -> bool:
+    """The asset declares the validation check and the run selected it."""
+    key = AssetCheckKey(context.asset_key, checks.MANIFESTS_CHECK)
+    return key in context.selected_asset_check_keys
+
+
+def _log_commit(context: AssetExecutionContext, destination: str, summary: JobSummary) -> None:
+    context.log.info(
+        f"committed job {summary.job_id} at {destination}: {summary.files} file(s), "
+        f"{summary.rows} row(s), {summary.bytes} byte(s) in "
+        f"{len(summary.partitions)} partition(s), {summary.requests} S3 request(s)"
     )
 
 

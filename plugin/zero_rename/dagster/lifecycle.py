@@ -26,6 +26,7 @@ from zero_rename.core import (
     partition_count,
 )
 from zero_rename.dagster.failures import protocol_errors
+from zero_rename.errors import OutputCheckError
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,19 @@ def validate_output(committer: Committer, job_id: str) -> OutputCheck:
         return committer.validate_output(job_id)
 
 
+def output_check(committer: Committer, job_id: str) -> OutputCheck:
+    """The output check after the commit, recorded in the job record, returned whatever it
+    found (for an asset check to report); any other error as :func:`validate_output`."""
+    with protocol_errors():
+        try:
+            return committer.validate_output(job_id)
+        except OutputCheckError:
+            found = committer.job(job_id).output_check
+            if found is None:
+                raise
+            return found
+
+
 def abort_after_failure(
     committer: Committer, pipeline: str, run_id: str, reason: str
 ) -> JobSummary | None:
@@ -103,12 +117,10 @@ def check_metadata(check: OutputCheck) -> dict[str, Any]:
     }
 
 
-def table_metadata(committer: Committer, job_id: str) -> dict[str, Any]:
-    """The table format's commit of a committed job, as Dagster metadata
+def table_metadata(record: JobRecord) -> dict[str, Any]:
+    """The table format's commit of a committed job (its record), as Dagster metadata
     (``table_format``, ``table``, ``table_commit``: the snapshot id or Delta
-    version); empty for a job without a format. One GET, of the job record."""
-    with protocol_errors():
-        record = committer.job(job_id)
+    version); empty for a job without a format."""
     table = record.table_commit
     if table is None:
         return {}
@@ -127,8 +139,11 @@ def metadata(
     """A step's summary as Dagster metadata: counts, requests, seconds; never a credential.
 
     Every number is a numeric entry (int or float), so Dagster's asset page plots
-    it across materializations: files, rows, bytes, tasks, partitions (how
-    many), replaced files, S3 requests, seconds, and each step's seconds.
+    it across materializations and partitions: files, rows, bytes, tasks,
+    partitions (how many), replaced files, S3 requests and seconds. ``seconds`` is
+    what the event stands for took: a step's own (an op's output), or, given
+    ``steps`` (an asset's materialization), all of them, which ``<step>_seconds``
+    split.
     """
     values: dict[str, Any] = {
         "job_id": MetadataValue.text(summary.job_id),
@@ -142,7 +157,9 @@ def metadata(
         "first_partitions": MetadataValue.json(list(summary.partitions[:PARTITIONS_NAMED])),
         "replaced_files": MetadataValue.int(summary.replaced_files),
         "s3_requests": MetadataValue.int(summary.requests),
-        "seconds": MetadataValue.float(float(summary.seconds)),
+        "seconds": MetadataValue.float(
+            round(sum(steps.values()), 3) if steps else float(summary.seconds)
+        ),
     }
     if success:
         values["success_file"] = MetadataValue.url(success)

@@ -158,7 +158,9 @@ def commit(context: OpExecutionContext, job: JobRef, zero_rename: ZeroRenameReso
     committer = zero_rename.committer(job.destination)
     summary = lifecycle.commit(committer, job.job_id)
     _report(context, "commit", summary)
-    context.add_output_metadata(lifecycle.table_metadata(committer, job.job_id))
+    with protocol_errors():
+        record = committer.job(job.job_id)  # one GET
+    context.add_output_metadata(lifecycle.table_metadata(record))
     return job
 
 

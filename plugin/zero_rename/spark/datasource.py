@@ -185,7 +185,8 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         # commits the job, which then needs no pyarrow to load_object it.
         self.schema = schema
         # The files' schema as a table format takes it, the same text in every
-        # task's manifest; "" without a table format (pyarrow stays unloaded).
+        # task's manifest; "" on the driver without a table format (pyarrow stays
+        # unloaded there: each task computes it).
         self.table_schema = ""
         # Checked before job setup, so a write refused here leaves no job behind.
         check_writable(schema)
@@ -269,8 +270,10 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             self.config.upload_threads,
         )
         with_table = self.job.options.table_format != "none"
-        if with_table:
-            task.table_schema = self.table_schema
+        # Every task records the files' schema (here, where pyarrow is loaded anyway,
+        # never on the driver): a table format's commit needs it, and the
+        # orchestrators show it (Dagster's column schema). Column stats only for a format.
+        task.table_schema = self.table_schema or table_schema(self.schema)
         files = PartitionedParquetWriter(
             lambda values: task.open(values or None, self.config.files.extension),
             self.job.options.partition_columns,
