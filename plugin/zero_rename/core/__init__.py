@@ -83,6 +83,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "files_committed": ("zero_rename.core.data.success", "files_committed"),
     "JobState": ("zero_rename.core.protocol.states", "JobState"),
     "table_formats": ("zero_rename.core.tables.registry", "table_formats"),
+    "files_schema": ("zero_rename.core.tables.common", "files_schema"),
     "TaskAttempt": ("zero_rename.core.protocol.task", "TaskAttempt"),
     "History": ("zero_rename.core.views.history", "History"),
     "HistoryEntry": ("zero_rename.core.views.history", "HistoryEntry"),
@@ -105,6 +106,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 }
 __all__ = [
     "table_formats",
+    "files_schema",
     "AUTO_PROFILE",
     "Advance",
     "Bound",
@@ -274,6 +276,9 @@ if TYPE_CHECKING:
         StepRunner,
         describe,
         failures_as,
+    )
+    from zero_rename.core.tables.common import (
+        files_schema,
     )
     from zero_rename.core.tables.registry import (
         table_formats,

@@ -248,6 +248,18 @@ class Committer:
         plan = planning.decided_plan(self.ctx, record)
         return tuple(planning.plan_attempts(self.ctx, plan))
 
+    def table_schema(self, job: str | JobRecord) -> str:
+        """The job's files' Arrow schema as its task manifests gave it (IPC, base64; read
+        it with ``files_schema``), from the plan its commit named, else the plan its
+        validation prepared: one GET. "" when there is no plan yet or the writer gave none."""
+        record = job if isinstance(job, JobRecord) else self.records.get(job)
+        key, digest = record.plan_key, record.plan_digest
+        if not key:
+            key, digest = record.prepared_plan, record.prepared_plan_digest
+        if not key:
+            return ""
+        return planning.load_plan(self.ctx, record.job_id, key, digest).table_schema
+
     def stage_summary(self, job_id: str, state: JobState = states.SETUP) -> JobSummary | None:
         """What the job's stage manifest holds (tasks, files, bytes, rows), from its
         header alone; None before an engine saved one."""
