@@ -25,6 +25,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.airflow import lineage
 from tests.airflow.dagruns import (
     RunResult,
     asset_events,
@@ -105,9 +106,13 @@ def test_a_day_killed_half_way_through_its_commit_is_committed_once_and_a_rerun_
     result = run_dag(DAG_ID, day, {"rows": ROWS, "options": {"max_rows_per_file": 50}})
     check_the_retry_finished_the_commit(daily, result, crash)
     first_files = check_the_first_run(daily, result, capfd, s3_server, crash.output, daily_table)
+    check_the_first_runs_lineage(daily, result, crash.output, daily_table, first_files)
     # A second run for the same day (a re-run or a backfill): a new run, a new job.
     monkeypatch.setenv("AIRFLOW__ZERO_RENAME__DAILY_VALIDATE_OUTPUT", "true")
-    check_a_rerun_leaves_one_copy(daily, result, first_files, daily_table)
+    second = check_a_rerun_leaves_one_copy(daily, result, first_files, daily_table)
+    check_the_reruns_lineage(daily, second, capfd, first_files)
+    # No credential in any event the runs left.
+    assert lineage.leaked(s3_server.secret_key) == []
 
 
 ROWS = 500  # at most 50 a file: 10 files or more, the worker dies at the 4th completion
@@ -241,7 +246,7 @@ def check_the_first_run(
 
 def check_a_rerun_leaves_one_copy(
     daily: Committer, first: RunResult, first_files: dict[str, int], table_name: str
-) -> None:
+) -> RunResult:
     """With [zero_rename] daily_validate_output on: the output check follows the commit.
     The table shows the rerun's rows only; the first run's files stay in the store
     for the table's older snapshot until ``zero-rename table expire`` lets them go."""
@@ -277,6 +282,83 @@ def check_a_rerun_leaves_one_copy(
     record = daily.job(second_job)
     assert record.output_check is not None and record.output_check.outcome == "valid"
     assert list(record.steps)[-1] == "validate_output"
+    return second
+
+
+def check_the_first_runs_lineage(
+    daily: Committer, result: RunResult, crash_output: str, table_name: str, files: dict[str, int]
+) -> None:
+    """The killed run's steps reported from its worker, the commit from Airflow's retry:
+    the destination as output with what the commit made visible, replaced as a whole
+    partition (OVERWRITE), the Iceberg table as a symlink and its snapshot as version."""
+    events = lineage.events(DAG_ID, result.run_id)
+    assert [p for e in events for p in lineage.validate(e)] == []
+    # The killed worker's run, then Airflow's: each step twice, the commit finished once.
+    tasks = lineage.by_task(events)
+    twice = ["START", "COMPLETE"] * 2
+    assert {t: tasks[t] for t in STEPS[:-1]} == {t: twice for t in STEPS[:-1]}
+    assert tasks["commit"] == ["START", "START", "COMPLETE"]
+    # Only the commit names an output, and only the finished one says what it wrote:
+    # its START events carry the asset the task declares, which Airflow's provider
+    # adds to an event that names no dataset of its own.
+    assert {lineage.task_of(e) for e in events if e["outputs"]} == {"commit"}
+    commits = [e for e in events if lineage.task_of(e) == "commit"]
+    assert [lineage.written(e) for e in commits] == [False, False, True]
+    (output,) = lineage.last(events, "commit")["outputs"]
+    record = daily.job(xcom(DAG_ID, result.run_id, "setup_job"))
+    assert (output["namespace"], output["name"]) == (f"s3://{daily.dest.bucket}", "events")
+    statistics = output["outputFacets"]["outputStatistics"]
+    assert (statistics["rowCount"], statistics["fileCount"]) == (ROWS, len(files))
+    assert statistics["size"] == sum(len(body) for body in visible(daily).values())
+    assert output["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
+    assert record.table_commit is not None
+    assert output["facets"]["version"]["datasetVersion"] == record.table_commit.id
+    ((link),) = output["facets"]["symlinks"]["identifiers"]
+    assert (link["namespace"], link["name"]) == ("iceberg://zero_rename", table_name)
+    # The DataFrame's columns as the writer recorded them: the files' and the day.
+    columns = {f["name"]: f["type"] for f in output["facets"]["schema"]["fields"]}
+    body = next(iter(visible(daily).values()))
+    assert set(columns) == {*pq.read_schema(io.BytesIO(body)).names, "dt"}
+    assert columns["dt"] == "date32[day]"
+    # The stage's spark-submit (the killed worker's) carried its run, as
+    # SparkSubmitOperator passes it.
+    stage = lineage.first(events, "stage")
+    assert f"spark.openlineage.parentRunId={stage['run']['runId']}" in crash_output
+    assert f"spark.openlineage.parentJobName={DAG_ID}.stage" in crash_output
+
+
+def check_the_reruns_lineage(
+    daily: Committer, second: RunResult, capfd: pytest.CaptureFixture[str], first: dict[str, int]
+) -> None:
+    """One set of events per step, each fitting OpenLineage's schema; the commit
+    replaced the first run's files (OVERWRITE), the output check asserted them."""
+    events = lineage.events(DAG_ID, second.run_id)
+    assert [p for e in events for p in lineage.validate(e)] == []
+    steps = (*STEPS, "validate_output", "cleanup_job")
+    assert {t: lineage.by_task(events)[t] for t in steps} == {
+        t: ["START", "COMPLETE"] for t in steps
+    }
+    job_id = xcom(DAG_ID, second.run_id, "setup_job")
+    for event in events:
+        facet = event["run"]["facets"].get("zeroRename")
+        if lineage.task_of(event) in steps and event["eventType"] == "COMPLETE":
+            assert facet["jobId"] == job_id and facet["destination"] == daily.dest.url
+    commit = lineage.last(events, "commit")
+    (output,) = commit["outputs"]
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == 200
+    assert output["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
+    assert commit["run"]["facets"]["zeroRename"]["replacedFiles"] == len(first)
+    setup = lineage.last(events, "setup_job")["run"]["facets"]["zeroRename"]
+    assert setup["options"] == {
+        "conflict_mode": "replace",
+        "partition_columns": "dt",
+        "table_format": "iceberg",
+    }
+    ((read),) = lineage.last(events, "validate_output")["inputs"]
+    assert read["name"] == "events"
+    assert read["facets"]["dataQualityAssertions"]["assertions"][0]["success"] is True
+    stage = lineage.last(events, "stage")
+    assert f"spark.openlineage.parentRunId={stage['run']['runId']}" in capfd.readouterr().out
 
 
 def plant_stray_upload(c: Committer, job_id: str, day: str) -> str:
@@ -319,3 +401,12 @@ def test_a_failed_stage_is_aborted_and_the_run_fails(
     options = daily.job(job_id).options
     assert (options.table_format, options.iceberg_table) == ("iceberg", daily_table)
     assert not iceberg_catalog().table_exists(daily_table)
+    # Its lineage: no output anywhere, the abort saying what it aborted.
+    events = lineage.events(DAG_ID, result.run_id)
+    assert [p for e in events for p in lineage.validate(e)] == []
+    assert [e for e in events if e["outputs"]] == []
+    assert lineage.by_task(events)["stage"] == ["START", "FAIL"]
+    assert "commit" not in lineage.by_task(events)
+    abort = lineage.last(events, "abort_job")
+    facet = abort["run"]["facets"]["zeroRename"]
+    assert (abort["eventType"], facet["state"], facet["abortedUploads"]) == ("FAIL", "aborted", 1)

@@ -216,8 +216,8 @@ def table_identifier(record: JobRecord) -> Identifier:
 
 
 def schema_facet(schema: pa.Schema, partition_columns: tuple[str, ...]) -> SchemaDatasetFacet:
-    """The files' columns with their Arrow types, then the partition columns, which
-    readers see as string columns taken from the paths."""
+    """The columns with their Arrow types as the writer recorded them; a partition
+    column it lacks (readers take it from the paths) as a string."""
     fields = [SchemaDatasetFacetFields(name=f.name, type=str(f.type)) for f in schema]
     fields += [
         SchemaDatasetFacetFields(name=c, type="string", description="partition column")
