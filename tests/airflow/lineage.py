@@ -110,7 +110,11 @@ def facets(event: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
 
 
 def _problems(url: str, instance: Any, where: str) -> list[str]:
-    validator = Draft202012Validator(
+    return [f"{where}: {e.json_path}: {e.message}" for e in _validator(url).iter_errors(instance)]
+
+
+@cache
+def _validator(url: str) -> Draft202012Validator:
+    return Draft202012Validator(
         {"$ref": url}, registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER
     )
-    return [f"{where}: {e.json_path}: {e.message}" for e in validator.iter_errors(instance)]
