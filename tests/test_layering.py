@@ -40,6 +40,8 @@ DRIVEN: dict[str, tuple[str, ...]] = {
     "pyarrow": ("read", "spark", "airflow", "dagster"),
     "pyspark": ("spark", "airflow", "dagster"),
     "airflow": ("airflow",),
+    # The OpenLineage client, through Airflow's provider only.
+    "openlineage": ("airflow",),
     "dagster": ("dagster",),
 }
 

@@ -22,6 +22,9 @@ VENV_BIN = Path(sys.executable).parent
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="zero-rename-airflow-"))
 atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
 SPARK_CONF_DIR = AIRFLOW_HOME / "spark-conf"
+# OpenLineage (Airflow's provider): every task's events as JSON files, one an event,
+# read back by the DAG tests (tests/airflow/lineage.py).
+OPENLINEAGE_EVENTS = AIRFLOW_HOME / "openlineage"
 
 
 SPARK_CONF_DIR.mkdir(parents=True, exist_ok=True)
@@ -60,5 +63,15 @@ os.environ.update(
         "AIRFLOW__ZERO_RENAME__AWS_CONN_ID": "aws_default",
         "AIRFLOW__ZERO_RENAME__SPARK_CONN_ID": "spark_default",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "zero-rename-tests",
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(OPENLINEAGE_EVENTS / "event"), "append": False}
+        ),
+        # Emitted from a thread of the task: a fork of a process that runs Airflow and
+        # Spark could deadlock on the locks its threads hold.
+        "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True",
+        # The stage passes its run to the Spark application, as SparkSubmitOperator does.
+        "AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO": "True",
     }
 )
+OPENLINEAGE_EVENTS.mkdir()

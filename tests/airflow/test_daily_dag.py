@@ -28,6 +28,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.airflow import lineage
 from tests.airflow.dagruns import (
     RunResult,
     asset_events,
@@ -111,6 +112,10 @@ def test_a_day_killed_half_way_through_its_commit_is_committed_once_and_checked(
     check_the_retry_finished_the_commit(daily, result, crash)
     files = check_the_first_run(daily, result, capfd, s3_server, crash.output, daily_table)
     check_the_output_check(daily, result, files)
+    check_the_first_runs_lineage(daily, result, crash.output, daily_table, files)
+    # No credential in any event the runs left, nor the endpoint.
+    for secret in (s3_server.secret_key, s3_server.endpoint_url):
+        assert lineage.leaked(secret) == []
 
 
 ROWS = 500  # at most 50 a file: 10 files or more, the worker dies at the 4th completion
@@ -254,6 +259,63 @@ def check_the_output_check(daily: Committer, result: RunResult, files: dict[str,
     assert record.output_check is not None and record.output_check.outcome == "valid"
 
 
+def check_the_first_runs_lineage(
+    daily: Committer, result: RunResult, crash_output: str, table_name: str, files: dict[str, int]
+) -> None:
+    """The killed run's steps reported from its worker, the commit from Airflow's retry:
+    the destination as output with what the commit made visible, replaced as a whole
+    partition (OVERWRITE), the Iceberg table as a symlink and its snapshot as version."""
+    events = lineage.events(DAG_ID, result.run_id)
+    assert [p for e in events for p in lineage.validate(e)] == []
+    # The killed worker's run, then Airflow's: each step twice, the commit finished once.
+    tasks = lineage.by_task(events)
+    twice = ["START", "COMPLETE"] * 2
+    assert {t: tasks[t] for t in STEPS[:-1]} == {t: twice for t in STEPS[:-1]}
+    assert tasks["commit"] == ["START", "START", "COMPLETE"]
+    # Only the commit names an output, and only the finished one says what it wrote:
+    # its START events carry the asset the task declares, which Airflow's provider
+    # adds to an event that names no dataset of its own.
+    assert {lineage.task_of(e) for e in events if e["outputs"]} == {"commit"}
+    commits = [e for e in events if lineage.task_of(e) == "commit"]
+    assert [lineage.written(e) for e in commits] == [False, False, True]
+    (output,) = lineage.last(events, "commit")["outputs"]
+    record = daily.job(xcom(DAG_ID, result.run_id, "setup_job"))
+    assert (output["namespace"], output["name"]) == (f"s3://{daily.dest.bucket}", "events")
+    statistics = output["outputFacets"]["outputStatistics"]
+    assert (statistics["rowCount"], statistics["fileCount"]) == (ROWS, len(files))
+    assert statistics["size"] == sum(len(body) for body in visible(daily).values())
+    assert output["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
+    assert record.table_commit is not None
+    assert output["facets"]["version"]["datasetVersion"] == record.table_commit.id
+    ((link),) = output["facets"]["symlinks"]["identifiers"]
+    assert (link["namespace"], link["name"]) == ("iceberg://zero_rename", table_name)
+    # The DataFrame's columns as the writer recorded them: the files' and the day.
+    columns = {f["name"]: f["type"] for f in output["facets"]["schema"]["fields"]}
+    body = next(iter(visible(daily).values()))
+    assert set(columns) == {*pq.read_schema(io.BytesIO(body)).names, "dt"}
+    assert columns["dt"] == "date32[day]"
+    # The output check after the retried commit read the destination and asserted it.
+    assert tasks["validate_output"] == ["START", "COMPLETE"]
+    ((read),) = lineage.last(events, "validate_output")["inputs"]
+    assert read["name"] == "events"
+    assert read["facets"]["dataQualityAssertions"]["assertions"][0]["success"] is True
+    for event in events:
+        if event["eventType"] == "COMPLETE" and lineage.task_of(event) in STEPS:
+            facet = event["run"]["facets"]["zeroRename"]
+            assert facet["jobId"] == record.job_id and facet["destination"] == daily.dest.url
+    setup = lineage.last(events, "setup_job")["run"]["facets"]["zeroRename"]
+    assert setup["options"] == {
+        "conflict_mode": "replace",
+        "partition_columns": "dt",
+        "table_format": "iceberg",
+    }
+    # The stage's spark-submit (the killed worker's) carried its run, as
+    # SparkSubmitOperator passes it.
+    stage = lineage.first(events, "stage")
+    assert f"spark.openlineage.parentRunId={stage['run']['runId']}" in crash_output
+    assert f"spark.openlineage.parentJobName={DAG_ID}.stage" in crash_output
+
+
 def plant_stray_upload(c: Committer, job_id: str, day: str) -> str:
     """The pending upload an executor killed mid-write leaves behind, unknown to any manifest."""
     key = f"{c.dest.dir}dt={day}/part-00007-{job_id}.c000.snappy.parquet"
@@ -306,3 +368,12 @@ def test_a_failed_stage_is_aborted_and_the_run_fails(
     options = daily.job(job_id).options
     assert (options.table_format, options.iceberg_table) == ("iceberg", daily_table)
     assert not iceberg_catalog().table_exists(daily_table)
+    # Its lineage: no output anywhere, the abort saying what it aborted.
+    events = lineage.events(DAG_ID, result.run_id)
+    assert [p for e in events for p in lineage.validate(e)] == []
+    assert [e for e in events if e["outputs"]] == []
+    assert lineage.by_task(events)["stage"] == ["START", "FAIL"]
+    assert "commit" not in lineage.by_task(events)
+    abort = lineage.last(events, "abort_job")
+    facet = abort["run"]["facets"]["zeroRename"]
+    assert (abort["eventType"], facet["state"], facet["abortedUploads"]) == ("FAIL", "aborted", 1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, BaseOperator, Context, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
@@ -23,6 +23,7 @@ from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.xcom import SUMMARY_KEY, xcom_summary
 from zero_rename.core import (
     Committer,
+    JobRecord,
     JobSummary,
     OutputCheck,
     StepRunner,
@@ -30,6 +31,9 @@ from zero_rename.core import (
     partition_key,
 )
 from zero_rename.errors import JobNotFoundError, ZeroRenameError
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 # Rendered templates show a missing XCom as the text "None".
 _NO_JOB = (None, "", "None")
@@ -65,6 +69,9 @@ class JobStepOperator(BaseOperator):
         self.job_id = job_id
         self.aws_conn_id = aws_conn_id
         self.pool_size = pool_size
+        # What the step found, for its lineage (zero_rename.airflow.lineage).
+        self.step_summary: JobSummary | None = None
+        self.job_record: JobRecord | None = None
 
     @cached_property
     def hook(self) -> ZeroRenameHook:
@@ -118,7 +125,27 @@ class JobStepOperator(BaseOperator):
         )
         pushed = {**xcom_summary(summary, self.step), **(extra or {})}
         context["ti"].xcom_push(key=SUMMARY_KEY, value=pushed)
+        self.step_summary = summary
         return pushed
+
+    # OpenLineage, asked by Airflow's provider when it is installed: what the step
+    # read or decided, as a run facet; the commit and the output check override.
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        from zero_rename.airflow import lineage
+
+        return lineage.step_lineage(self.step, self.destination, self.job_id)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        from zero_rename.airflow import lineage
+
+        return lineage.step_lineage(
+            self.step, self.destination, self.job_id, self.step_summary, self.job_record
+        )
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        # What the step got as far as: an abort that failed the run on purpose
+        # still says what it aborted.
+        return self.get_openlineage_facets_on_complete(task_instance)
 
 
 class CommitJobSetupOperator(JobStepOperator):
@@ -159,6 +186,7 @@ class CommitJobSetupOperator(JobStepOperator):
                 )
         # Read back by the Commits link when the task finishes.
         self.job_id = record.job_id
+        self.job_record = record
         self.report(
             context,
             JobSummary(
@@ -215,7 +243,8 @@ class CommitJobOperator(JobStepOperator):
             # The core logs "completed n of total file(s)" every 10% or 10 s.
             summary = self.committer.commit_job(self.job)
             # One GET: the record keeps the table format's commit, if the job has one.
-            table = self.committer.job(self.job).table_commit
+            self.job_record = self.committer.job(self.job)
+            table = self.job_record.table_commit
         if table is not None:
             self.log.info("job %s is in the table: %s", self.job, table.describe())
         pushed = self.report(
@@ -231,6 +260,18 @@ class CommitJobOperator(JobStepOperator):
                 event.add_partitions([partition_key(p) for p in summary.partitions])
             event.extra = pushed
         return pushed
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        """The destination as output, with what the commit made visible."""
+        from zero_rename.airflow import lineage
+
+        return lineage.commit_lineage(self.committer, self.step_summary, self.job_record)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        """No output: the job did not commit (a retry that finishes it will say so)."""
+        from zero_rename.airflow import lineage
+
+        return lineage.step_lineage(self.step, self.destination, self.job_id, self.step_summary)
 
 
 class ValidateOutputOperator(JobStepOperator):
@@ -251,16 +292,33 @@ class ValidateOutputOperator(JobStepOperator):
     def __init__(self, *, threads: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.threads = threads
+        self.output_check: OutputCheck | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
         with protocol_errors():  # a failed check is final: AirflowFailException
             check = self.committer.validate_output(self.job, self.threads)
+        self.output_check = check
         self.log.info(
             "%s of job %s at %s: %s", self.step, self.job, self.destination, check.describe()
         )
         pushed = xcom_check(check, self.job, self.committer.dest.url)
         context["ti"].xcom_push(key=SUMMARY_KEY, value=pushed)
         return pushed
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        """The destination as input, with the check's outcome as an assertion."""
+        from zero_rename.airflow import lineage
+
+        return lineage.output_check_lineage(self.destination, self.job_id, self.output_check)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        """A failed check is in the job record (one GET): reported as a failed assertion."""
+        if self.output_check is None and self.job_id not in _NO_JOB:
+            try:
+                self.output_check = self.committer.job(self.job).output_check
+            except Exception:  # only the lineage depends on it
+                self.log.debug("could not read the output check of job %s", self.job_id)
+        return self.get_openlineage_facets_on_complete(task_instance)
 
 
 def xcom_check(check: OutputCheck, job_id: str, destination: str) -> dict[str, Any]:

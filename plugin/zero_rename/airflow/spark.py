@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
@@ -26,6 +26,9 @@ from zero_rename.airflow.links import CommitsLink
 from zero_rename.airflow.resume import StageApplications
 from zero_rename.airflow.xcom import SUMMARY_KEY, xcom_summary
 from zero_rename.core import Committer, JobSummary, StepRunner
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 
 def stage_arguments(destination: str, job_id: str, options: Mapping[str, Any]) -> list[str]:
@@ -108,6 +111,7 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
         self.job_id = job_id
         self.options = options if isinstance(options, str) else dict(options or {})
         self.aws_conn_id = aws_conn_id
+        self.step_summary: JobSummary | None = None  # for the lineage
 
     @cached_property
     def committer(self) -> Committer:
@@ -161,4 +165,19 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
         )
         pushed = xcom_summary(summary, "stage")
         context["ti"].xcom_push(key=SUMMARY_KEY, value=pushed)
+        self.step_summary = summary
         return pushed
+
+    # OpenLineage: what the stage left pending; the files become the destination's at
+    # the commit. With [openlineage] spark_inject_parent_job_info (and _transport_info)
+    # on, SparkSubmitOperator.execute passes this task's run (and the transport) to the
+    # application, so that Spark's own lineage hangs under it.
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        from zero_rename.airflow import lineage
+
+        return lineage.step_lineage("stage", self.destination, self.job_id)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        from zero_rename.airflow import lineage
+
+        return lineage.step_lineage("stage", self.destination, self.job_id, self.step_summary)

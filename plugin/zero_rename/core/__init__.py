@@ -110,6 +110,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 }
 __all__ = [
     "table_formats",
+    "files_schema",
     "AUTO_PROFILE",
     "Advance",
     "Bound",

@@ -273,14 +273,17 @@ class Committer:
         plan = planning.decided_plan(self.ctx, record)
         return tuple(planning.plan_attempts(self.ctx, plan))
 
-    def job_schema(self, record: JobRecord) -> str:
-        """The files' schema of a job past its point of no return, as its task manifests
-        recorded it (an Arrow IPC schema in base64, :func:`files_schema` reads it),
-        from the decided plan: one GET. "" when the writer recorded none, or the job
-        is not past its point of no return."""
-        if record.state not in states.PUBLISHING or not record.plan_key:
+    def table_schema(self, job: str | JobRecord) -> str:
+        """The job's files' Arrow schema as its task manifests gave it (IPC, base64; read
+        it with ``files_schema``), from the plan its commit named, else the plan its
+        validation prepared: one GET. "" when there is no plan yet or the writer gave none."""
+        record = job if isinstance(job, JobRecord) else self.records.get(job)
+        key, digest = record.plan_key, record.plan_digest
+        if not key:
+            key, digest = record.prepared_plan, record.prepared_plan_digest
+        if not key:
             return ""
-        return planning.decided_plan(self.ctx, record).table_schema
+        return planning.load_plan(self.ctx, record.job_id, key, digest).table_schema
 
     def stage_summary(self, job_id: str, state: JobState = states.SETUP) -> JobSummary | None:
         """What the job's stage manifest holds (tasks, files, bytes, rows), from its

@@ -40,7 +40,7 @@ def standard_metadata(
     """The ``dagster/`` keys of a committed job (``record``, as read after its commit)."""
     values: dict[str, Any] = {"dagster/uri": MetadataValue.text(committer.dest.url)}
     with protocol_errors():
-        schema = column_schema(committer.job_schema(record), record.options.partition_columns)
+        schema = column_schema(committer.table_schema(record), record.options.partition_columns)
     if schema is not None:
         values["dagster/column_schema"] = MetadataValue.table_schema(schema)
     if name := table_name(record):
