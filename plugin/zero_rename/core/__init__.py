@@ -110,7 +110,6 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 }
 __all__ = [
     "table_formats",
-    "files_schema",
     "AUTO_PROFILE",
     "Advance",
     "Bound",
