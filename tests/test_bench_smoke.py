@@ -31,16 +31,16 @@ def bench_runs(s3_server: EmbeddedS3) -> tuple[BenchConfig, list[Run]]:
     cfg = BenchConfig(s3_server.endpoint_url, bucket, threads=8, files_per_task=5)
     # committer@before commits with a checkout's package in a child: this one's.
     commit_bench.BEFORE["tree"] = Path(__file__).resolve().parents[1]
-    # Commits in this process but committer@before's: a spawned child each would
-    # add seconds of start-up and test nothing more here.
-    commit_bench.SPAWN_COMMITS = False
+    # The table formats' commits in this process: a spawned child each would add
+    # seconds of start-up and test nothing more here (their memory is not checked).
+    commit_bench.IN_PROCESS.update(TABLE_METHODS)
     try:
         return cfg, run_benchmark(
             cfg, [FILES], [1], tuple(METHODS), scale_counts=[FILES], scale_file_size=0
         )
     finally:
         commit_bench.BEFORE.clear()
-        commit_bench.SPAWN_COMMITS = True
+        commit_bench.IN_PROCESS.clear()
 
 
 def _run(runs: list[Run], method: str) -> Run:

@@ -42,6 +42,7 @@ from tests.table_jobs import table_job
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
 from zero_rename.core.s3.client import StoreConfig
+from zero_rename.core.steps import StepRunner, failure_reason
 from zero_rename.embedded_s3 import EmbeddedS3, free_ports, stop_process_group
 from zero_rename.errors import OutputCheckError
 
@@ -361,6 +362,44 @@ def check_chart(dom: dict[str, Any]) -> None:
     assert dom["chartWidth"] > 0.95 * dom["pageWidth"]
 
 
+# Each job row's steps as drawn: class, tooltip, text.
+STEPS_DOM = """Object.fromEntries([...document.querySelectorAll('tr.job')].map(r =>
+  [r.id.slice(4), [...r.querySelectorAll('span.step')].map(s =>
+    [s.className, s.title, s.textContent.replace(/\\s+/g, ' ').trim()])]))"""
+STAGE_ERROR = "ValueError: unknown codec 'no-such-codec'"
+
+
+def failed_stage(page_bucket: str, store_config: StoreConfig) -> tuple[Committer, str]:
+    """A job whose engine stage failed with its own error, aborted by the steps after
+    it: the record keeps the stage's error, and the abort's reason names that step."""
+    c = Committer(f"s3://{page_bucket}/tables/failed_{uuid.uuid4().hex[:6]}", store_config)
+    runner = StepRunner(c, "daily_partitioned_write", "manual__2024-06-02")
+    job = runner.setup({"partition_columns": "dt", "conflict_mode": "replace"})
+
+    def write() -> None:
+        raise ValueError("unknown codec 'no-such-codec'")
+
+    with pytest.raises(ValueError):
+        runner.stage(job.job_id, write)
+    where = "DAG daily_partitioned_write, run manual__2024-06-02"
+    runner.abort_after_failure(failure_reason(["stage"], where, c.job(job.job_id)))
+    return c, job.job_id
+
+
+def check_true_states(made: Any, steps: dict[str, Any], failed: dict[str, Any]) -> None:
+    """A rolled-back job's commit step says so; a failed stage shows its own error,
+    and the abort after it names that step alone."""
+    commit = {s[2].split()[0]: s for s in steps[made.rolled_back.job_id]}["commit"]
+    assert "step-rolled_back" in commit[0] and "rolled back" in commit[2], commit
+    [(job, rows)] = failed["steps"].items()
+    shown = {text.split()[0]: (cls, title) for cls, title, text in rows}
+    assert shown["stage"] == ("step step-failed", STAGE_ERROR)
+    assert "step-succeeded" in shown["abort"][0]
+    assert STAGE_ERROR in failed["detail"]
+    where = "DAG daily_partitioned_write, run manual__2024-06-02"
+    assert f"step(s) stage failed ({where}): stage: {STAGE_ERROR}" in failed["text"]
+
+
 def big_numbers(page_bucket: str, store_config: StoreConfig) -> Committer:
     """A table of an underscored name with two jobs of many rows: numbers with
     thousands separators wherever they are shown."""
@@ -380,10 +419,13 @@ def test_the_page_draws_the_partitions_and_the_history_chart_light_and_dark(
     tmp_path: Path,
 ) -> None:
     made = every_state(committer)
-    age(committer, made.committing, made.sealed)  # unchanged for hours: stuck
+    # Unchanged for hours: stuck, the job left in setup as well as those past it.
+    age(committer, made.committing, made.sealed, made.running)
     big = big_numbers(page_bucket, store_config)
+    failed, failed_job = failed_stage(page_bucket, store_config)
     shots = {}
     charts = {}
+    states: dict[str, Any] = {}
     with Browser() as browser:
         browser.set_cookie("_token", api_server.token, api_server.url)
         doms = {}
@@ -395,6 +437,14 @@ def test_the_page_draws_the_partitions_and_the_history_chart_light_and_dark(
             browser.screenshot_of(tmp_path / f"history-{scheme}.png", "figure.chart")
             doms[scheme] = browser.evaluate(PAGE_DOM)
             charts[f"every-state-{scheme}"] = browser.evaluate(CHART_DOM)
+            states[f"steps-{scheme}"] = browser.evaluate(STEPS_DOM)
+            browser.goto(page_url(api_server, failed, failed_job))
+            browser.screenshot(tmp_path / f"failed-stage-{scheme}.png")
+            states[f"failed-{scheme}"] = {
+                "steps": browser.evaluate(STEPS_DOM),
+                "detail": browser.evaluate("document.getElementById('job-detail').innerText"),
+                "text": browser.text(),
+            }
             browser.goto(page_url(api_server, big))
             browser.screenshot_of(tmp_path / f"history-numbers-{scheme}.png", "figure.chart")
             browser.screenshot_of(tmp_path / f"destination-field-{scheme}.png", "form", margin=2)
@@ -414,14 +464,14 @@ def test_the_page_draws_the_partitions_and_the_history_chart_light_and_dark(
         made.rolled_back.job_id: "rolled-back",
         made.committing.job_id: "stuck",
         made.sealed.job_id: "stuck",
-        made.running.job_id: "running",
+        made.running.job_id: "stuck",
         made.claiming.job_id: "running",
     }
     assert light["abortLines"] == 2 and light["numbers"] == 9
     assert light["role"] == "img" and light["labelled"] == ["title", "desc"]
     assert light["title"] == f"Job history of {committer.dest.url}"
     assert "9 job(s)" in light["desc"] and "3 committed" in light["desc"]
-    assert "1 aborted; 1 rolled back; 2 stuck; 2 running" in light["desc"]
+    assert "1 aborted; 1 rolled back; 3 stuck; 1 running" in light["desc"]
     assert light["pointTitle"].startswith(f"job {made.first.job_id}, committed ")
 
     rows = {r["partition"]: r for r in light["partitions"]}
@@ -440,7 +490,10 @@ def test_the_page_draws_the_partitions_and_the_history_chart_light_and_dark(
         "2",
     )
     assert d1["job"] == made.append.job_id and rows[f"dt={D3}"]["job"] == "another tool's files"
-    assert sorted(light["stuck"]) == sorted([made.committing.job_id, made.sealed.job_id])
+    stuck = [made.committing.job_id, made.sealed.job_id, made.running.job_id]
+    assert sorted(light["stuck"]) == sorted(stuck)
+    for scheme in ("light", "dark"):
+        check_true_states(made, states[f"steps-{scheme}"], states[f"failed-{scheme}"])
     assert light["alertRole"] == "alert"
 
     # The same page in both themes, each readable: its own background and series colour.

@@ -352,7 +352,9 @@ def test_a_failed_stage_is_aborted_and_the_run_fails(
     # (not those that never ran because of it), and its own error, one line.
     stage_error = record.steps["stage"].error
     assert record.steps["stage"].status == "failed"
-    assert stage_error.startswith("AirflowException: spark-submit exited with code 2: ")
+    # Final (Spark retried its tasks), with the application's own error line.
+    assert stage_error.startswith("AirflowFailException: the Spark application writing job")
+    assert "spark-submit exited with code 2: " in stage_error
     assert "no-such-codec" in stage_error and "\n" not in stage_error
     assert record.error == (
         f"step(s) stage failed (DAG {DAG_ID}, run {result.run_id}): stage: {stage_error}"

@@ -170,6 +170,9 @@ def test_a_retry_reattaches_to_the_application_the_provider_recorded(
             conn_id="zr_cluster",
             destination=destination,
             job_id=job.job_id,
+            # The suite's Airflow turns the injection on; this test's task instance
+            # is a stand-in without the identity it would name.
+            openlineage_inject_parent_job_info=False,
         )
     store = StateStore(
         {STAGE_KEY: {"job_id": job.job_id, "external_id": None}, "spark_job_id": "driver-1"}
