@@ -9,7 +9,7 @@ UV := $(VENV)/bin/uv --no-config
 PYTEST_ARGS ?=
 # make test runs the suite on this many pytest-xdist workers, grouped as
 # tests/conftest.py says (worker_group); 0 runs it in one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 # Options for the demos, e.g. DEMO_ARGS="--date 2024-02-01", "--table-format delta"
 # (demo, demo-dagster: the day also published as a Delta version, read back) or,
 # for demo-core, "--keep".

@@ -155,16 +155,14 @@ def _missing_programs() -> dict[str, str]:
 # tests/core and tests/cli spread over the workers one by one, but for the cases
 # on LocalStack. The groups are told by node id alone, as the controller knows
 # tests by nothing else.
-# The first prefix that matches names the group. The Spark tests and the Dagster
-# tests each share a Spark session (a JVM, about 10 s to start) on their worker.
-# The Airflow tests are three
+# The first prefix that matches names the group. The Airflow tests are three
 # groups, each on one worker with an Airflow database of its own (``airflow db
 # migrate``, 5-8 s): the Commits page's (its api-server), the stage killed
 # mid-write (two Spark submits), and the rest (the daily DAG's runs); one group
 # of them all was the suite's longest chain while the machine's cores idled.
 _GROUPS = {
     "tests/spark/": "spark-session",
-    "tests/dagster/": "dagster",
+    "tests/dagster/": "spark-session",
     "tests/airflow/test_commits_page.py": "airflow-page",
     "tests/airflow/test_stage_retry.py": "airflow-stage-retry",
     "tests/airflow/": "airflow",
@@ -178,7 +176,6 @@ _LOCALSTACK_CASE = re.compile(r"\[(?:[^\]]*-)?localstack(?:-[^\]]*)?\]$")
 _LONGEST = (
     "spark-session",
     "tests/deploy/test_plain_stack.py",
-    "dagster",
     "airflow",
     "airflow-stage-retry",
     "airflow-page",

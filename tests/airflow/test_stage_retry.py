@@ -65,7 +65,8 @@ def test_a_stage_whose_worker_died_is_fenced_off_and_written_again_as_the_runs_n
         assert fenced.state == "aborted"
         assert "cannot be found again" in fenced.error and second in fenced.error
         assert pending(daily, first) == []  # the abort took the stalled files' uploads
-        assert all(p.is_running() for p in application)  # the application still waits
+        # The application still waits: its JVM (its short-lived children may be gone).
+        assert any(p.is_running() and p.name() == "java" for p in application)
 
         hold.unlink()  # it resumes: its task commits read the aborted job
         _, alive = psutil.wait_procs(application, timeout=300)
