@@ -43,7 +43,18 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.embedded_s3 import EmbeddedS3
 
-_MARKERS = {"unit", "s3", "spark", "airflow", "dagster", "browser", "ceph", "soak", "peers"}
+_MARKERS = {
+    "unit",
+    "s3",
+    "spark",
+    "airflow",
+    "dagster",
+    "browser",
+    "ceph",
+    "soak",
+    "peers",
+    "extended",
+}
 
 # Two task threads and three attempts per task, so that a failed task attempt
 # is retried as on a cluster.
@@ -124,6 +135,14 @@ _OPT_IN = {
     "peers": (
         "ZERO_RENAME_TEST_PEERS",
         "the JVM engines' reads and writes (make test-peers builds .venv-peers and runs them)",
+    ),
+    # The two scenarios that each start more JVMs and daemons than the rest of an
+    # Airflow group: the plain stack (a standalone Spark cluster and Airflow's four
+    # services) and a stage killed mid-write (two Spark submits side by side).
+    # Together about a sixth of the default suite's CPU; CI runs them after it.
+    "extended": (
+        "ZERO_RENAME_TEST_EXTENDED",
+        "the long end-to-end scenarios (make test-extended; .ci/run runs them after make test)",
     ),
 }
 

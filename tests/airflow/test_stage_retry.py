@@ -31,7 +31,7 @@ from tests.helpers import all_keys, pending
 from zero_rename.core.committer import Committer
 from zero_rename.core.steps import run_job_id
 
-pytestmark = [pytest.mark.airflow, pytest.mark.spark]
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.extended]
 
 __all__ = ["daily"]  # the fixture, shared with the daily DAG's tests
 

@@ -30,6 +30,8 @@ import pytest
 from tests.deploy.support import DEPLOY, VENV_BIN
 from tests.jvm import JAVA_OPTIONS
 
+pytestmark = pytest.mark.extended
+
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1"}
 DAG_ID = "daily_partitioned_write"
 # The run's end is seen within a second; a poll is one cheap API request.

@@ -110,8 +110,8 @@ def test_filters_on_partition_columns_skip_files_with_pushdown_on(
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     try:
         assert read(spark, dest).where(query).count() == 100
+        # What a filter keeps is read (Not and the rest: tests/spark/test_pruning.py);
+        # a failing read costs Spark's three attempts of its task, so only one here.
         assert read(spark, dest).where("dt in ('2026-11-20', '2026-11-21')").count() == 200
-        with pytest.raises(Exception, match="other-tool.parquet|Parquet"):
-            read(spark, dest).where("dt != '2026-11-20'").count()
     finally:
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")
