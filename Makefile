@@ -10,6 +10,10 @@ PYTEST_ARGS ?=
 # make test runs the suite on this many pytest-xdist workers, grouped as
 # tests/conftest.py says (worker_group); 0 runs it in one process.
 TEST_WORKERS ?= 3
+# The S3 servers make test runs tests/core's cases on (tests/core/conftest.py):
+# LocalStack's cases (a handful, and a server of 480 MB that takes seconds to
+# start) run under make test-extended, which CI runs after make test.
+S3_BACKENDS ?= seaweedfs,moto
 # Options for the demos, e.g. DEMO_ARGS="--date 2024-02-01", "--table-format delta"
 # (demo, demo-dagster: the day also published as a Delta version, read back) or,
 # for demo-core, "--keep".
@@ -112,13 +116,14 @@ lint: $(STAMP)
 # of `make lint`, with mypy (20 s of one core on a fresh clone) beside the
 # tests, which seldom keep every core busy: its report follows theirs, and
 # either failing fails the target.
-test: $(STAMP) localstack-venv
+test: $(STAMP)
 	$(RUFF_CHECK)
 	$(RUFF_FORMAT_CHECK)
 	deploy/system-deps.sh
 	@report=$$(mktemp); \
 	$(MYPY) >"$$report" 2>&1 & mypy=$$!; \
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); \
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup \
+		--s3-backends $(S3_BACKENDS) $(PYTEST_ARGS); \
 	status=$$?; \
 	if wait $$mypy; then echo "mypy: $$(tail -n 1 "$$report")"; else cat "$$report"; status=1; fi; \
 	rm -f "$$report"; \
@@ -145,14 +150,17 @@ test-peers: $(STAMP) $(PEERS_STAMP)
 	ZERO_RENAME_TEST_PEERS=1 PATH="$(abspath $(VENV))/bin:$$PATH" \
 		$(PY) -m pytest tests/peers --timeout 1800 $(PYTEST_ARGS)
 
-# The long end-to-end scenarios (marker extended, opt-in by ZERO_RENAME_TEST_EXTENDED),
-# kept out of make test's six minutes and run by .ci/run after it: deploy/stack.sh's
-# plain stack running the daily DAG on a standalone Spark cluster, and a Spark stage
-# whose Airflow worker is killed mid-write. About two minutes on two cores.
-test-extended: $(STAMP)
+# What make test leaves out of its six minutes, run by .ci/run after it: the long
+# end-to-end scenarios (marker extended, opt-in by ZERO_RENAME_TEST_EXTENDED):
+# deploy/stack.sh's plain stack running the daily DAG on a standalone Spark
+# cluster, and a Spark stage whose Airflow worker is killed mid-write; then
+# tests/core's and tests/cli's cases on LocalStack. About three minutes on two cores.
+test-extended: $(STAMP) localstack-venv
 	deploy/system-deps.sh
 	ZERO_RENAME_TEST_EXTENDED=1 PATH="$(abspath $(VENV))/bin:$$PATH" \
 		$(PY) -m pytest -m extended -n 2 --dist loadgroup $(PYTEST_ARGS)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest tests/core tests/cli \
+		-m localstack --s3-backends seaweedfs,moto,localstack $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.commit_bench
