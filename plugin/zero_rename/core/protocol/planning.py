@@ -25,7 +25,7 @@ import logging
 import uuid
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
@@ -42,6 +42,7 @@ from zero_rename.core.data.model import (
     ReplacedObject,
     dump,
     load,
+    utcnow,
 )
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.data.shards import (
@@ -163,27 +164,54 @@ def planned_uploads(ctx: JobContext, plan: CommitPlan) -> Iterator[PendingUpload
         yield from uploads
 
 
+class ManifestsChanged(Exception):
+    """The task manifests listed before the job was sealed are not all it has: a
+    listing after the seal found others (the commit plans again from that one)."""
+
+
 def prepare(
     ctx: JobContext,
     record: JobRecord,
     manifests: ManifestSource,
     expected: Expected = None,
     resolve: bool = True,
+    claims: Version | None = None,
+    claimed: Sequence[str] | None = None,
 ) -> tuple[CommitPlan, str]:
     """Validate the manifests and write the plan; with ``resolve``, also claim the
-    target partitions and resolve conflicts. Changes nothing visible.
+    target partitions and resolve conflicts. Changes nothing visible. ``claims``:
+    the claims object as read a moment ago, to swap from; ``claimed``: the
+    directories the job holds its claim on already, so their files are listed
+    while the manifests stream (the claim stands: nothing excluding the job changes
+    them).
 
     Raises:
         ValidationError, ConflictError (PartitionClaimConflict): nothing visible changed.
+        ManifestsChanged: a listing taken before the seal missed task manifests.
     """
     dest = ctx.dest
     plan_id = uuid.uuid4().hex
     prefix = dest.job(record.job_id).plan_dir(plan_id)
+    replaced = _Shards(ctx.store, dest.bucket, prefix, "replaced")
+    held = list(claimed) if resolve and claimed is not None else None
     with ThreadPoolExecutor(1) as pool:
-        # The claims, read while the manifests are: the claim's swap starts from them.
-        claims = pool.submit(Claims(ctx).read_version) if resolve else None
+        # The claim held: the conflicting files, listed while the manifests stream.
+        # Else the claims, read while the manifests are: the claim's swap starts from them.
+        listing = (
+            pool.submit(resolve_conflicts, ctx, record, held, replaced.add)
+            if held is not None
+            else None
+        )
+        reading = (
+            pool.submit(Claims(ctx).read_version)
+            if resolve and held is None and claims is None
+            else None
+        )
         validator, uploads, attempts, stats = _stream(ctx, record, manifests, prefix, expected)
-        seen_claims = claims.result() if claims is not None else None
+        if listing is not None:
+            listing.result()
+        if reading is not None:
+            claims = reading.result()
     starts, attempt_digests = attempts
     plan = CommitPlan(
         job_id=record.job_id,
@@ -201,9 +229,32 @@ def prepare(
         shard_digests={"uploads": tuple(uploads.digests), "attempts": attempt_digests},
         table_schema=validator.table_schema,
     )
-    if resolve:
-        plan = resolve_plan(ctx, record, plan, claims=seen_claims)
+    if held is not None and held == target_dirs(record, [p + "/" for p in plan.partitions]):
+        replaced.flush()
+        plan = _resolved(plan, plan_id, held, replaced)
+    elif resolve:
+        plan = resolve_plan(ctx, record, plan, claims=claims if held is None else None)
     return plan, save_plan(ctx, plan)
+
+
+def _resolved(
+    plan: CommitPlan, plan_id: str, claimed: Sequence[str], replaced: _Shards
+) -> CommitPlan:
+    """The plan, resolved under the claim on ``claimed`` into ``replaced``; its
+    ``created`` (its place in the destination's commit order, :mod:`success`) is
+    now, after the claim."""
+    return plan.model_copy(
+        update={
+            "plan_id": plan_id,
+            "created": utcnow(),
+            "claimed": tuple(claimed),
+            "resolved": True,
+            "replaced_files": replaced.count,
+            "replaced_shards": replaced.written,
+            "shard_digests": {**plan.shard_digests, "replaced": tuple(replaced.digests)},
+            "version": 3,
+        }
+    )
 
 
 @dataclass
@@ -240,7 +291,9 @@ def _stream(
         totals.requests.merge_snapshot(manifest.stats)
     # The last shards and the listing of pending uploads: independent, side by side.
     verify = not validator.problem_count and record.options.verify_uploads
-    with ThreadPoolExecutor(3) as pool:
+    with ThreadPoolExecutor(4) as pool:
+        # A listing taken before the seal, confirmed now that the job is sealed.
+        confirmed = pool.submit(manifests.confirm) if manifests.confirm is not None else None
         # In this context: the shard it writes is remembered for the commit's reading.
         flushed = pool.submit(copy_context().run, uploads.flush)
         attempts = pool.submit(_write_attempts, ctx, prefix, attempt_ids)
@@ -259,6 +312,8 @@ def _stream(
         flushed.result()
         starts = attempts.result()
         pending = listed.result() if listed is not None else None
+        if confirmed is not None and not confirmed.result():
+            raise ManifestsChanged(record.job_id)
     written = _ShardedUploads(ctx, prefix, uploads.written)
     validator.finish(written)
     if pending is not None and not validator.problem_count:
@@ -334,17 +389,7 @@ def resolve_plan(
     replaced = _Shards(store, dest.bucket, dest.job(record.job_id).plan_dir(plan_id), "replaced")
     resolve_conflicts(ctx, record, dirs, replaced.add)
     replaced.flush()
-    return plan.model_copy(
-        update={
-            "plan_id": plan_id,
-            "claimed": tuple(dirs),
-            "resolved": True,
-            "replaced_files": replaced.count,
-            "replaced_shards": replaced.written,
-            "shard_digests": {**plan.shard_digests, "replaced": tuple(replaced.digests)},
-            "version": 3,
-        }
-    )
+    return _resolved(plan, plan_id, dirs, replaced)
 
 
 def save_plan(ctx: JobContext, plan: CommitPlan) -> str:
@@ -433,10 +478,13 @@ def prepared_for(
     source: ManifestSource,
     expected: Expected,
     resolve: bool,
+    claims: Version | None = None,
+    claimed: Sequence[str] | None = None,
 ) -> tuple[CommitPlan, str]:
     """The plan for these manifests, prepared once across the steps that need it: the
     job's prepared plan where it was made from the same manifests (resolved now if
-    ``resolve`` and not yet, or its claim no longer stands), else a new one.
+    ``resolve`` and not yet, or its claim no longer stands), else a new one
+    (``claims``, ``claimed``: as :func:`prepare` takes them).
 
     Whichever it is, its uploads are confirmed pending: a new plan's as it is made,
     a reused one's by listing again, after any claim, so that no step's plan
@@ -444,10 +492,12 @@ def prepared_for(
     """
     key = record.prepared_plan
     if not key:
-        return prepare(ctx, record, source, expected, resolve)
+        return prepare(ctx, record, source, expected, resolve, claims, claimed)
+    if source.confirm is not None and not source.confirm():
+        raise ManifestsChanged(record.job_id)
     plan = load_plan(ctx, record.job_id, key, record.prepared_plan_digest)
     if plan.manifests_id != source.identity:
-        return prepare(ctx, record, source, expected, resolve)
+        return prepare(ctx, record, source, expected, resolve, claims, claimed)
     if resolve and (not plan.resolved or not Claims(ctx).holds(record.job_id, plan.claimed)):
         plan = resolve_plan(ctx, record, plan, recheck=False)
         key = save_plan(ctx, plan)
