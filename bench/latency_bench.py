@@ -290,12 +290,13 @@ def reading(rows: Sequence[Row], ms: int) -> list[str]:
     small, large = rows[0], rows[-1]
     lines = [
         f"- A {small.files:,}-file commit is {small.rounds['committer']} sequential round "
-        f"trips, {small.ratio('committer'):.1f}x its completes, which are one round: its "
-        "time is the protocol's order (the seal before the manifests are listed, the claim "
-        "before the conflicting files are listed, the plan and the point of no return before "
-        "the completes, the zombie check before `_SUCCESS`, the swap to `committed` before "
-        "the claim is released), each step a round trip that cannot start before the one "
-        'it depends on has answered. See the architecture\'s "Round trips".',
+        f"trips, {small.ratio('committer'):.1f}x its completes, which are one round: what "
+        "stays sequential is what a step truly needs of the one before (the seal before the "
+        "listing of manifests that counts, the claim before the conflicting files are "
+        "trusted, the plan's header before the point of no return, that before the "
+        "completes, the file list before `_SUCCESS` names it, the swap to `committed` "
+        "before the claim is released); everything else goes beside it. See the "
+        'architecture\'s "Round trips".',
     ]
     if "baseline" in small.rounds:
         lines.append(

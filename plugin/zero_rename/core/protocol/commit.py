@@ -65,7 +65,9 @@ from zero_rename.core.protocol.abort import (
     decided_plan_keys,
     end_table_uploads,
     finish_rollback,
+    job_uploads,
     remove_temporary,
+    temporary_keys,
 )
 from zero_rename.core.protocol.claims import Claims
 from zero_rename.core.protocol.conflicts import target_dirs
@@ -86,6 +88,7 @@ from zero_rename.core.protocol.publish import (
 from zero_rename.core.protocol.rollback import roll_back
 from zero_rename.core.protocol.states import Course
 from zero_rename.core.protocol.validate import Expected
+from zero_rename.core.s3.client import UploadInfo
 from zero_rename.core.s3.writes import Version, swap
 from zero_rename.errors import (
     CommitRolledBackError,
@@ -241,7 +244,9 @@ def _publish_decided(
         # while another finished it loses the swap and reports that, and its
         # _SUCCESS, in the commit order of its plan, never takes a later job's place.
         last.file_list()
-        finished = Finished(first_files, last.done, None, utcnow(), success_before, started)
+        finished = Finished(
+            first_files, last.done, None, utcnow(), success_before, started, last.journal_keys
+        )
         return _record_committed(ctx, record, plan, finished)
     # The last shard's file list beside the record's read: a commit of this job held
     # up here while another finished it reports that before it publishes to the
@@ -267,7 +272,9 @@ def _publish_decided(
         if not is_final(refused) or published_to_table(ctx, record) is not None:
             raise
         return _refused_by_table(ctx, record, refused)
-    finished = Finished(first_files, last.done, table_commit, table_started, previous, started)
+    finished = Finished(
+        first_files, last.done, table_commit, table_started, previous, started, last.journal_keys
+    )
     return _record_committed(ctx, record, plan, finished)
 
 
@@ -281,6 +288,7 @@ class Finished:
     table_started: datetime
     success_before: Version | None
     started: float
+    journal_keys: Sequence[str] = ()
 
 
 def _record_committed(
@@ -298,17 +306,21 @@ def _record_committed(
     swapped = _all(
         done.file_list_done,
         lambda: _write_success(ctx, success, done.success_before),
+        lambda: _leftovers(ctx, record, plan),
         lambda: ctx.records.advance(
             job_id,
             states.PUBLISHED,
             lambda r: _finished(r, summary, done.table_commit, done.table_started, committed_at),
         ),
     )
-    committed, moved = swapped[2]
+    committed, moved = swapped[3]
     if not moved:  # another commit of the job recorded it first
         return _decided_elsewhere(ctx, committed, Course.REPORT)
     delete_replaced(ctx, committed, plan)
-    _cleanup_after_commit(ctx, record, plan)
+    left: Leftovers | None = swapped[2]
+    if left is not None:
+        left = Leftovers([*left.temporary, *done.journal_keys], left.strays)
+    _cleanup_after_commit(ctx, record, plan, left)
     log.info(
         "committed job %s: %d file(s), %d bytes in %d partition(s) to %s",
         job_id,
@@ -685,26 +697,64 @@ def _finished(
     return {"summary": summary, "steps": steps, "table_commit": table}
 
 
+@dataclass(frozen=True)
+class Leftovers:
+    """What a commit leaves to clean once its record says committed, listed beside
+    the swap that says so: the job's temporary objects, and its stray uploads
+    (losing attempts'; past the decision no upload of the job is pending but these)."""
+
+    temporary: list[str]
+    strays: list[UploadInfo]
+
+
+def _leftovers(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Leftovers | None:
+    """The job's leftovers, listed (None: the listing failed, and the cleanup lists
+    again). Every temporary object exists by now but the journal's last entry,
+    written beside this listing, which the commit names itself."""
+    keep = tuple(k for k in (record.plan_key, plan.shards_prefix + "attempts-") if k)
+    try:
+        temporary, strays = _both(
+            lambda: temporary_keys(ctx, record.job_id, keep),
+            lambda: job_uploads(ctx, record.job_id, record.file_columns),
+        )
+    except ZeroRenameError as exc:
+        log.info(
+            "job %s: listing what to clean failed (%s); cleanup lists again", record.job_id, exc
+        )
+        return None
+    return Leftovers(temporary, strays)
+
+
 def _cleanup_after_commit(
-    ctx: JobContext, record: JobRecord, plan: CommitPlan | None = None
+    ctx: JobContext,
+    record: JobRecord,
+    plan: CommitPlan | None = None,
+    left: Leftovers | None = None,
 ) -> None:
     """Release the claim, abort stray uploads (losing attempts) and remove temporary
     objects, side by side (independent objects), best effort: the job is committed
-    whatever happens here; the cleanup step can run it again."""
+    whatever happens here; the cleanup step can run it again. ``left``: what the
+    commit listed beside its swap to committed, so that all of it goes in one round
+    trip (the sweep's listing again only where it found strays)."""
     try:
         keep = (
             (record.plan_key, plan.shards_prefix + "attempts-")
             if plan is not None and record.plan_key
             else decided_plan_keys(ctx, record)
         )
-        parts: list[Callable[[], object]] = [
-            lambda: Claims(ctx).release(record.job_id),
-            lambda: abort_uploads(ctx, record.job_id, record.options.threads, record.file_columns),
-            lambda: remove_temporary(ctx, record.job_id, keep),
-        ]
+        threads = record.options.threads
+        sweep = lambda: abort_uploads(ctx, record.job_id, threads, record.file_columns)  # noqa: E731
+        parts: list[Callable[[], object]] = [lambda: Claims(ctx).release(record.job_id)]
+        if left is None:
+            parts += [sweep, lambda: remove_temporary(ctx, record.job_id, keep)]
+        else:
+            if left.strays:
+                parts.append(sweep)
+            if left.temporary:
+                keys = sorted(set(left.temporary))
+                parts.append(lambda: ctx.store.delete_objects(ctx.bucket, keys))
         if record.options.table_format != "none":
             # What the table commit's writes left pending (a lost answer's leftover).
-            threads = record.options.threads
             parts.append(lambda: end_table_uploads(ctx, record.options.table_format, threads))
         with ThreadPoolExecutor(len(parts)) as pool:
             for future in [pool.submit(part) for part in parts]:
