@@ -345,9 +345,8 @@ def _stream(
     if plan is not None:
         writes.append(lambda: save_plan(ctx, plan))
     with ThreadPoolExecutor(2 + len(writes)) as pool:
-        # A listing taken before the seal, confirmed now that the job is sealed.
-        confirmed = pool.submit(manifests.confirm) if manifests.confirm is not None else None
-        written_now = [pool.submit(write) for write in writes]
+        # First the listing of pending uploads, whose request costs the client the
+        # most work before it goes out, so that it leaves with the others.
         listed = (
             pool.submit(
                 pending_digests,
@@ -360,6 +359,9 @@ def _stream(
             if verify
             else None
         )
+        # A listing taken before the seal, confirmed now that the job is sealed.
+        confirmed = pool.submit(manifests.confirm) if manifests.confirm is not None else None
+        written_now = [pool.submit(write) for write in writes]
         results = [w.result() for w in written_now]
         pending = listed.result() if listed is not None else None
         if confirmed is not None and not confirmed.result():
