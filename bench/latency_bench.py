@@ -15,7 +15,9 @@ each file count, side by side in one run:
 The proxy notes when each request arrives. Requests that cannot wait for one
 another arrive together, a request that waited for an answer arrives at least
 one delay later: a silence of more than half a delay between two arrivals
-marks one more sequential round trip. Run ``python -m bench.latency_bench --help``.
+marks one more sequential round trip, where it came at least one delay after
+its round's first request (none sooner can have waited for an answer of that
+round). Run ``python -m bench.latency_bench --help``.
 """
 
 from __future__ import annotations
@@ -90,9 +92,18 @@ class Arrivals:
 
 def rounds(times: Sequence[float], delay: float) -> int:
     """Sequential round trips: one more wherever the proxy heard nothing for more
-    than half a delay, so that some request must have waited for an answer."""
+    than half a delay, so that some request must have waited for an answer; but
+    only a request that came a whole delay after its round's first one can have
+    waited for an answer of that round (none comes sooner), so a client held up
+    by a busy machine between requests it sends together adds no round."""
     ordered = sorted(times)
-    return (1 if ordered else 0) + sum(b - a > delay / 2 for a, b in pairwise(ordered))
+    if not ordered:
+        return 0
+    count, began = 1, ordered[0]
+    for before, at in pairwise(ordered):
+        if at - before > delay / 2 and at - began >= delay:
+            count, began = count + 1, at
+    return count
 
 
 @dataclass(frozen=True)
@@ -259,7 +270,10 @@ def section(
         "its chain of round trips, as on AWS. The task attempts write the files straight "
         "to the server, untimed; each commit runs in a process of its own, its imports "
         "untimed. Rounds are sequential round trips, counted from when the requests arrive "
-        f"at the proxy: one more wherever the proxy hears nothing for more than {ms // 2} ms.",
+        f"at the proxy: one more wherever the proxy hears nothing for more than {ms // 2} ms "
+        f"and the request came at least {ms} ms after its round's first (no sooner can it "
+        "have waited for an answer of that round: a client slowed by a busy machine "
+        "between requests it sends together adds no round).",
         "",
         f"Machine: {os.cpu_count()} cores, SeaweedFS {seaweedfs_version()} (`weed mini`) on "
         f"loopback, {ms} ms a request at the proxy. {load_note(load)}",
