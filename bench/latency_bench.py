@@ -326,12 +326,25 @@ def reading(rows: Sequence[Row], ms: int) -> list[str]:
             f"{small.requests['baseline']} requests for the {small.files:,}-file commit, "
             f"{small.seconds['baseline'] / small.seconds['committer']:.1f}x the time."
         )
-    if large is not small:
+    if large is not small and large.ratio("committer") < 1:
         lines.append(
             f"- At {large.files:,} files the commit is {large.ratio('committer'):.2f}x the "
             "bare completes: the completes are most of it, and the commit sends them on its "
             "light request path, whose client work per request is smaller than botocore's "
             "that the bare loop uses."
+        )
+    elif large is not small:
+        before = (
+            f" (before: {large.ratio('baseline'):.2f}x, {large.requests['baseline']:,} requests)"
+            if "baseline" in large.seconds
+            else ""
+        )
+        lines.append(
+            f"- At {large.files:,} files the commit took {large.ratio('committer'):.2f}x the "
+            f"bare completes in {large.runs} run(s){before}, {large.requests['committer']:,} "
+            "requests: there the time is the completes and the client's work per request, "
+            "which a machine busy elsewhere stretches (the load above), not the commit's "
+            'round trips; "Job commit" above times the commit alone.'
         )
     return lines
 
