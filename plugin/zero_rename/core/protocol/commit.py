@@ -248,20 +248,14 @@ def _publish_decided(
             first_files, last.done, None, utcnow(), success_before, started, last.journal_keys
         )
         return _record_committed(ctx, record, plan, finished)
-    # The last shard's file list beside the record's read: a commit of this job held
-    # up here while another finished it reports that before it publishes to the
-    # table. _SUCCESS is read beside both, for its swap.
-    (_, decided), previous = _both(
-        lambda: _both(last.file_list, lambda: ctx.records.get(record.job_id)),
-        lambda: _success_version(ctx),
-    )
-    course = states.COMMIT_GOES_ON(decided.state)
-    if course is not Course.PUBLISH:
-        return _decided_elsewhere(ctx, decided, course)
+    # The last shard's file list, then the record's swap that lets the table commit
+    # start: a commit of this job held up here while another finished it (or a
+    # rollback by hand won the record first) loses that swap and reports it.
+    last.file_list()
     table_started = utcnow()
     fenced = _fence_publish(ctx, record.job_id, table_started)
     course = states.COMMIT_GOES_ON(fenced.state)
-    if course is not Course.PUBLISH:  # a rollback by hand won the record first
+    if course is not Course.PUBLISH:
         return _decided_elsewhere(ctx, fenced, course)
     table_started = fenced.steps["publish_table"].started
     try:
@@ -273,7 +267,13 @@ def _publish_decided(
             raise
         return _refused_by_table(ctx, record, refused)
     finished = Finished(
-        first_files, last.done, table_commit, table_started, previous, started, last.journal_keys
+        first_files,
+        last.done,
+        table_commit,
+        table_started,
+        success_before,
+        started,
+        last.journal_keys,
     )
     return _record_committed(ctx, record, plan, finished)
 
@@ -520,7 +520,9 @@ def _early_source(
         )
     else:
         return None
-    return source.read_now() if source.count <= manifest_sources.EARLY_MANIFESTS else source
+    if record.prepared_plan or source.count > manifest_sources.EARLY_MANIFESTS:
+        return source  # a prepared plan needs only their identity; too many to hold
+    return source.read_now()
 
 
 def _both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
