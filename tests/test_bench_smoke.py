@@ -217,6 +217,8 @@ def test_latency_bench_commits_behind_the_delay_and_counts_rounds(
     assert latency_bench.rounds([], 0.02) == 0
     # two requests side by side, then one that waited, then two more side by side
     assert latency_bench.rounds([0.0, 0.002, 0.025, 0.05, 0.051], 0.02) == 3
+    # a client held up 15 ms between two requests it sends together adds no round
+    assert latency_bench.rounds([0.0, 0.015, 0.04], 0.02) == 2
     bucket = f"latency-{uuid.uuid4().hex[:8]}"
     s3_server.create_bucket(bucket)
     cfg = BenchConfig(s3_server.endpoint_url, bucket, threads=8, files_per_task=5)

@@ -57,7 +57,8 @@ def test_task_published_while_sealed_before_listing_is_committed(
     job = committer.setup_job({"conflict_mode": "append"})
     write_task(committer, job, "00000", [b"early"])
     deciding = Committer(committer.dest, store_config)
-    listing = pause(deciding.store.client, "ListObjectsV2", key_contains="/tasks/")
+    # The listing after the seal (the first, before it, is confirmed by this one).
+    listing = pause(deciding.store.client, "ListObjectsV2", nth=2, key_contains="/tasks/")
     with ThreadPoolExecutor(2) as pool, listing as held:
         commit = in_thread(pool, lambda: deciding.commit_job(job.job_id))
         assert held.reached.wait(30)
@@ -79,8 +80,9 @@ def test_task_published_after_listing_is_refused_and_leaves_nothing(
     job = committer.setup_job({"conflict_mode": "append"})
     write_task(committer, job, "00000", [b"listed"])
     deciding = Committer(committer.dest, store_config)
-    claiming = pause(deciding.store.client, "PutObject", key_contains="claims.json")
-    with ThreadPoolExecutor(2) as pool, claiming as held:
+    # The point of no return: the listing after the seal is done by then.
+    deciding_swap = pause(deciding.store.client, "PutObject", nth=2, key_contains="job.json")
+    with ThreadPoolExecutor(2) as pool, deciding_swap as held:
         commit = in_thread(pool, lambda: deciding.commit_job(job.job_id))
         assert held.reached.wait(30)
         late = in_thread(pool, lambda: write_task(committer, job, "00001", [b"too late"]))

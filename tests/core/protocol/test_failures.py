@@ -76,10 +76,12 @@ def assert_committed_once(c: Committer, job: JobRecord) -> None:
 COMMIT_CRASHES = [
     pytest.param("PutObject", "before", 1, "job.json", "setup", id="before-seal"),
     pytest.param("PutObject", "after", 1, "job.json", "sealed", id="after-seal"),
-    pytest.param("GetObject", "before", 2, "tasks/", "sealed", id="while-reading-manifests"),
+    # Read beside the seal (a small job's manifests), as the claim is sent: either may
+    # land first.
+    pytest.param("GetObject", "before", 2, "tasks/", "setup|sealed", id="while-reading-manifests"),
     pytest.param("ListMultipartUploads", "before", 1, None, "sealed", id="during-validation"),
-    pytest.param("PutObject", "before", 1, "claims.json", "sealed", id="before-claim"),
-    pytest.param("PutObject", "after", 1, "claims.json", "sealed", id="after-claim"),
+    pytest.param("PutObject", "before", 1, "claims.json", "setup|sealed", id="before-claim"),
+    pytest.param("PutObject", "after", 1, "claims.json", "setup|sealed", id="after-claim"),
     pytest.param("PutObject", "before", 1, "plan-", "sealed", id="before-plan-saved"),
     pytest.param("PutObject", "before", 2, "job.json", "sealed", id="before-point-of-no-return"),
     pytest.param("PutObject", "after", 2, "job.json", "committing", id="after-point-of-no-return"),
@@ -89,8 +91,11 @@ COMMIT_CRASHES = [
     pytest.param(
         "CompleteMultipartUpload", "after", 2, None, "committing", id="after-second-complete"
     ),
-    pytest.param("PutObject", "after", 1, "journal/", "committing", id="after-journal"),
-    pytest.param("PutObject", "before", 1, "_SUCCESS", "committing", id="before-success-marker"),
+    # The last "done" entry and _SUCCESS go beside the swap to committed.
+    pytest.param("PutObject", "after", 1, "journal/", "committing|committed", id="after-journal"),
+    pytest.param(
+        "PutObject", "before", 1, "_SUCCESS", "committing|committed", id="before-success-marker"
+    ),
     pytest.param("PutObject", "after", 3, "job.json", "committed", id="after-final-record"),
     pytest.param("PutObject", "before", 2, "claims.json", "committed", id="before-claim-release"),
     pytest.param("DeleteObjects", "before", 1, None, "committed", id="during-cleanup"),
@@ -111,16 +116,40 @@ def test_job_commit_crash_then_retry_commits_once(
 ) -> None:
     job = tasks_written(committer, conflict_mode="append")
     crash_at(dest, store_config, op, lambda c: c.commit_job(job.job_id), when, nth, key)
-    assert committer.job(job.job_id).state == state
-    if state in ("setup", "sealed"):
+    found = committer.job(job.job_id).state
+    assert found in state.split("|")  # "a|b": requests sent side by side, either landed
+    if found in ("setup", "sealed"):
         assert visible(committer) == {}
-    if state == "committing":
+    if found == "committing":
         with pytest.raises(AbortRefusedError, match="Retry the commit"):
             committer.abort_job(job.job_id)
     summary = committer.commit_job(job.job_id)
-    if state == "committed":  # the crash hit cleanup: the cleanup step finishes it
+    if found == "committed":  # the crash hit cleanup: the cleanup step finishes it
         committer.cleanup_job(job.job_id)
     assert summary.files == len(FILES)
+    assert_committed_once(committer, job)
+
+
+@pytest.mark.also_on("moto")
+def test_success_lost_beside_the_committed_swap_is_written_by_the_retry(
+    committer: Committer,
+) -> None:
+    """``_SUCCESS`` goes beside the swap to committed: where only the swap lands, the
+    job is committed without it, and the commit's retry writes it."""
+    job = tasks_written(committer, conflict_mode="append")
+    refusal = inject(
+        committer.store.client,
+        "PutObject",
+        key_contains="_SUCCESS",
+        code="AccessDenied",
+        status=403,
+    )
+    with pytest.raises(ZeroRenameError):
+        committer.commit_job(job.job_id)
+    clear(committer.store.client, refusal)
+    assert committer.job(job.job_id).state == "committed"
+    assert committer.store.get_object(committer.dest.bucket, committer.dest.success_key) is None
+    assert committer.commit_job(job.job_id).files == len(FILES)
     assert_committed_once(committer, job)
 
 

@@ -60,6 +60,7 @@ class Journal:
         self.shard = 0
         self.pending: list[int] = []
         self.last = time.monotonic()
+        self.written: list[str] = []  # the entries' keys, for the cleanup after the commit
 
     def add(self, shard: int, index: int) -> None:
         if shard != self.shard:
@@ -99,6 +100,7 @@ class Journal:
             # A lost response is read back: the entry there is ours, or a
             # concurrent commit's, whose number this one must not take.
             if create_once(self.store, self.dest.bucket, key, dump(entry)) is None:
+                self.written.append(key)
                 break
             self.seq += 1
             entry = entry.model_copy(update={"seq": self.seq})

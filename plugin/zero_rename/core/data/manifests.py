@@ -49,14 +49,27 @@ class ManifestSource:
     """The task manifests a job commit would take, streamed once per use."""
 
     def __init__(
-        self, identity: str, count: int, produce: Callable[[], Iterator[TaskManifest]]
+        self,
+        identity: str,
+        count: int,
+        produce: Callable[[], Iterator[TaskManifest]],
+        confirm: Callable[[], bool] | None = None,
     ) -> None:
         self.identity = identity
         self.count = count
         self._produce = produce
+        # Published manifests listed before the job was sealed: whether a listing now
+        # finds the same ones (None: nothing to confirm).
+        self.confirm = confirm
 
     def __iter__(self) -> Iterator[TaskManifest]:
         return self._produce()
+
+    def read_now(self) -> ManifestSource:
+        """The same manifests, read now and held in memory: for the few manifests of
+        a small job, read beside the seal."""
+        held = list(self._produce())
+        return ManifestSource(self.identity, self.count, lambda: iter(held), self.confirm)
 
     @classmethod
     def given(cls, manifests: Sequence[TaskManifest]) -> ManifestSource:
@@ -237,11 +250,29 @@ def _stage_source(ctx: JobContext, stage: StageManifest) -> ManifestSource:
 
 
 # -- published manifests -------------------------------------------------------------
+# Task manifests listed and read before the job is sealed, beside the seal, when the
+# listing finds at most this many; a listing after the seal confirms them.
+EARLY_MANIFESTS = 64
+
+Listing = list[tuple[str, str]]
+
+
+def list_published(ctx: JobContext, job_id: str) -> Listing:
+    """The published task manifests' keys and ETags, sorted."""
+    return sorted((o.key, o.etag) for o in _published(ctx, job_id))
+
+
 def _published_source(ctx: JobContext, job_id: str, threads: int) -> ManifestSource:
+    return published_source(ctx, job_id, list_published(ctx, job_id), threads)
+
+
+def published_source(
+    ctx: JobContext, job_id: str, listed: Listing, threads: int, confirm: bool = False
+) -> ManifestSource:
     """Manifests published by first-attempt-wins task commits; the listing (keys and
-    ETags, no bodies) is the identity."""
+    ETags, no bodies) is the identity. ``confirm``: the listing was taken before the
+    job was sealed, so the source confirms it by listing again."""
     store, dest = ctx.store, ctx.dest
-    listed = sorted((o.key, o.etag) for o in _published(ctx, job_id))
     identity = (
         "published:"
         + hashlib.sha256("\n".join(f"{k} {e}" for k, e in listed).encode("utf-8")).hexdigest()[:32]
@@ -254,7 +285,10 @@ def _published_source(ctx: JobContext, job_id: str, threads: int) -> ManifestSou
         return load(TaskManifest, found[0], f"s3://{dest.bucket}/{key}")
 
     return ManifestSource(
-        identity, len(listed), lambda: bounded_map(read, [k for k, _ in listed], threads)
+        identity,
+        len(listed),
+        lambda: bounded_map(read, [k for k, _ in listed], threads),
+        (lambda: list_published(ctx, job_id) == listed) if confirm else None,
     )
 
 

@@ -407,7 +407,8 @@ class JobContext:
     store: S3Store
     dest: Destination
 
-    # What the records last saw of each job, shared by the contexts derived from this one.
+    # What the records last saw of each job (by job id) and the claims of their
+    # objects (by key), shared by the contexts derived from this one.
     seen: dict[str, tuple[bytes, str]] = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property

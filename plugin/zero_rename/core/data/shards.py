@@ -75,9 +75,16 @@ def write_shard(
     body = encode(items)
     if overwrite:
         put_checked(store, bucket, key, body, content_type="application/gzip")
-    elif create_once(store, bucket, key, body, content_type="application/gzip") is not None:
-        raise ManifestError(f"s3://{bucket}/{key} already holds another shard")
+    else:
+        create_shard(store, bucket, key, body)
     return body_digest(body)
+
+
+def create_shard(store: S3Store, bucket: str, key: str, body: bytes) -> None:
+    """Create a shard from its bytes (:func:`encode`), once; raises ManifestError if
+    the key holds another shard."""
+    if create_once(store, bucket, key, body, content_type="application/gzip") is not None:
+        raise ManifestError(f"s3://{bucket}/{key} already holds another shard")
 
 
 def read_shard(

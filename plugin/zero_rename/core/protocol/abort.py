@@ -170,13 +170,21 @@ def remove_temporary(
     anything) as the full list ``_SUCCESS`` names, and whatever starts with one
     of ``keep`` (the decided plan's header and committed attempts, which a late
     attempt reads to learn whether it counts)."""
+    keys = temporary_keys(ctx, job_id, keep, files)
+    return ctx.store.delete_objects(ctx.bucket, keys) if keys else 0
+
+
+def temporary_keys(
+    ctx: JobContext, job_id: str, keep: Sequence[str] = (), files: bool = True
+) -> list[str]:
+    """The job's objects :func:`remove_temporary` deletes, listed (one request per
+    1,000)."""
     store, dest = ctx.store, ctx.dest
     layout = dest.job(job_id)
     kept = (layout.record_key, *([layout.files_dir] if files else []), *keep)
-    keys = [
+    return [
         o.key for o in store.list_objects(dest.bucket, layout.dir) if not o.key.startswith(kept)
     ]
-    return store.delete_objects(dest.bucket, keys) if keys else 0
 
 
 def decided_plan_keys(ctx: JobContext, record: JobRecord) -> tuple[str, ...]:

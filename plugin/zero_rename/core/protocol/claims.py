@@ -217,6 +217,9 @@ class Claims:
             new = change(table)
             return None if new is None else dump(new)
 
+        # What this process last saw of the claims (its own claim's write, say): the
+        # release after a commit starts from it, without a read.
+        seen = self.ctx.seen
         done = swap(
             self.store,
             self.dest.bucket,
@@ -224,8 +227,10 @@ class Claims:
             apply,
             f"the claims at {self.dest.url}",
             CLAIM_ROUNDS,
-            known=known,
+            known=known if known is not None else seen.get(self.key),
         )
+        if done.data is not None and done.etag:
+            seen[self.key] = (done.data, done.etag)
         table = ClaimTable() if done.data is None else load(ClaimTable, done.data, where)
         return table, done.wrote
 

@@ -31,19 +31,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
 from zero_rename.core.data import manifests as manifest_sources
+from zero_rename.core.data.layout import partition_dir
 from zero_rename.core.data.manifests import ManifestSource
 from zero_rename.core.data.model import (
     CommitPlan,
     CommittedFile,
     JobRecord,
     JobSummary,
-    StageManifest,
     StepTiming,
     SuccessData,
     TableCommit,
@@ -52,27 +52,43 @@ from zero_rename.core.data.model import (
     utcnow,
 )
 from zero_rename.core.data.records import JobContext, JobRecords, step_finished, step_started
-from zero_rename.core.data.success import build_success, succeeds, success_summary
+from zero_rename.core.data.shards import read_shard
+from zero_rename.core.data.success import (
+    build_success,
+    file_shard_key,
+    succeeds,
+    success_summary,
+)
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import (
     abort_uploads,
     decided_plan_keys,
     end_table_uploads,
     finish_rollback,
+    job_uploads,
     remove_temporary,
+    temporary_keys,
 )
 from zero_rename.core.protocol.claims import Claims
+from zero_rename.core.protocol.conflicts import target_dirs
 from zero_rename.core.protocol.formats import publish_table, published_to_table
 from zero_rename.core.protocol.planning import (
+    ManifestsChanged,
     decided_plan,
     plan_digest,
     prepared_for,
     recalling,
 )
-from zero_rename.core.protocol.publish import ProgressCallback, delete_replaced, publish
+from zero_rename.core.protocol.publish import (
+    FILES_LISTED,
+    ProgressCallback,
+    delete_replaced,
+    publish,
+)
 from zero_rename.core.protocol.rollback import roll_back
 from zero_rename.core.protocol.states import Course
 from zero_rename.core.protocol.validate import Expected
+from zero_rename.core.s3.client import UploadInfo
 from zero_rename.core.s3.writes import Version, swap
 from zero_rename.errors import (
     CommitRolledBackError,
@@ -87,9 +103,6 @@ log = logging.getLogger(__name__)
 
 A = TypeVar("A")
 B = TypeVar("B")
-# A stage manifest's header, read (None: the engine saved none).
-StageHeader = StageManifest | None
-
 Progress = ProgressCallback
 
 
@@ -121,7 +134,8 @@ def _commit_job(
     progress: Progress | None,
 ) -> JobSummary:
     started = time.monotonic()
-    record = ctx.records.get(job_id)
+    first = _first_reads(ctx, job_id, manifests is not None)
+    record = first.record
     ctx = ctx.profiled(record.store_profile)
     course = states.COMMIT_STARTS(record.state)
     if course not in (Course.PLAN, Course.PUBLISH):
@@ -129,13 +143,68 @@ def _commit_job(
     _warn_of_a_small_pool(ctx, record)
     plan: CommitPlan | None = None
     if course is Course.PLAN:
-        record, stage = _seal_reading_stage(ctx, record, manifests)
+        record, gathered = _seal_round(ctx, record, manifests, first)
         # None: another commit's plan; it may be completing it now, or have crashed.
-        record, plan = _plan_and_decide(ctx, record, manifests, expected, stage)
+        record, plan = _plan_and_decide(ctx, record, manifests, expected, gathered)
         course = states.COMMIT_GOES_ON(record.state)
         if course is not Course.PUBLISH:  # another commit finished, or rolls back
             return _decided_elsewhere(ctx, record, course)
-    return _publish_decided(ctx, record, plan, progress, started)
+    return _publish_decided(ctx, record, plan, progress, started, first.success)
+
+
+@dataclass(frozen=True)
+class FirstReads:
+    """What a commit reads first, in one round trip beside the job record: what the
+    steps after it would otherwise each wait a round for. Each is None where it
+    could not be read (the step reads it again when it comes to it)."""
+
+    record: JobRecord
+    stage: bytes | None  # the stage manifest's header (None: none, or manifests given)
+    listed: manifest_sources.Listing | None  # the published task manifests, before the seal
+    claims: Version | None  # the claims object, for the claim's swap
+    success: Version | None  # _SUCCESS, for its swap
+
+
+def _first_reads(ctx: JobContext, job_id: str, given: bool) -> FirstReads:
+    """The job record, read beside what its commit will need from S3 next. None of
+    these reads decides anything alone: the stage is checked against the sealed
+    record's digest, a listing taken before the seal is confirmed after it, and the
+    claims and ``_SUCCESS`` are only the versions their swaps start from (If-Match
+    refuses a stale one)."""
+    with ThreadPoolExecutor(4) as pool:
+        stage = pool.submit(manifest_sources.read_stage_bytes, ctx, job_id) if not given else None
+        listed = pool.submit(manifest_sources.list_published, ctx, job_id) if not given else None
+        claims = pool.submit(Claims(ctx).read_version)
+        success = pool.submit(_success_version, ctx)
+        record = ctx.records.get(job_id)
+        return FirstReads(
+            record,
+            _value(stage),
+            _value(listed),
+            _value(claims),
+            _value(success),
+        )
+
+
+def _value(future: Future[A] | None) -> A | None:
+    """A read's value; None where it was not sent or failed (it is sent again later)."""
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001 - an early read; its step reads it again
+        log.debug("an early read failed (%s); it is read again when needed", exc)
+        return None
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What the seal's round trip brought besides the seal: the job's manifests (read
+    beside it, for a small job), and the directories it claimed beside it."""
+
+    source: ManifestSource | None  # None: list and read them now, after the seal
+    claimed: tuple[str, ...] | None  # None: not claimed yet
+    claims: Version | None  # the claims as read first, for a claim made later
 
 
 def _warn_of_a_small_pool(ctx: JobContext, record: JobRecord) -> None:
@@ -157,33 +226,38 @@ def _publish_decided(
     plan: CommitPlan | None,
     progress: Progress | None,
     started: float,
+    success_before: Version | None,
 ) -> JobSummary:
     """Past the point of no return: complete the plan's uploads (``plan`` None: the
     decided plan, read, and journaled progress resumed), publish to the table
-    format, write ``_SUCCESS`` and record the job committed."""
+    format, write ``_SUCCESS`` and record the job committed. ``success_before``:
+    ``_SUCCESS`` as read when the commit started (None: read it now)."""
     fresh = plan is not None  # decided by this call: no journal, no file complete yet
     plan = plan or decided_plan(ctx, record)
     try:
         first_files, last = publish(ctx, record, plan, progress, not fresh, fresh)
     except UploadRefusedError as refused:
         return _refused(ctx, record, refused)
-    # The last shard's file list beside the record's read: a commit of this job held
-    # up here (a paused zombie) while another finished it reports that, and writes
-    # no _SUCCESS over a later job's. _SUCCESS is read beside both, for its swap.
-    (_, decided), previous = _both(
-        lambda: _both(last.file_list, lambda: ctx.records.get(record.job_id)),
-        lambda: _success_version(ctx),
-    )
-    course = states.COMMIT_GOES_ON(decided.state)
-    if course is not Course.PUBLISH:
-        return _decided_elsewhere(ctx, decided, course)
+    if record.options.table_format == "none":
+        # The last file list, then _SUCCESS beside the swap to committed (and the
+        # shard's "done" entry): a commit of this job held up here (a paused zombie)
+        # while another finished it loses the swap and reports that, and its
+        # _SUCCESS, in the commit order of its plan, never takes a later job's place.
+        last.file_list()
+        finished = Finished(
+            first_files, last.done, None, utcnow(), success_before, started, last.journal_keys
+        )
+        return _record_committed(ctx, record, plan, finished)
+    # The last shard's file list, then the record's swap that lets the table commit
+    # start: a commit of this job held up here while another finished it (or a
+    # rollback by hand won the record first) loses that swap and reports it.
+    last.file_list()
     table_started = utcnow()
-    if record.options.table_format != "none":
-        fenced = _fence_publish(ctx, record.job_id, table_started)
-        course = states.COMMIT_GOES_ON(fenced.state)
-        if course is not Course.PUBLISH:  # a rollback by hand won the record first
-            return _decided_elsewhere(ctx, fenced, course)
-        table_started = fenced.steps["publish_table"].started
+    fenced = _fence_publish(ctx, record.job_id, table_started)
+    course = states.COMMIT_GOES_ON(fenced.state)
+    if course is not Course.PUBLISH:
+        return _decided_elsewhere(ctx, fenced, course)
+    table_started = fenced.steps["publish_table"].started
     try:
         table_commit = publish_table(ctx, record, plan)
     except ZeroRenameError as refused:
@@ -192,7 +266,15 @@ def _publish_decided(
         if not is_final(refused) or published_to_table(ctx, record) is not None:
             raise
         return _refused_by_table(ctx, record, refused)
-    finished = Finished(first_files, last.done, table_commit, table_started, previous, started)
+    finished = Finished(
+        first_files,
+        last.done,
+        table_commit,
+        table_started,
+        success_before,
+        started,
+        last.journal_keys,
+    )
     return _record_committed(ctx, record, plan, finished)
 
 
@@ -204,28 +286,41 @@ class Finished:
     file_list_done: Callable[[], object]
     table_commit: TableCommit | None
     table_started: datetime
-    success_before: Version
+    success_before: Version | None
     started: float
+    journal_keys: Sequence[str] = ()
 
 
 def _record_committed(
     ctx: JobContext, record: JobRecord, plan: CommitPlan, done: Finished
 ) -> JobSummary:
-    """Write ``_SUCCESS`` and swap the record to ``committed``; then delete the
-    replaced files and clean up."""
+    """Write ``_SUCCESS`` beside the swap of the record to ``committed``; then delete
+    the replaced files and clean up."""
     store, dest, job_id = ctx.store, ctx.dest, record.job_id
-    # The job's commit time: _SUCCESS's timestamp and the record's commit step's end.
+    # The record's commit step ends now; _SUCCESS stands in the commit order where
+    # the plan does (its resolution under the claim), as every commit of the job's
+    # plan writes it, a late one too.
     committed_at = utcnow()
-    success = build_success(dest, record, plan, done.first_files, store.stats, committed_at)
-    _both(done.file_list_done, lambda: _write_success(ctx, success, done.success_before))
+    success = build_success(dest, record, plan, done.first_files, store.stats, plan.created)
     summary = success_summary(dest, plan, store.stats, time.monotonic() - done.started)
-    committed, _ = ctx.records.advance(
-        job_id,
-        states.PUBLISHED,
-        lambda r: _finished(r, summary, done.table_commit, done.table_started, committed_at),
+    swapped = _all(
+        done.file_list_done,
+        lambda: _write_success(ctx, success, done.success_before),
+        lambda: _leftovers(ctx, record, plan),
+        lambda: ctx.records.advance(
+            job_id,
+            states.PUBLISHED,
+            lambda r: _finished(r, summary, done.table_commit, done.table_started, committed_at),
+        ),
     )
+    committed, moved = swapped[3]
+    if not moved:  # another commit of the job recorded it first
+        return _decided_elsewhere(ctx, committed, Course.REPORT)
     delete_replaced(ctx, committed, plan)
-    _cleanup_after_commit(ctx, record, plan)
+    left: Leftovers | None = swapped[2]
+    if left is not None:
+        left = Leftovers([*left.temporary, *done.journal_keys], left.strays)
+    _cleanup_after_commit(ctx, record, plan, left)
     log.info(
         "committed job %s: %d file(s), %d bytes in %d partition(s) to %s",
         job_id,
@@ -235,6 +330,15 @@ def _record_committed(
         dest.url,
     )
     return summary
+
+
+def _all(*calls: Callable[[], Any]) -> list[Any]:
+    """Independent requests in one round trip: each call on a thread of its own (the
+    last on this one); their values once all are done (the first error raised)."""
+    with ThreadPoolExecutor(len(calls) - 1) as pool:
+        running = [pool.submit(call) for call in calls[:-1]]
+        last = calls[-1]()
+        return [*(r.result() for r in running), last]
 
 
 def _refused(ctx: JobContext, record: JobRecord, refused: UploadRefusedError) -> JobSummary:
@@ -306,24 +410,119 @@ def _already_committed(ctx: JobContext, record: JobRecord) -> JobSummary:
             "holds no summary; it was changed outside zero-rename"
         )
     log.info("job %s is already committed", record.job_id)
+    try:
+        _restore_success(ctx, record)
+    except ZeroRenameError as exc:  # the job is committed whatever happens to its marker
+        log.warning("job %s: could not check its _SUCCESS (%s)", record.job_id, exc)
     delete_replaced(ctx, record)  # a crash may have cut them short
     _cleanup_after_commit(ctx, record)
     return record.summary
 
 
-def _seal_reading_stage(
-    ctx: JobContext, record: JobRecord, manifests: Sequence[TaskManifest] | None
-) -> tuple[JobRecord, StageHeader]:
-    """Seal the job while its stage manifest's header is read (independent requests,
-    one round trip); the header is checked against the record's digest."""
-    if manifests is not None:
-        return _seal(ctx.records, record), None
-    data, sealed = _both(
-        lambda: manifest_sources.read_stage_bytes(ctx, record.job_id),
-        lambda: _seal(ctx.records, record),
+def _restore_success(ctx: JobContext, record: JobRecord) -> None:
+    """Write the committed job's ``_SUCCESS`` where a crash cut it short (it goes
+    beside the swap to ``committed``): unless it is there, or a job later in the
+    commit order wrote its own. One GET when it is there."""
+    current = _success_version(ctx)
+    if current[0] is not None and _success_job(current[0]) == record.job_id:
+        return
+    plan = decided_plan(ctx, record)
+    first = (
+        read_shard(ctx.store, ctx.bucket, file_shard_key(ctx.dest, record.job_id, 0), CommittedFile)
+        if plan.upload_shards
+        else []
     )
-    stage = manifest_sources.stage_from_bytes(ctx, record.job_id, data, record.stage_digest)
-    return sealed, stage
+    success = build_success(
+        ctx.dest, record, plan, first[:FILES_LISTED], ctx.store.stats, plan.created
+    )
+    if succeeds(current[0], success) and _write_success(ctx, success, current):
+        log.info("job %s: wrote the _SUCCESS its commit did not", record.job_id)
+
+
+def _success_job(data: bytes) -> str:
+    try:
+        return SuccessData.model_validate_json(data).job_id
+    except ValueError:
+        return ""
+
+
+def _seal_round(
+    ctx: JobContext,
+    record: JobRecord,
+    manifests: Sequence[TaskManifest] | None,
+    first: FirstReads,
+) -> tuple[JobRecord, Gathered]:
+    """Seal the job, and in the same round trip read a small job's manifests (from
+    the stage, or the listing taken before the seal) and claim its directories when
+    they are known without the manifests (the whole destination when unpartitioned;
+    the manifests' partitions when the engine handed them over)."""
+    dirs = _known_dirs(record, manifests, first)
+    with ThreadPoolExecutor(2) as pool:
+        gathering = pool.submit(_early_source, ctx, record, manifests, first)
+        claiming = (
+            pool.submit(Claims(ctx).acquire, record, dirs, first.claims)
+            if dirs is not None
+            else None
+        )
+        sealed = _seal(ctx.records, record)
+        if claiming is not None:
+            claiming.result()
+        source = gathering.result()
+    if sealed.stage_digest != record.stage_digest:
+        source = None  # a stage saved meanwhile: read what the sealed record names
+    return sealed, Gathered(source, None if dirs is None else tuple(dirs), first.claims)
+
+
+def _known_dirs(
+    record: JobRecord, manifests: Sequence[TaskManifest] | None, first: FirstReads
+) -> list[str] | None:
+    """The directories the job's claim covers, where they are known before its
+    manifests are read: None otherwise, or where its earlier steps prepared a plan
+    (whose claim they took)."""
+    if record.prepared_plan:
+        return None
+    if not record.options.partition_columns:
+        return target_dirs(record, ())
+    if manifests is None:
+        return None
+    try:
+        found = {
+            partition_dir(record.options.partition_columns, u.partition)
+            for m in manifests
+            for u in m.uploads
+        }
+    except ZeroRenameError:
+        return None  # validation names the problem
+    return target_dirs(record, [d.rstrip("/") + "/" for d in found if d])
+
+
+def _early_source(
+    ctx: JobContext,
+    record: JobRecord,
+    manifests: Sequence[TaskManifest] | None,
+    first: FirstReads,
+) -> ManifestSource | None:
+    """The manifests as read beside the seal: given, or a small job's, read now from
+    its stage or from the listing taken before the seal (confirmed after it). None:
+    too many to hold, or not read first; the commit lists and streams them."""
+    if manifests is not None:
+        return ManifestSource.given(manifests)
+    threads = record.options.threads
+    if first.stage is not None:
+        stage = manifest_sources.stage_from_bytes(
+            ctx, record.job_id, first.stage, record.stage_digest
+        )
+        assert stage is not None
+        source = manifest_sources.source_of(ctx, record.job_id, stage, threads)
+    elif first.listed is not None:
+        source = manifest_sources.published_source(
+            ctx, record.job_id, first.listed, threads, confirm=True
+        )
+    else:
+        return None
+    if record.prepared_plan or source.count > manifest_sources.EARLY_MANIFESTS:
+        return source  # a prepared plan needs only their identity; too many to hold
+    return source.read_now()
 
 
 def _both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
@@ -353,29 +552,25 @@ def manifest_source(
     return manifest_sources.source(ctx, record.job_id, record.options.threads, record.stage_digest)
 
 
-def _source(
-    ctx: JobContext,
-    record: JobRecord,
-    manifests: Sequence[TaskManifest] | None,
-    stage: StageHeader,
-) -> ManifestSource:
-    """As :func:`manifest_source`, the stage's header read already (beside the seal)."""
-    if manifests is not None:
-        return ManifestSource.given(manifests)
-    return manifest_sources.source_of(ctx, record.job_id, stage, record.options.threads)
-
-
 def _plan(
     ctx: JobContext,
     record: JobRecord,
     manifests: Sequence[TaskManifest] | None,
     expected: Expected,
-    stage: StageHeader,
+    gathered: Gathered,
 ) -> tuple[CommitPlan, str]:
     """A resolved plan for the job: the one its earlier steps prepared if it still
     fits (its uploads checked again, by listing, to be pending), else a new one."""
-    source = _source(ctx, record, manifests, stage)
-    plan, key = prepared_for(ctx, record, source, expected, resolve=True)
+    source = gathered.source or manifest_source(ctx, record, manifests)
+    claimed = gathered.claimed
+    try:
+        plan, key = prepared_for(ctx, record, source, expected, True, gathered.claims, claimed)
+    except ManifestsChanged:
+        # A task commit published its manifest after the listing taken before the
+        # seal (and before the seal: it counts). List again, the job sealed now.
+        log.info("job %s: task manifests published before the seal; listing again", record.job_id)
+        source = manifest_source(ctx, record, manifests)
+        plan, key = prepared_for(ctx, record, source, expected, True, None, claimed)
     if plan.manifests_id == source.identity and record.prepared_plan:
         log.info("job %s: taking the plan its earlier steps prepared", record.job_id)
     return plan, key
@@ -386,13 +581,13 @@ def _plan_and_decide(
     record: JobRecord,
     manifests: Sequence[TaskManifest] | None,
     expected: Expected,
-    stage: StageHeader,
+    gathered: Gathered,
 ) -> tuple[JobRecord, CommitPlan | None]:
     """Plan and pass the point of no return; the record, and the plan where it is
     ours (None: another commit decided first)."""
     records = ctx.records
     try:
-        plan, key = _plan(ctx, record, manifests, expected, stage)
+        plan, key = _plan(ctx, record, manifests, expected, gathered)
     except ZeroRenameError as exc:
         # A decision racing this plan makes the uploads vanish under it: an abort
         # aborts them, another commit of the job completes them (and removes this
@@ -466,7 +661,7 @@ def _success_version(ctx: JobContext) -> Version:
     return found if found is not None else (None, None)
 
 
-def _write_success(ctx: JobContext, success: SuccessData, known: Version) -> bool:
+def _write_success(ctx: JobContext, success: SuccessData, known: Version | None) -> bool:
     """Write ``_SUCCESS`` by compare-and-swap from ``known``, unless a job later in
     the destination's commit order (its commit time, which its record keeps)
     wrote it meanwhile: two jobs committing side by side (other partitions, or
@@ -507,26 +702,64 @@ def _finished(
     return {"summary": summary, "steps": steps, "table_commit": table}
 
 
+@dataclass(frozen=True)
+class Leftovers:
+    """What a commit leaves to clean once its record says committed, listed beside
+    the swap that says so: the job's temporary objects, and its stray uploads
+    (losing attempts'; past the decision no upload of the job is pending but these)."""
+
+    temporary: list[str]
+    strays: list[UploadInfo]
+
+
+def _leftovers(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Leftovers | None:
+    """The job's leftovers, listed (None: the listing failed, and the cleanup lists
+    again). Every temporary object exists by now but the journal's last entry,
+    written beside this listing, which the commit names itself."""
+    keep = tuple(k for k in (record.plan_key, plan.shards_prefix + "attempts-") if k)
+    try:
+        temporary, strays = _both(
+            lambda: temporary_keys(ctx, record.job_id, keep),
+            lambda: job_uploads(ctx, record.job_id, record.file_columns),
+        )
+    except ZeroRenameError as exc:
+        log.info(
+            "job %s: listing what to clean failed (%s); cleanup lists again", record.job_id, exc
+        )
+        return None
+    return Leftovers(temporary, strays)
+
+
 def _cleanup_after_commit(
-    ctx: JobContext, record: JobRecord, plan: CommitPlan | None = None
+    ctx: JobContext,
+    record: JobRecord,
+    plan: CommitPlan | None = None,
+    left: Leftovers | None = None,
 ) -> None:
     """Release the claim, abort stray uploads (losing attempts) and remove temporary
     objects, side by side (independent objects), best effort: the job is committed
-    whatever happens here; the cleanup step can run it again."""
+    whatever happens here; the cleanup step can run it again. ``left``: what the
+    commit listed beside its swap to committed, so that all of it goes in one round
+    trip (the sweep's listing again only where it found strays)."""
     try:
         keep = (
             (record.plan_key, plan.shards_prefix + "attempts-")
             if plan is not None and record.plan_key
             else decided_plan_keys(ctx, record)
         )
-        parts: list[Callable[[], object]] = [
-            lambda: Claims(ctx).release(record.job_id),
-            lambda: abort_uploads(ctx, record.job_id, record.options.threads, record.file_columns),
-            lambda: remove_temporary(ctx, record.job_id, keep),
-        ]
+        threads = record.options.threads
+        sweep = lambda: abort_uploads(ctx, record.job_id, threads, record.file_columns)  # noqa: E731
+        parts: list[Callable[[], object]] = [lambda: Claims(ctx).release(record.job_id)]
+        if left is None:
+            parts += [sweep, lambda: remove_temporary(ctx, record.job_id, keep)]
+        else:
+            if left.strays:
+                parts.append(sweep)
+            if left.temporary:
+                keys = sorted(set(left.temporary))
+                parts.append(lambda: ctx.store.delete_objects(ctx.bucket, keys))
         if record.options.table_format != "none":
             # What the table commit's writes left pending (a lost answer's leftover).
-            threads = record.options.threads
             parts.append(lambda: end_table_uploads(ctx, record.options.table_format, threads))
         with ThreadPoolExecutor(len(parts)) as pool:
             for future in [pool.submit(part) for part in parts]:

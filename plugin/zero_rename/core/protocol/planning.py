@@ -25,10 +25,10 @@ import logging
 import uuid
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from contextvars import ContextVar, copy_context
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,14 +42,16 @@ from zero_rename.core.data.model import (
     ReplacedObject,
     dump,
     load,
+    utcnow,
 )
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.data.shards import (
     body_digest,
     check_digest,
+    create_shard,
+    encode,
     read_shard,
     shard_key,
-    write_shard,
 )
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.claims import Claims
@@ -89,13 +91,25 @@ class _Shards:
             self.flush()
 
     def flush(self) -> None:
-        if self.buffer:
-            key = shard_key(self.prefix, self.name, self.written)
-            self.digests.append(write_shard(self.store, self.bucket, key, self.buffer))
-            if self.name == "uploads":
-                _remember(self.bucket, key, self.digests[-1], tuple(self.buffer))
-            self.written += 1
-            self.buffer = []
+        self.flush_later()()
+
+    def flush_later(self) -> Callable[[], None]:
+        """The buffered shard's bytes and digest now (for a header written beside
+        it); its write, to send."""
+        if not self.buffer:
+            return _no_write
+        key = shard_key(self.prefix, self.name, self.written)
+        body = encode(self.buffer)
+        self.digests.append(body_digest(body))
+        if self.name == "uploads":
+            _remember(self.bucket, key, self.digests[-1], tuple(self.buffer))
+        self.written += 1
+        self.buffer = []
+        return lambda: create_shard(self.store, self.bucket, key, body)
+
+
+def _no_write() -> None:
+    """Nothing buffered: no shard to write."""
 
 
 def shard_digest(plan: CommitPlan, name: str, number: int) -> str:
@@ -163,47 +177,119 @@ def planned_uploads(ctx: JobContext, plan: CommitPlan) -> Iterator[PendingUpload
         yield from uploads
 
 
+class ManifestsChanged(Exception):
+    """The task manifests listed before the job was sealed are not all it has: a
+    listing after the seal found others (the commit plans again from that one)."""
+
+
 def prepare(
     ctx: JobContext,
     record: JobRecord,
     manifests: ManifestSource,
     expected: Expected = None,
     resolve: bool = True,
+    claims: Version | None = None,
+    claimed: Sequence[str] | None = None,
 ) -> tuple[CommitPlan, str]:
     """Validate the manifests and write the plan; with ``resolve``, also claim the
-    target partitions and resolve conflicts. Changes nothing visible.
+    target partitions and resolve conflicts. Changes nothing visible. ``claims``:
+    the claims object as read a moment ago, to swap from; ``claimed``: the
+    directories the job holds its claim on already, so their files are listed
+    while the manifests stream (the claim stands: nothing excluding the job changes
+    them).
 
     Raises:
         ValidationError, ConflictError (PartitionClaimConflict): nothing visible changed.
+        ManifestsChanged: a listing taken before the seal missed task manifests.
     """
     dest = ctx.dest
     plan_id = uuid.uuid4().hex
     prefix = dest.job(record.job_id).plan_dir(plan_id)
+    replaced = _Shards(ctx.store, dest.bucket, prefix, "replaced")
+    held = list(claimed) if resolve and claimed is not None else None
+
+    def built(
+        validator: Validator, uploads: _Shards, attempts: Attempts, stats: _Totals
+    ) -> CommitPlan:
+        return CommitPlan(
+            job_id=record.job_id,
+            plan_id=plan_id,
+            manifests_id=manifests.identity,
+            shards_prefix=prefix,
+            files=uploads.count,
+            bytes=stats.bytes,
+            rows=stats.rows,
+            tasks=len(validator.tasks),
+            upload_shards=uploads.written,
+            attempt_starts=attempts[0],
+            partitions=tuple(d.rstrip("/") for d in sorted(validator.dirs) if d),
+            task_stats=stats.requests.snapshot(),
+            shard_digests={"uploads": tuple(uploads.digests), "attempts": attempts[1]},
+            table_schema=validator.table_schema,
+        )
+
+    def header(
+        validator: Validator, uploads: _Shards, attempts: Attempts, stats: _Totals
+    ) -> CommitPlan | None:
+        # Under a claim held already, and a conflict mode that replaces nothing (its
+        # listing refuses, or there is none), the plan is whole before its shards
+        # are written: its header goes beside them. A refusal leaves it undecided.
+        if held is None or record.options.conflict_mode == "replace":
+            return None
+        plan = built(validator, uploads, attempts, stats)
+        if held != target_dirs(record, [p + "/" for p in plan.partitions]):
+            return None
+        return _resolved(plan, plan_id, held, replaced)
+
     with ThreadPoolExecutor(1) as pool:
-        # The claims, read while the manifests are: the claim's swap starts from them.
-        claims = pool.submit(Claims(ctx).read_version) if resolve else None
-        validator, uploads, attempts, stats = _stream(ctx, record, manifests, prefix, expected)
-        seen_claims = claims.result() if claims is not None else None
-    starts, attempt_digests = attempts
-    plan = CommitPlan(
-        job_id=record.job_id,
-        plan_id=plan_id,
-        manifests_id=manifests.identity,
-        shards_prefix=prefix,
-        files=uploads.count,
-        bytes=stats.bytes,
-        rows=stats.rows,
-        tasks=len(validator.tasks),
-        upload_shards=uploads.written,
-        attempt_starts=starts,
-        partitions=tuple(d.rstrip("/") for d in sorted(validator.dirs) if d),
-        task_stats=stats.requests.snapshot(),
-        shard_digests={"uploads": tuple(uploads.digests), "attempts": attempt_digests},
-        table_schema=validator.table_schema,
-    )
-    if resolve:
-        plan = resolve_plan(ctx, record, plan, claims=seen_claims)
+        # The claim held: the conflicting files, listed while the manifests stream.
+        # Else the claims, read while the manifests are: the claim's swap starts from them.
+        listing = (
+            pool.submit(resolve_conflicts, ctx, record, held, replaced.add)
+            if held is not None
+            else None
+        )
+        reading = (
+            pool.submit(Claims(ctx).read_version)
+            if resolve and held is None and claims is None
+            else None
+        )
+        validator, uploads, attempts, stats, saved = _stream(
+            ctx, record, manifests, prefix, expected, header
+        )
+        if listing is not None:
+            listing.result()
+        if reading is not None:
+            claims = reading.result()
+    if saved is not None:
+        return saved
+    plan = built(validator, uploads, attempts, stats)
+    if held is not None and held == target_dirs(record, [p + "/" for p in plan.partitions]):
+        replaced.flush()
+        plan = _resolved(plan, plan_id, held, replaced)
+    elif resolve:
+        plan = resolve_plan(ctx, record, plan, claims=claims if held is None else None)
     return plan, save_plan(ctx, plan)
+
+
+def _resolved(
+    plan: CommitPlan, plan_id: str, claimed: Sequence[str], replaced: _Shards
+) -> CommitPlan:
+    """The plan, resolved under the claim on ``claimed`` into ``replaced``; its
+    ``created`` (its place in the destination's commit order, :mod:`success`) is
+    now, after the claim."""
+    return plan.model_copy(
+        update={
+            "plan_id": plan_id,
+            "created": utcnow(),
+            "claimed": tuple(claimed),
+            "resolved": True,
+            "replaced_files": replaced.count,
+            "replaced_shards": replaced.written,
+            "shard_digests": {**plan.shard_digests, "replaced": tuple(replaced.digests)},
+            "version": 3,
+        }
+    )
 
 
 @dataclass
@@ -213,16 +299,23 @@ class _Totals:
     requests: RequestStats = field(default_factory=RequestStats)
 
 
+# The first attempt id and the digest of each attempts shard.
+Attempts = tuple[tuple[str, ...], tuple[str, ...]]
+Header = Callable[[Validator, "_Shards", Attempts, _Totals], CommitPlan | None]
+
+
 def _stream(
     ctx: JobContext,
     record: JobRecord,
     manifests: ManifestSource,
     prefix: str,
     expected: Expected,
-) -> tuple[Validator, _Shards, tuple[tuple[str, ...], tuple[str, ...]], _Totals]:
+    header: Header,
+) -> tuple[Validator, _Shards, Attempts, _Totals, tuple[CommitPlan, str] | None]:
     """One pass over the manifests: validate each, shard its uploads; then the checks
-    across the job. Returns the validator, the upload shards, the first attempt id
-    and the digest of each attempts shard, and the totals."""
+    across the job. Returns the validator, the upload shards, the attempts shards'
+    starts and digests, the totals, and the plan with its key where ``header`` gave
+    a whole one, which is saved beside the last shards."""
     store, dest = ctx.store, ctx.dest
     if expected is None:
         expected = record.expected_tasks
@@ -238,12 +331,22 @@ def _stream(
             totals.rows += upload.rows or 0
         attempt_ids.append(manifest.task_attempt_id)
         totals.requests.merge_snapshot(manifest.stats)
-    # The last shards and the listing of pending uploads: independent, side by side.
+    # The last shards, the listing of pending uploads and, where it is whole, the
+    # plan's header: independent, side by side (the header names the shards by the
+    # digests of their bytes, known before they are sent).
     verify = not validator.problem_count and record.options.verify_uploads
-    with ThreadPoolExecutor(3) as pool:
-        # In this context: the shard it writes is remembered for the commit's reading.
-        flushed = pool.submit(copy_context().run, uploads.flush)
-        attempts = pool.submit(_write_attempts, ctx, prefix, attempt_ids)
+    last_uploads = uploads.flush_later()
+    starts, attempt_digests, attempt_bodies = _attempt_shards(prefix, attempt_ids)
+    plan = header(validator, uploads, (starts, attempt_digests), totals)
+    writes: list[Callable[[], object]] = [
+        last_uploads,
+        *(lambda k=k, b=b: create_shard(store, dest.bucket, k, b) for k, b in attempt_bodies),
+    ]
+    if plan is not None:
+        writes.append(lambda: save_plan(ctx, plan))
+    with ThreadPoolExecutor(2 + len(writes)) as pool:
+        # First the listing of pending uploads, whose request costs the client the
+        # most work before it goes out, so that it leaves with the others.
         listed = (
             pool.submit(
                 pending_digests,
@@ -256,9 +359,13 @@ def _stream(
             if verify
             else None
         )
-        flushed.result()
-        starts = attempts.result()
+        # A listing taken before the seal, confirmed now that the job is sealed.
+        confirmed = pool.submit(manifests.confirm) if manifests.confirm is not None else None
+        written_now = [pool.submit(write) for write in writes]
+        results = [w.result() for w in written_now]
         pending = listed.result() if listed is not None else None
+        if confirmed is not None and not confirmed.result():
+            raise ManifestsChanged(record.job_id)
     written = _ShardedUploads(ctx, prefix, uploads.written)
     validator.finish(written)
     if pending is not None and not validator.problem_count:
@@ -271,7 +378,8 @@ def _stream(
         validator.files,
         uploads.written,
     )
-    return validator, uploads, starts, totals
+    saved = (plan, str(results[-1])) if plan is not None else None
+    return validator, uploads, (starts, attempt_digests), totals, saved
 
 
 class _ShardedUploads:
@@ -292,25 +400,20 @@ class _ShardedUploads:
             )
 
 
-def _write_attempts(
-    ctx: JobContext, prefix: str, attempt_ids: list[str]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The attempts shards; returns the first attempt id and the digest of each."""
-    store, dest = ctx.store, ctx.dest
+def _attempt_shards(
+    prefix: str, attempt_ids: list[str]
+) -> tuple[tuple[str, ...], tuple[str, ...], list[tuple[str, bytes]]]:
+    """The attempts shards: the first attempt id and the digest of each, and each
+    one's key and bytes, to write."""
     ordered = sorted(attempt_ids)
-    starts, digests = [], []
+    starts, digests, bodies = [], [], []
     for number, start in enumerate(range(0, len(ordered), shards.SHARD_SIZE)):
         chunk = ordered[start : start + shards.SHARD_SIZE]
-        digests.append(
-            write_shard(
-                store,
-                dest.bucket,
-                shard_key(prefix, "attempts", number),
-                [AttemptId(id=a) for a in chunk],
-            )
-        )
+        body = encode([AttemptId(id=a) for a in chunk])
+        digests.append(body_digest(body))
+        bodies.append((shard_key(prefix, "attempts", number), body))
         starts.append(chunk[0])
-    return tuple(starts), tuple(digests)
+    return tuple(starts), tuple(digests), bodies
 
 
 def resolve_plan(
@@ -334,17 +437,7 @@ def resolve_plan(
     replaced = _Shards(store, dest.bucket, dest.job(record.job_id).plan_dir(plan_id), "replaced")
     resolve_conflicts(ctx, record, dirs, replaced.add)
     replaced.flush()
-    return plan.model_copy(
-        update={
-            "plan_id": plan_id,
-            "claimed": tuple(dirs),
-            "resolved": True,
-            "replaced_files": replaced.count,
-            "replaced_shards": replaced.written,
-            "shard_digests": {**plan.shard_digests, "replaced": tuple(replaced.digests)},
-            "version": 3,
-        }
-    )
+    return _resolved(plan, plan_id, dirs, replaced)
 
 
 def save_plan(ctx: JobContext, plan: CommitPlan) -> str:
@@ -433,10 +526,13 @@ def prepared_for(
     source: ManifestSource,
     expected: Expected,
     resolve: bool,
+    claims: Version | None = None,
+    claimed: Sequence[str] | None = None,
 ) -> tuple[CommitPlan, str]:
     """The plan for these manifests, prepared once across the steps that need it: the
     job's prepared plan where it was made from the same manifests (resolved now if
-    ``resolve`` and not yet, or its claim no longer stands), else a new one.
+    ``resolve`` and not yet, or its claim no longer stands), else a new one
+    (``claims``, ``claimed``: as :func:`prepare` takes them).
 
     Whichever it is, its uploads are confirmed pending: a new plan's as it is made,
     a reused one's by listing again, after any claim, so that no step's plan
@@ -444,10 +540,12 @@ def prepared_for(
     """
     key = record.prepared_plan
     if not key:
-        return prepare(ctx, record, source, expected, resolve)
+        return prepare(ctx, record, source, expected, resolve, claims, claimed)
+    if source.confirm is not None and not source.confirm():
+        raise ManifestsChanged(record.job_id)
     plan = load_plan(ctx, record.job_id, key, record.prepared_plan_digest)
     if plan.manifests_id != source.identity:
-        return prepare(ctx, record, source, expected, resolve)
+        return prepare(ctx, record, source, expected, resolve, claims, claimed)
     if resolve and (not plan.resolved or not Claims(ctx).holds(record.job_id, plan.claimed)):
         plan = resolve_plan(ctx, record, plan, recheck=False)
         key = save_plan(ctx, plan)

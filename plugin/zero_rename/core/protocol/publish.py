@@ -144,7 +144,7 @@ def _publish_shard(
     def file_list() -> None:
         write_shard(store, dest.bucket, key, files, overwrite=True)
 
-    return files, LastShard(file_list, lambda: journal.shard_done(number))
+    return files, LastShard(file_list, lambda: journal.shard_done(number), journal.written)
 
 
 def _nothing() -> None:
@@ -158,6 +158,8 @@ class LastShard:
 
     file_list: Callable[[], None]
     done: Callable[[], None]
+    # The journal entries this commit wrote (once ``done`` is), for its cleanup.
+    journal_keys: Sequence[str] = ()
 
 
 def _complete(

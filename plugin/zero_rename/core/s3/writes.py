@@ -167,10 +167,13 @@ def swap(
 
 
 def _swapped(store: S3Store, bucket: str, key: str, body: bytes, etag: str | None) -> str | None:
-    """One conditional write: the new ETag ("" where unknown), or None for a lost round."""
-    if etag is None:
-        return "" if create_once(store, bucket, key, body) is None else None
+    """One conditional write: the new ETag ("" where unknown), or None for a lost round.
+    Where there is no object yet, a create (If-None-Match): one that meets an object
+    (another process's, or this one's own whose answer was lost) loses the round,
+    and the next round reads what is there."""
     try:
+        if etag is None:
+            return store.put_object(bucket, key, body, if_none_match=True) or ""
         return store.put_object(bucket, key, body, if_match=etag)
     except (PreconditionFailed, ConditionalConflict):
         return None
