@@ -85,6 +85,8 @@ CREDENTIALS_HELP = (
     "the instance's or container's role; an Airflow connection gives its own"
 )
 _MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
+# A Server header kept at most this long: it is the store's, whatever it holds.
+SERVER_CHARS = 200
 # Where boto3 finds an S3 endpoint in the environment; the first set wins.
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 # botocore's own check of a region name (botocore.utils.validate_region_name).
@@ -121,6 +123,8 @@ class StoreConfig:
     profile: str = AUTO
     request_path: str = AUTO
     complete_processes: int = 0
+    # Seconds a probed store profile is kept beside a destination (0: not kept).
+    profile_max_age: float = 86400.0
 
     def __post_init__(self) -> None:
         for name in ("max_pool_connections", "max_attempts", "complete_processes"):
@@ -134,6 +138,11 @@ class StoreConfig:
             raise ConfigError(
                 f"StoreConfig.request_path must be auto, light or botocore, "
                 f"got {self.request_path!r}"
+            )
+        age = self.profile_max_age
+        if isinstance(age, bool) or not isinstance(age, (int, float)) or not 0 <= age < 1e9:
+            raise ConfigError(
+                f"StoreConfig.profile_max_age must be a number of seconds >= 0, got {age!r}"
             )
         for name in ("connect_timeout", "read_timeout"):
             value = getattr(self, name)
@@ -395,6 +404,9 @@ class S3Store:
         self.stats = stats if stats is not None else RequestStats()
         self.profile = profile
         self.config = config
+        # The store's Server header as its last answer gave it ("" until one
+        # came): part of the store's identity in the profile record.
+        self.server = ""
 
     @classmethod
     def connect(cls, config: StoreConfig | None = None) -> S3Store:
@@ -420,6 +432,10 @@ class S3Store:
         return str(self.client.meta.endpoint_url)
 
     @property
+    def region(self) -> str:
+        return str(self.client.meta.region_name or "")
+
+    @property
     def pool_size(self) -> int:
         return int(self.client.meta.config.max_pool_connections)
 
@@ -430,10 +446,19 @@ class S3Store:
             response = method(**kwargs)
         except (ClientError, BotoCoreError) as exc:
             self.stats.record(op, time.perf_counter_ns() - start, nbytes, failed=True)
+            if isinstance(exc, ClientError):
+                self._note_server(exc.response)
             raise translate(exc, op, where) from exc
+        self._note_server(response)
         retries = int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
         self.stats.record(op, time.perf_counter_ns() - start, nbytes, retries)
         return response
+
+    def _note_server(self, response: Mapping[str, Any]) -> None:
+        headers = response.get("ResponseMetadata", {}).get("HTTPHeaders") or {}
+        server = headers.get("server")
+        if isinstance(server, str):
+            self.server = server[:SERVER_CHARS]
 
     # -- buckets -----------------------------------------------------------
     def check_bucket(self, bucket: str) -> None:
@@ -719,10 +744,14 @@ class S3Store:
                 ) from exc
             raise
 
-    def get_object(self, bucket: str, key: str) -> tuple[bytes, str] | None:
-        """The body and ETag of an object, or None if there is none."""
+    def get_object(
+        self, bucket: str, key: str, *, first_bytes: int | None = None
+    ) -> tuple[bytes, str] | None:
+        """The body and ETag of an object, or None if there is none; with
+        ``first_bytes``, at most that many bytes of its body (a ranged GET)."""
+        ranged = {"Range": f"bytes=0-{first_bytes - 1}"} if first_bytes else {}
         try:
-            response = self._call("GetObject", _url(bucket, key), Bucket=bucket, Key=key)
+            response = self._call("GetObject", _url(bucket, key), Bucket=bucket, Key=key, **ranged)
         except StoreError as exc:
             if exc.code in _MISSING_KEY_CODES:
                 return None
