@@ -15,11 +15,9 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import botocore.session
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -47,6 +45,9 @@ from zero_rename.errors import (
     StoreError,
     ZeroRenameError,
 )
+
+if TYPE_CHECKING:
+    from botocore.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +248,8 @@ def client_config(config: StoreConfig, s3: Mapping[str, Any] | None = None) -> C
             config.path_style if config.path_style is not None else bool(config.endpoint_url)
         )
         s3 = {"addressing_style": "path" if path_style else "auto"}
+    from botocore.config import Config
+
     return Config(
         max_pool_connections=config.max_pool_connections,
         # Standard mode retries 5xx, throttling (SlowDown) and timeouts with
@@ -306,6 +309,10 @@ def botocore_session() -> Any:
     """A new botocore session (credentials are resolved afresh) sharing one
     loader, so the service models are parsed once a process, not per client."""
     global _LOADER
+    # Imported here: botocore's session brings its client machinery, which a
+    # process on the light path (zero_rename.core.s3.light) never needs.
+    import botocore.session
+
     session = botocore.session.Session()
     with _LOADER_LOCK:
         if _LOADER is None:
@@ -409,11 +416,24 @@ class S3Store:
         self.server = ""
 
     @classmethod
-    def connect(cls, config: StoreConfig | None = None) -> S3Store:
+    def connect(cls, config: StoreConfig | None = None, *, light: bool = False) -> S3Store:
         """A store over a new client for ``config``, behaving as its ``profile``
-        names (a declared family; ``auto``: as a job's record or a probe says)."""
+        names (a declared family; ``auto``: as a job's record or a probe says).
+        ``light``: over a :class:`~zero_rename.core.s3.light.LightClient` where it
+        sends as botocore would, for a short-lived process's few requests."""
         config = config or StoreConfig()
-        return cls(make_client(config), profile=declared_profile(config.profile), config=config)
+        profile = declared_profile(config.profile)
+        if light:
+            from zero_rename.core.s3.light import LightClient, light_client_unsupported
+
+            why = light_client_unsupported(config)
+            if why is None:
+                try:
+                    return cls(LightClient(config), profile=profile, config=config)
+                except _NO_CREDENTIALS as exc:
+                    raise no_credentials(exc, "") from None
+            log.info("requests through botocore's client: %s", why)
+        return cls(make_client(config), profile=profile, config=config)
 
     def scoped(self, stats: RequestStats | None = None) -> S3Store:
         """The same connection pool, counting into other statistics (a task's, a job's)."""
@@ -662,6 +682,8 @@ class S3Store:
             not page.get("IsTruncated")
             or page.get("NextKeyMarker")
             or not page.get("NextUploadIdMarker")
+            # The light client lists page by page: it presigns nothing.
+            or not hasattr(self.client, "generate_presigned_url")
         ):
             return False
         unsupported = streaming_unsupported(self.client)

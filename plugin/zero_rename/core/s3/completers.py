@@ -286,7 +286,7 @@ class LightCompleter:
             self.stats.record(OPERATION, time.perf_counter_ns() - start, failed=True)
             return refused
         path = f"{self.base_path}/{quote(key, safe='/~')}?uploadId={quote(upload_id, safe='~')}"
-        body = _request_body(parts)
+        body = request_body(parts)
         attempt = 1
         while True:
             _run_hooks(hooks, "send", key, context)
@@ -358,7 +358,7 @@ def bucket_base_url(client: Any, bucket: str) -> str:
     return base
 
 
-def _request_body(parts: Parts) -> bytes:
+def request_body(parts: Parts) -> bytes:
     xml = "".join(
         f"<Part><PartNumber>{int(n)}</PartNumber><ETag>{escape(e)}</ETag></Part>" for n, e in parts
     )
@@ -382,11 +382,17 @@ def _judge(status: int, data: bytes) -> tuple[Outcome, float | None]:
     failure = CompleteFailure(
         code or str(status), status, message or data[:200].decode("utf-8", "replace")
     )
+    return Outcome(None, failure), retry_scale(status, code)
+
+
+def retry_scale(status: int, code: str) -> float | None:
+    """The backoff scale of an S3 error answer botocore's standard mode retries,
+    else None."""
     if code in _THROTTLING_CODES or status in _THROTTLING_STATUS:
-        return Outcome(None, failure), _THROTTLING_SCALE
+        return _THROTTLING_SCALE
     if code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS:
-        return Outcome(None, failure), _TRANSIENT_SCALE
-    return Outcome(None, failure), None
+        return _TRANSIENT_SCALE
+    return None
 
 
 def _parse(data: bytes) -> ET.Element | None:
