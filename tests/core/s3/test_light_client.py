@@ -63,8 +63,9 @@ def test_the_light_client_answers_as_botocore_does(proxy: S3Proxy, bucket: str) 
     )
     assert light.get_object(bucket, "d/missing") is None
     assert light.head_object(bucket, "d/missing") is None
-    head, full_head = light.head_object(bucket, "d/a b+c%/x.json"), full.head_object(
-        bucket, "d/a b+c%/x.json"
+    head, full_head = (
+        light.head_object(bucket, "d/a b+c%/x.json"),
+        full.head_object(bucket, "d/a b+c%/x.json"),
     )
     assert head is not None and full_head is not None
     assert (head.key, head.size, head.etag) == (full_head.key, full_head.size, full_head.etag)

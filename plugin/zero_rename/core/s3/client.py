@@ -771,7 +771,7 @@ class S3Store:
     ) -> tuple[bytes, str] | None:
         """The body and ETag of an object, or None if there is none; with
         ``first_bytes``, at most that many bytes of its body (a ranged GET)."""
-        ranged = {"Range": f"bytes=0-{first_bytes - 1}"} if first_bytes else {}
+        ranged: dict[str, Any] = {"Range": f"bytes=0-{first_bytes - 1}"} if first_bytes else {}
         try:
             response = self._call("GetObject", _url(bucket, key), Bucket=bucket, Key=key, **ranged)
         except StoreError as exc:

@@ -332,7 +332,9 @@ def _fields(**names: str) -> Parse:
     return parse
 
 
-def _etag_header(status: int, headers: Mapping[str, str], root: ET.Element | None) -> dict[str, Any]:
+def _etag_header(
+    status: int, headers: Mapping[str, str], root: ET.Element | None
+) -> dict[str, Any]:
     return {"ETag": headers.get("etag", "")}
 
 

@@ -17,9 +17,9 @@ import functools
 import logging
 import threading
 import uuid
-from datetime import UTC, datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError

@@ -132,25 +132,12 @@ def judge(
 ) -> tuple[str, ProfileRecord | None]:
     """The record ``body`` holds if it describes this store now, else why not
     ("stale" for one that is only too old)."""
-    if len(body) >= MAX_RECORD_BYTES:
-        return "it is too large to be one", None
-    try:
-        data: Any = json.loads(body)
-        if not isinstance(data, dict) or data.get("kind") != RECORD_KIND:
-            return "it is not a store profile record", None
-        record = ProfileRecord.model_validate(data)
-    except (ValueError, RecursionError, ValidationError):  # UnicodeDecodeError is a ValueError
-        return "it is not a valid store profile record", None
-    if record.version != RECORD_VERSION:
-        return f"its format version is not {RECORD_VERSION}", None
-    if record.probe_version != probe_version:
-        return "an earlier or later probe wrote it", None
-    if record.destination != site.url:
-        return "it was written for another destination", None
-    if record.store != identity(store):
-        return "it describes another store (endpoint, region or server)", None
-    if record.profile.name != AUTO or record.profile.problems():
-        return "its profile is not a probed one this committer runs on", None
+    why, record = _parse(body)
+    if record is None:
+        return why, None
+    why = _mismatch(record, store, site, probe_version)
+    if why:
+        return why, None
     probed = record.probed if record.probed.tzinfo else record.probed.replace(tzinfo=UTC)
     if probed > now + _CLOCK_SKEW:
         return "it says it was probed in the future", None
@@ -158,6 +145,33 @@ def judge(
     if now - probed > kept:
         return "stale", None
     return "", record
+
+
+def _parse(body: bytes) -> tuple[str, ProfileRecord | None]:
+    if len(body) >= MAX_RECORD_BYTES:
+        return "it is too large to be one", None
+    try:
+        data: Any = json.loads(body)
+        if not isinstance(data, dict) or data.get("kind") != RECORD_KIND:
+            return "it is not a store profile record", None
+        return "", ProfileRecord.model_validate(data)
+    except (ValueError, RecursionError, ValidationError):  # UnicodeDecodeError is a ValueError
+        return "it is not a valid store profile record", None
+
+
+def _mismatch(record: ProfileRecord, store: S3Store, site: RecordSite, probe_version: int) -> str:
+    """Why the record is not this destination's, store's and probe's; "" if it is."""
+    if record.version != RECORD_VERSION:
+        return f"its format version is not {RECORD_VERSION}"
+    if record.probe_version != probe_version:
+        return "an earlier or later probe wrote it"
+    if record.destination != site.url:
+        return "it was written for another destination"
+    if record.store != identity(store):
+        return "it describes another store (endpoint, region or server)"
+    if record.profile.name != AUTO or record.profile.problems():
+        return "its profile is not a probed one this committer runs on"
+    return ""
 
 
 def write_record(
