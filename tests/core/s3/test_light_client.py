@@ -1,16 +1,14 @@
-"""The light client of the driver-side steps: the same answers as botocore's client,
-a whole job through it, and a fresh process that never loads botocore's client."""
+"""The light client of the driver-side steps: the same answers as botocore's client.
+(A whole job through it, in fresh processes that never load botocore's client:
+tests/spark/test_driver_imports.py.)"""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.s3proxy import S3Proxy
-from zero_rename.core.committer import Committer
 from zero_rename.core.s3.client import S3Store, StoreConfig
 from zero_rename.core.s3.light import LightClient, light_client_unsupported
 from zero_rename.errors import PreconditionFailed
@@ -80,39 +78,3 @@ def test_the_light_client_answers_as_botocore_does(proxy: S3Proxy, bucket: str) 
     assert not list(light.list_objects(bucket, "d/"))
     light.check_bucket(bucket)
     assert light.server == full.server
-
-
-_DRIVER = """
-import sys
-from zero_rename.core.committer import Committer
-from zero_rename.core.s3.client import S3Store, StoreConfig
-config = StoreConfig(endpoint_url=sys.argv[2])
-committer = Committer(sys.argv[1], config, S3Store.connect(config, light=True))
-job = committer.setup_job({"partition_columns": "dt"})
-attempt = committer.task_attempt(job, "00000")
-with attempt.open({"dt": "2026-11-28"}) as out:
-    out.write(b"rows")
-attempt.commit()
-committer.commit_job(job.job_id)
-loaded = sorted(m for m in sys.modules if m in ("botocore.client", "botocore.session", "boto3"))
-print(",".join(loaded))
-"""
-
-
-@pytest.mark.s3
-def test_a_job_on_the_light_client_loads_no_botocore_client(proxy: S3Proxy, dest: str) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    env["AWS_CONFIG_FILE"] = os.devnull + "-none"
-    done = subprocess.run(
-        [sys.executable, "-c", _DRIVER, dest, proxy.endpoint_url],
-        env=env,
-        check=True,
-        timeout=120,
-        capture_output=True,
-        text=True,
-    )
-    assert done.stdout.strip() == ""
-    committer = Committer(dest, StoreConfig(endpoint_url=proxy.endpoint_url))
-    files = committer.snapshot().files
-    assert files and all(f.relative.startswith("dt=2026-11-28/") for f in files)
-    assert not list(committer.store.list_uploads(committer.dest.bucket, committer.dest.dir))

@@ -109,6 +109,10 @@ class StoreConfig:
     processes only where cores are free and the store is not on this machine),
     1 for none, more for that many.
 
+    ``profile_max_age``: seconds a probed profile is kept beside a destination
+    (:mod:`zero_rename.core.s3.profile_record`) for later jobs in any process;
+    0 keeps none (probed once a process).
+
     Raises:
         ConfigError: at construction, for a value no client could use.
     """
