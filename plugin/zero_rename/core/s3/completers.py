@@ -42,7 +42,6 @@ import random
 import threading
 import time
 import weakref
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -53,7 +52,7 @@ import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from zero_rename.core.s3.client import StoreConfig, make_client, translate
-from zero_rename.core.s3.http import child_text, direct_unsupported, local_name
+from zero_rename.core.s3.http import child_text, direct_unsupported, local_name, parse_xml
 from zero_rename.core.s3.signing import SignedPool
 from zero_rename.core.s3.stats import RequestStats
 from zero_rename.errors import StoreError
@@ -370,7 +369,7 @@ def request_body(parts: Parts) -> bytes:
 
 def _judge(status: int, data: bytes) -> tuple[Outcome, float | None]:
     """The outcome of an answer, and the backoff scale if it should be retried."""
-    root = _parse(data)
+    root = parse_xml(data)
     if status == 200 and root is not None and local_name(root.tag) != "Error":
         return Outcome(child_text(root, "ETag"), None), None
     if status == 200:
@@ -393,15 +392,6 @@ def retry_scale(status: int, code: str) -> float | None:
     if code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS:
         return _TRANSIENT_SCALE
     return None
-
-
-def _parse(data: bytes) -> ET.Element | None:
-    if not data:
-        return None
-    try:
-        return ET.fromstring(data)
-    except ET.ParseError:
-        return None
 
 
 REQUEST_PATHS = ("light", "botocore")

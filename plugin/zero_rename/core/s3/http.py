@@ -55,6 +55,16 @@ def tls_options(scheme: str) -> dict[str, Any]:
     }
 
 
+def parse_xml(data: bytes) -> ET.Element | None:
+    """An S3 answer's XML document; None for an empty or unparsable body."""
+    if not data:
+        return None
+    try:
+        return ET.fromstring(data)
+    except ET.ParseError:
+        return None
+
+
 def local_name(tag: str) -> str:
     """An S3 answer's element name without its namespace."""
     return tag.rpartition("}")[2]

@@ -45,7 +45,13 @@ from botocore.exceptions import ClientError, EndpointConnectionError, HTTPClient
 from botocore.hooks import HierarchicalEmitter
 
 from zero_rename.core.s3.client import StoreConfig, environment_endpoint
-from zero_rename.core.s3.http import aws_config_file, child_text, direct_unsupported, local_name
+from zero_rename.core.s3.http import (
+    aws_config_file,
+    child_text,
+    direct_unsupported,
+    local_name,
+    parse_xml,
+)
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +302,7 @@ class LightClient:
             raise failure
         if status >= 300:
             raise ClientError({"Error": _error(status, data), "ResponseMetadata": meta}, op)
-        root = None if raw or not data else ET.fromstring(data)
+        root = None if raw else parse_xml(data)
         parsed = parse(status, headers, root)
         if raw:
             parsed["Body"] = _Body(data)
@@ -434,30 +440,21 @@ def _http_date(text: str | None) -> datetime | None:
         return None
 
 
-def _root(data: bytes) -> ET.Element | None:
-    if not data:
-        return None
-    try:
-        return ET.fromstring(data)
-    except ET.ParseError:
-        return None
-
-
 def _code(data: bytes) -> str:
-    root = _root(data)
+    root = parse_xml(data)
     return child_text(root, "Code") if root is not None else ""
 
 
 def _whole(data: bytes) -> bool:
     """Whether a 200's body is a whole answer, not an Error document or cut short."""
-    root = _root(data)
+    root = parse_xml(data)
     return root is not None and local_name(root.tag) != "Error"
 
 
 def _error(status: int, data: bytes) -> dict[str, str]:
     """The ``Error`` botocore would give: the body's code and message, else (a HEAD,
     or a body that is not XML) the status as the code, as botocore does."""
-    root = _root(data)
+    root = parse_xml(data)
     code = child_text(root, "Code") if root is not None else ""
     message = child_text(root, "Message") if root is not None else ""
     if not code and status == 304:

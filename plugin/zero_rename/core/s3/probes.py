@@ -20,12 +20,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from zero_rename.core.s3 import profile_record
 from zero_rename.core.s3.client import S3Store, translate
+from zero_rename.core.s3.profile_record import RecordSite as ProbeSite
 from zero_rename.core.s3.profiles import (
     AUTO,
     IfMatchForm,
@@ -62,20 +63,6 @@ class Check:
     observed: str
     status: Status
     committer: str
-
-
-class ProbeSite(Protocol):
-    """Where probes write: a bucket and a directory readers skip (a destination's
-    hidden directory); ``url`` names it in messages."""
-
-    @property
-    def bucket(self) -> str: ...
-
-    @property
-    def hidden_dir(self) -> str: ...
-
-    @property
-    def url(self) -> str: ...
 
 
 def scratch_prefix(dest: ProbeSite) -> str:

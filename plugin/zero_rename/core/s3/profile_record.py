@@ -48,7 +48,9 @@ _CLOCK_SKEW = timedelta(minutes=5)
 
 
 class RecordSite(Protocol):
-    """Where the record lives: a destination's bucket, hidden directory and URL."""
+    """A destination's bucket and a directory readers skip (its hidden directory),
+    where the record and the probes' scratch objects go; ``url`` names it in
+    messages."""
 
     @property
     def bucket(self) -> str: ...
