@@ -1122,12 +1122,15 @@ def daily_gap(results: Sequence[Result]) -> str:
         f"source that does nothing on the driver took {wall(source):.2f} s: its two "
         f"driver-side workers started in {phase(source, 'setup_worker'):.2f} s and "
         f"{phase(source, 'commit_worker'):.2f} s. The format's workers took {workers:.2f} s "
-        "longer to start than those, between them: they import the store's client "
-        "(botocore) and the commit data's models (pydantic), which a data source that sends "
-        f"no request does not. Job setup and job commit took {phase(ours, 'setup'):.2f} s and "
-        f"{phase(ours, 'commit'):.2f} s ({steps:.2f} s), the store's client created in each "
-        "(botocore loads the S3 model) and, at setup, the store probed unless `store_profile` "
-        "names it. Every one of these is paid once a write, whatever its size."
+        "longer to start than those, between them: they import the committer, its "
+        "signer and HTTP client (botocore's base, urllib3) and the commit data's models "
+        "(pydantic), which a data source that sends no request does not. Job setup and job "
+        f"commit took {phase(ours, 'setup'):.2f} s and {phase(ours, 'commit'):.2f} s "
+        f"({steps:.2f} s): the store's client made in each (the light client where it "
+        "applies, else botocore's, which loads the S3 model) and, at setup, the store's "
+        "profile read from the destination's record (probed where it is missing or stale) "
+        "unless `store_profile` names it. Every one of these is paid once a write, whatever "
+        "its size."
     )
 
 
