@@ -30,6 +30,7 @@ def test_the_light_client_steps_aside_where_botocore_would_send_otherwise(
     assert "virtual" in str(
         light_client_unsupported(StoreConfig(endpoint_url="http://h:1", path_style=False))
     )
+    assert "path" in str(light_client_unsupported(StoreConfig(endpoint_url="http://h:1/s3")))
     monkeypatch.setenv("AWS_USE_FIPS_ENDPOINT", "true")
     assert "FIPS" in str(light_client_unsupported(endpoint))
     monkeypatch.delenv("AWS_USE_FIPS_ENDPOINT")

@@ -206,3 +206,12 @@ def test_a_second_write_in_a_fresh_process_sends_no_probe(
         renewed = store.get_object(site.bucket, key)
         assert renewed is not None and json.loads(renewed[0])["probed"] > record["probed"]
     assert "describes another store" in caplog.text and "is stale" in caplog.text
+
+    # An empty record and one too large to be one are replaced, not left to be
+    # probed past at every job.
+    for body in (b"", b" " * (MAX_RECORD_BYTES + 1)):
+        store.put_object(site.bucket, key, body)
+        probes._DETECTED.clear()
+        committer.setup_job({})
+        kept = store.get_object(site.bucket, key)
+        assert kept is not None and json.loads(kept[0])["kind"] == RECORD_KIND

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 from xml.sax.saxutils import escape
 
 import urllib3
@@ -73,6 +73,8 @@ def light_client_unsupported(config: StoreConfig) -> str | None:
         )
     if config.path_style is False:
         return "virtual-hosted addressing is configured"
+    if urlsplit(config.endpoint_url).path not in ("", "/"):
+        return "the endpoint has a path"
     if aws_config_file() is not None:
         return "an AWS config file may set what botocore alone reads"
     if any(os.environ.get(flag, "").lower() == "true" for flag in _FLAGS):

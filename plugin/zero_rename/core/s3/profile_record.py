@@ -112,7 +112,7 @@ def read_record(
     (None: there is none), for the conditional write that replaces it."""
     key = record_key(site)
     try:
-        found = store.get_object(site.bucket, key, first_bytes=MAX_RECORD_BYTES)
+        found = _get(store, site.bucket, key)
     except StoreError as exc:
         _ignore(site, f"it could not be read ({exc.code or exc.status or 'error'})")
         return None, None
@@ -127,6 +127,17 @@ def read_record(
     else:
         _ignore(site, why)
     return None, etag
+
+
+def _get(store: S3Store, bucket: str, key: str) -> tuple[bytes, str] | None:
+    """The record's first bytes and its ETag; an empty object (no first byte to
+    range over: 416) is read whole, so that its ETag lets it be replaced."""
+    try:
+        return store.get_object(bucket, key, first_bytes=MAX_RECORD_BYTES)
+    except StoreError as exc:
+        if exc.status != 416:
+            raise
+    return store.get_object(bucket, key)
 
 
 def judge(
