@@ -97,6 +97,11 @@ def test_a_fresh_record_of_this_store_is_used() -> None:
         ({"profile__if_match_form": "sideways"}, "not a valid"),
         ({"aws_secret_access_key": "x"}, "not a valid"),
         ({"max_age_seconds": -1}, "not a valid"),
+        ({"max_age_seconds": 1e300}, "not a valid"),
+        ({"max_age_seconds": float("inf")}, "not a valid"),
+        ({"max_age_seconds": float("nan")}, "not a valid"),
+        ({"probed": "9999-12-31T23:59:59Z"}, "future"),
+        ({"probed": "0001-01-01T00:00:00"}, "stale"),
         ({"probed": "yesterday"}, "not a valid"),
     ],
 )
@@ -127,7 +132,7 @@ def test_age_is_the_smaller_of_the_records_and_the_readers() -> None:
     day_old = _body(probed=(NOW - timedelta(hours=25)).isoformat())
     assert _judged(day_old) == "stale"
     # A record cannot keep itself forever by saying so.
-    forever = _body(max_age_seconds=1e12, probed=(NOW - timedelta(hours=25)).isoformat())
+    forever = _body(max_age_seconds=1e9, probed=(NOW - timedelta(hours=25)).isoformat())
     assert _judged(forever) == "stale"
     hour = _Store(config=StoreConfig(profile_max_age=600))
     assert _judged(_body(), hour) == "stale"

@@ -83,7 +83,9 @@ class ProfileRecord(BaseModel):
     destination: str = Field(max_length=2000)
     store: StoreIdentity
     probed: datetime
-    max_age_seconds: float = Field(gt=0)
+    # At most about 31 years: a larger one (or Infinity, which JSON parsers take)
+    # would overflow the arithmetic of its age.
+    max_age_seconds: float = Field(gt=0, le=1e9, allow_inf_nan=False)
     profile: StoreProfile
 
 
