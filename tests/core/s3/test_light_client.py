@@ -79,3 +79,7 @@ def test_the_light_client_answers_as_botocore_does(proxy: S3Proxy, bucket: str) 
     assert not list(light.list_objects(bucket, "d/"))
     light.check_bucket(bucket)
     assert light.server == full.server
+    # A call it does not make itself goes to botocore's client, made then.
+    assert light.client._fallback is None
+    assert light.get_lifecycle(bucket) == full.get_lifecycle(bucket)
+    assert light.client._fallback is not None

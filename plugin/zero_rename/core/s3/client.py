@@ -686,8 +686,6 @@ class S3Store:
             not page.get("IsTruncated")
             or page.get("NextKeyMarker")
             or not page.get("NextUploadIdMarker")
-            # The light client lists page by page: it presigns nothing.
-            or not hasattr(self.client, "generate_presigned_url")
         ):
             return False
         unsupported = streaming_unsupported(self.client)

@@ -20,7 +20,9 @@ no FIPS or dual-stack setting. Credentials come from the environment where
 they are set (the first source of botocore's chain), else from botocore's
 chain itself. Its ``meta.events`` emits ``before-parameter-build``,
 ``before-call``, ``before-send`` and ``after-call`` as botocore's does, for
-whoever counts or fails requests through them.
+whoever counts or fails requests through them. A call it does not make itself
+(a bucket's lifecycle rules, the presigned URLs of the streamed upload listing)
+goes to a botocore client made on first need.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import hashlib
 import logging
 import os
 import random
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
@@ -135,6 +138,9 @@ class LightClient:
         from zero_rename.core.s3.signing import SignedPool
 
         assert config.endpoint_url is not None
+        self.config = config
+        self._fallback: Any = None
+        self._fallback_lock = threading.Lock()
         region = region or config.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         self.origin = config.endpoint_url.rstrip("/")
         self.target = LightTarget(self.origin, "", region)
@@ -158,6 +164,25 @@ class LightClient:
 
     def close(self) -> None:
         self.requests.close()
+        if self._fallback is not None:
+            self._fallback.close()
+
+    def __getattr__(self, name: str) -> Any:
+        """What this client does not do itself (a call the store layer makes that
+        is not among these, a presigned URL for the streamed upload listing) is
+        botocore's client's, made on first need: slower, never wrong."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._botocore(), name)
+
+    def _botocore(self) -> Any:
+        from zero_rename.core.s3.client import make_client
+
+        with self._fallback_lock:
+            if self._fallback is None:
+                log.info("the light client hands a call to botocore's client")
+                self._fallback = make_client(self.config)
+            return self._fallback
 
     # -- the calls ------------------------------------------------------------
     def head_bucket(self, *, Bucket: str) -> dict[str, Any]:
