@@ -225,8 +225,8 @@ class BenchWriter(ZeroRenameWriter):
             cpu_at_start=cpu_seconds() if cpu_at_start is None else cpu_at_start,
         )
 
-    def _committer(self) -> Any:
-        committer = super()._committer()
+    def _committer(self, **kwargs: Any) -> Any:
+        committer = super()._committer(**kwargs)
         count_requests(committer.store.client)
         return committer
 

@@ -29,6 +29,8 @@ from pyspark import cloudpickle
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from zero_rename.core.committer import Committer
+from zero_rename.core.s3.client import StoreConfig, environment_endpoint
+from zero_rename.core.s3.light import light_client_unsupported
 from zero_rename.spark.datasource import ZeroRenameDataSource
 
 pytestmark = pytest.mark.s3
@@ -103,6 +105,10 @@ def too_heavy(modules: list[str]) -> list[str]:
     ]
 
 
+def botocore_client(modules: list[str]) -> list[str]:
+    return [m for m in modules if m in ("botocore.client", "botocore.session", "botocore.waiter")]
+
+
 def test_job_setup_commit_and_abort_load_no_arrow_or_parquet_code(
     dest: str, committer: Committer, tmp_path: Path
 ) -> None:
@@ -121,6 +127,9 @@ def test_job_setup_commit_and_abort_load_no_arrow_or_parquet_code(
     )
     assert "zero_rename.spark.datasource" in setup["ours"]  # the format did load
     assert too_heavy(setup["ours"]) == []
+    # Nor botocore's client machinery, where the light client sends as it would.
+    light = light_client_unsupported(StoreConfig(endpoint_url=environment_endpoint())) is None
+    assert not light or botocore_client(setup["ours"]) == []
 
     # The tasks, here: two of them write a partition each.
     calls = []
@@ -134,6 +143,7 @@ def test_job_setup_commit_and_abort_load_no_arrow_or_parquet_code(
     commit = run_worker(COMMIT, {"calls": calls})
     assert "zero_rename.core.protocol.commit" in commit["ours"]
     assert too_heavy(commit["ours"]) == []
+    assert not light or botocore_client(commit["ours"]) == []
 
     committed, aborted = (Committer(w["path"]).jobs() for w in writes)
     assert [j.state for j in committed] == ["committed"]

@@ -15,11 +15,9 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import botocore.session
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -47,6 +45,9 @@ from zero_rename.errors import (
     StoreError,
     ZeroRenameError,
 )
+
+if TYPE_CHECKING:
+    from botocore.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,8 @@ CREDENTIALS_HELP = (
     "the instance's or container's role; an Airflow connection gives its own"
 )
 _MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
+# A Server header kept at most this long: it is the store's, whatever it holds.
+SERVER_CHARS = 200
 # Where boto3 finds an S3 endpoint in the environment; the first set wins.
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 # botocore's own check of a region name (botocore.utils.validate_region_name).
@@ -106,6 +109,10 @@ class StoreConfig:
     processes only where cores are free and the store is not on this machine),
     1 for none, more for that many.
 
+    ``profile_max_age``: seconds a probed profile is kept beside a destination
+    (:mod:`zero_rename.core.s3.profile_record`) for later jobs in any process;
+    0 keeps none (probed once a process).
+
     Raises:
         ConfigError: at construction, for a value no client could use.
     """
@@ -121,6 +128,8 @@ class StoreConfig:
     profile: str = AUTO
     request_path: str = AUTO
     complete_processes: int = 0
+    # Seconds a probed store profile is kept beside a destination (0: not kept).
+    profile_max_age: float = 86400.0
 
     def __post_init__(self) -> None:
         for name in ("max_pool_connections", "max_attempts", "complete_processes"):
@@ -134,6 +143,11 @@ class StoreConfig:
             raise ConfigError(
                 f"StoreConfig.request_path must be auto, light or botocore, "
                 f"got {self.request_path!r}"
+            )
+        age = self.profile_max_age
+        if isinstance(age, bool) or not isinstance(age, (int, float)) or not 0 <= age < 1e9:
+            raise ConfigError(
+                f"StoreConfig.profile_max_age must be a number of seconds >= 0, got {age!r}"
             )
         for name in ("connect_timeout", "read_timeout"):
             value = getattr(self, name)
@@ -238,6 +252,8 @@ def client_config(config: StoreConfig, s3: Mapping[str, Any] | None = None) -> C
             config.path_style if config.path_style is not None else bool(config.endpoint_url)
         )
         s3 = {"addressing_style": "path" if path_style else "auto"}
+    from botocore.config import Config
+
     return Config(
         max_pool_connections=config.max_pool_connections,
         # Standard mode retries 5xx, throttling (SlowDown) and timeouts with
@@ -297,6 +313,10 @@ def botocore_session() -> Any:
     """A new botocore session (credentials are resolved afresh) sharing one
     loader, so the service models are parsed once a process, not per client."""
     global _LOADER
+    # Imported here: botocore's session brings its client machinery, which a
+    # process on the light path (zero_rename.core.s3.light) never needs.
+    import botocore.session
+
     session = botocore.session.Session()
     with _LOADER_LOCK:
         if _LOADER is None:
@@ -395,13 +415,29 @@ class S3Store:
         self.stats = stats if stats is not None else RequestStats()
         self.profile = profile
         self.config = config
+        # The store's Server header as its last answer gave it ("" until one
+        # came): part of the store's identity in the profile record.
+        self.server = ""
 
     @classmethod
-    def connect(cls, config: StoreConfig | None = None) -> S3Store:
+    def connect(cls, config: StoreConfig | None = None, *, light: bool = False) -> S3Store:
         """A store over a new client for ``config``, behaving as its ``profile``
-        names (a declared family; ``auto``: as a job's record or a probe says)."""
+        names (a declared family; ``auto``: as a job's record or a probe says).
+        ``light``: over a :class:`~zero_rename.core.s3.light.LightClient` where it
+        sends as botocore would, for a short-lived process's few requests."""
         config = config or StoreConfig()
-        return cls(make_client(config), profile=declared_profile(config.profile), config=config)
+        profile = declared_profile(config.profile)
+        if light:
+            from zero_rename.core.s3.light import LightClient, light_client_unsupported
+
+            why = light_client_unsupported(config)
+            if why is None:
+                try:
+                    return cls(LightClient(config), profile=profile, config=config)
+                except _NO_CREDENTIALS as exc:
+                    raise no_credentials(exc, "") from None
+            log.info("requests through botocore's client: %s", why)
+        return cls(make_client(config), profile=profile, config=config)
 
     def scoped(self, stats: RequestStats | None = None) -> S3Store:
         """The same connection pool, counting into other statistics (a task's, a job's)."""
@@ -420,6 +456,10 @@ class S3Store:
         return str(self.client.meta.endpoint_url)
 
     @property
+    def region(self) -> str:
+        return str(self.client.meta.region_name or "")
+
+    @property
     def pool_size(self) -> int:
         return int(self.client.meta.config.max_pool_connections)
 
@@ -430,10 +470,19 @@ class S3Store:
             response = method(**kwargs)
         except (ClientError, BotoCoreError) as exc:
             self.stats.record(op, time.perf_counter_ns() - start, nbytes, failed=True)
+            if isinstance(exc, ClientError):
+                self._note_server(exc.response)
             raise translate(exc, op, where) from exc
+        self._note_server(response)
         retries = int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
         self.stats.record(op, time.perf_counter_ns() - start, nbytes, retries)
         return response
+
+    def _note_server(self, response: Mapping[str, Any]) -> None:
+        headers = response.get("ResponseMetadata", {}).get("HTTPHeaders") or {}
+        server = headers.get("server")
+        if isinstance(server, str):
+            self.server = server[:SERVER_CHARS]
 
     # -- buckets -----------------------------------------------------------
     def check_bucket(self, bucket: str) -> None:
@@ -719,10 +768,14 @@ class S3Store:
                 ) from exc
             raise
 
-    def get_object(self, bucket: str, key: str) -> tuple[bytes, str] | None:
-        """The body and ETag of an object, or None if there is none."""
+    def get_object(
+        self, bucket: str, key: str, *, first_bytes: int | None = None
+    ) -> tuple[bytes, str] | None:
+        """The body and ETag of an object, or None if there is none; with
+        ``first_bytes``, at most that many bytes of its body (a ranged GET)."""
+        ranged: dict[str, Any] = {"Range": f"bytes=0-{first_bytes - 1}"} if first_bytes else {}
         try:
-            response = self._call("GetObject", _url(bucket, key), Bucket=bucket, Key=key)
+            response = self._call("GetObject", _url(bucket, key), Bucket=bucket, Key=key, **ranged)
         except StoreError as exc:
             if exc.code in _MISSING_KEY_CODES:
                 return None

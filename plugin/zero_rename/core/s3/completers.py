@@ -42,7 +42,6 @@ import random
 import threading
 import time
 import weakref
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -53,7 +52,7 @@ import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from zero_rename.core.s3.client import StoreConfig, make_client, translate
-from zero_rename.core.s3.http import child_text, direct_unsupported, local_name
+from zero_rename.core.s3.http import child_text, direct_unsupported, local_name, parse_xml
 from zero_rename.core.s3.signing import SignedPool
 from zero_rename.core.s3.stats import RequestStats
 from zero_rename.errors import StoreError
@@ -286,7 +285,7 @@ class LightCompleter:
             self.stats.record(OPERATION, time.perf_counter_ns() - start, failed=True)
             return refused
         path = f"{self.base_path}/{quote(key, safe='/~')}?uploadId={quote(upload_id, safe='~')}"
-        body = _request_body(parts)
+        body = request_body(parts)
         attempt = 1
         while True:
             _run_hooks(hooks, "send", key, context)
@@ -358,7 +357,7 @@ def bucket_base_url(client: Any, bucket: str) -> str:
     return base
 
 
-def _request_body(parts: Parts) -> bytes:
+def request_body(parts: Parts) -> bytes:
     xml = "".join(
         f"<Part><PartNumber>{int(n)}</PartNumber><ETag>{escape(e)}</ETag></Part>" for n, e in parts
     )
@@ -370,7 +369,7 @@ def _request_body(parts: Parts) -> bytes:
 
 def _judge(status: int, data: bytes) -> tuple[Outcome, float | None]:
     """The outcome of an answer, and the backoff scale if it should be retried."""
-    root = _parse(data)
+    root = parse_xml(data)
     if status == 200 and root is not None and local_name(root.tag) != "Error":
         return Outcome(child_text(root, "ETag"), None), None
     if status == 200:
@@ -382,20 +381,17 @@ def _judge(status: int, data: bytes) -> tuple[Outcome, float | None]:
     failure = CompleteFailure(
         code or str(status), status, message or data[:200].decode("utf-8", "replace")
     )
+    return Outcome(None, failure), retry_scale(status, code)
+
+
+def retry_scale(status: int, code: str) -> float | None:
+    """The backoff scale of an S3 error answer botocore's standard mode retries,
+    else None."""
     if code in _THROTTLING_CODES or status in _THROTTLING_STATUS:
-        return Outcome(None, failure), _THROTTLING_SCALE
+        return _THROTTLING_SCALE
     if code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS:
-        return Outcome(None, failure), _TRANSIENT_SCALE
-    return Outcome(None, failure), None
-
-
-def _parse(data: bytes) -> ET.Element | None:
-    if not data:
-        return None
-    try:
-        return ET.fromstring(data)
-    except ET.ParseError:
-        return None
+        return _TRANSIENT_SCALE
+    return None
 
 
 REQUEST_PATHS = ("light", "botocore")

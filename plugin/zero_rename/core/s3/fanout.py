@@ -207,6 +207,13 @@ def complete_uploads(
     )
 
 
+def _light_target(config: StoreConfig, bucket: str, owner: Any) -> LightTarget:
+    """Where the light path sends: as the owner's light client sends (it resolved
+    it without botocore's S3 model), else as botocore resolves it."""
+    known = getattr(owner, "light_target", None)
+    return known(bucket) if callable(known) else LightTarget.resolve(config, bucket)
+
+
 def choose_path(config: StoreConfig, bucket: str, request_path: str) -> str:
     """The request path ``request_path`` means here: ``auto`` becomes light or botocore."""
     if request_path == AUTO:
@@ -243,7 +250,7 @@ class Completions(Iterator[Completion]):
         # One request-statistics snapshot per worker (or one for this process), as each ends.
         self.worker_stats: list[Mapping[str, Any]] = []
         self._workers: list[_Worker] = []
-        target = LightTarget.resolve(config, bucket) if path == "light" else None
+        target = _light_target(config, bucket, owner) if path == "light" else None
         self._stream = (
             self._run_here(config, bucket, iter(items), threads, path, target)
             if processes == 1

@@ -15,8 +15,6 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from typing import Any
 
-import botocore.session
-from botocore.httpsession import get_cert_path
 from botocore.utils import get_environ_proxies
 
 
@@ -28,10 +26,20 @@ def direct_unsupported(url: str) -> str | None:
     scheme = urllib.parse.urlsplit(url).scheme
     if get_environ_proxies(url).get(scheme):
         return f"an {scheme.upper()} proxy is configured for {urllib.parse.urlsplit(url).hostname}"
-    session = botocore.session.Session()
-    if session.get_config_variable("ca_bundle") and not os.environ.get("AWS_CA_BUNDLE"):
+    if os.environ.get("AWS_CA_BUNDLE") or aws_config_file() is None:
+        return None  # then no CA bundle is configured but the environment's
+    import botocore.session  # the configuration's: loaded only where there is one
+
+    if botocore.session.Session().get_config_variable("ca_bundle"):
         return "a CA bundle is set in the AWS configuration"
     return None
+
+
+def aws_config_file() -> str | None:
+    """The AWS config file botocore reads (``AWS_CONFIG_FILE``, else
+    ``~/.aws/config``), if there is one."""
+    path = os.path.expanduser(os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config")
+    return path if os.path.isfile(path) else None
 
 
 def tls_options(scheme: str) -> dict[str, Any]:
@@ -39,10 +47,22 @@ def tls_options(scheme: str) -> dict[str, Any]:
     if scheme != "https":
         return {}
     # The bundle botocore verifies against: AWS_CA_BUNDLE, else its certifi copy.
+    from botocore.httpsession import get_cert_path
+
     return {
         "cert_reqs": "CERT_REQUIRED",
         "ca_certs": os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True),
     }
+
+
+def parse_xml(data: bytes) -> ET.Element | None:
+    """An S3 answer's XML document; None for an empty or unparsable body."""
+    if not data:
+        return None
+    try:
+        return ET.fromstring(data)
+    except ET.ParseError:
+        return None
 
 
 def local_name(tag: str) -> str:

@@ -19,11 +19,14 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from zero_rename.core.s3 import profile_record
 from zero_rename.core.s3.client import S3Store, translate
+from zero_rename.core.s3.profile_record import RecordSite as ProbeSite
 from zero_rename.core.s3.profiles import (
     AUTO,
     IfMatchForm,
@@ -44,6 +47,10 @@ _WRONG_ETAG = '"00000000000000000000000000000000"'
 
 Status = Literal["ok", "fallback", "unsafe", "info"]
 
+# What :func:`detect` probes and concludes: a record of another version is
+# probed again. Raise it whenever detect's probes or their reading change.
+PROBE_VERSION = 1
+
 _CACHE_LOCK = threading.Lock()
 _DETECTED: dict[tuple[str, str], StoreProfile] = {}
 
@@ -58,27 +65,15 @@ class Check:
     committer: str
 
 
-class ProbeSite(Protocol):
-    """Where probes write: a bucket and a directory readers skip (a destination's
-    hidden directory); ``url`` names it in messages."""
-
-    @property
-    def bucket(self) -> str: ...
-
-    @property
-    def hidden_dir(self) -> str: ...
-
-    @property
-    def url(self) -> str: ...
-
-
 def scratch_prefix(dest: ProbeSite) -> str:
     return f"{dest.hidden_dir}probe-{uuid.uuid4().hex}/"
 
 
 def resolve_profile(store: S3Store, dest: ProbeSite, setting: str) -> StoreProfile:
     """The profile a job at ``dest`` runs with: a named one as declared, or (``auto``)
-    the store's probed behaviour, cached per process, endpoint and bucket."""
+    the store's probed behaviour, cached per process, endpoint and bucket, and
+    kept beside the destination (:mod:`zero_rename.core.s3.profile_record`) for
+    ``StoreConfig.profile_max_age`` (0: probed once a process, as before)."""
     if setting != AUTO:
         return named_profile(setting)
     cache_key = (store.endpoint_url, dest.bucket)
@@ -86,9 +81,24 @@ def resolve_profile(store: S3Store, dest: ProbeSite, setting: str) -> StoreProfi
         cached = _DETECTED.get(cache_key)
     if cached is not None:
         return cached
-    profile = detect(store, dest)
+    profile = _kept_or_probed(store, dest)
     with _CACHE_LOCK:
         _DETECTED[cache_key] = profile
+    return profile
+
+
+def _kept_or_probed(store: S3Store, dest: ProbeSite) -> StoreProfile:
+    """The profile the destination's record keeps, else a probe's, then kept."""
+    if not profile_record.max_age(store):
+        return detect(store, dest)
+    now = datetime.now(UTC)
+    kept, etag = profile_record.read_record(store, dest, PROBE_VERSION, now)
+    if kept is not None:
+        log.info("the S3 store's profile for %s, as probed before: %s", dest.url, kept)
+        return kept
+    profile = detect(store, dest)
+    if not profile.problems():  # an unsafe store is refused at every job, never kept
+        profile_record.write_record(store, dest, profile, PROBE_VERSION, now, etag)
     return profile
 
 

@@ -12,6 +12,7 @@ Retrying, and reading the answer, is the caller's.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import urllib3
@@ -31,7 +32,7 @@ class SignedPool:
     """
 
     def __init__(self, config: StoreConfig, origin: str, region: str) -> None:
-        credentials = botocore_session().get_credentials()
+        credentials = environment_credentials() or botocore_session().get_credentials()
         if credentials is None:
             raise NoCredentialsError()
         self.credentials = credentials
@@ -73,3 +74,12 @@ class SignedPool:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def environment_credentials() -> Any:
+    """The credentials in the environment, if a whole set is there: the first
+    source of botocore's chain (a session names no profile of its own here), read
+    without a session, which costs a fresh process botocore's client machinery."""
+    from botocore.credentials import EnvProvider
+
+    return EnvProvider().load()

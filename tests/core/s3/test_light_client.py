@@ -1,0 +1,85 @@
+"""The light client of the driver-side steps: the same answers as botocore's client.
+(A whole job through it, in fresh processes that never load botocore's client:
+tests/spark/test_driver_imports.py.)"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.s3proxy import S3Proxy
+from zero_rename.core.s3.client import S3Store, StoreConfig
+from zero_rename.core.s3.light import LightClient, light_client_unsupported
+from zero_rename.errors import PreconditionFailed
+
+
+@pytest.mark.unit
+def test_the_light_client_steps_aside_where_botocore_would_send_otherwise(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]
+) -> None:
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path) + "/none")
+    endpoint = StoreConfig(endpoint_url="http://127.0.0.1:8333")
+    assert light_client_unsupported(endpoint) is None
+    assert "request_path" in str(
+        light_client_unsupported(StoreConfig(endpoint_url="http://h:1", request_path="botocore"))
+    )
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    assert "AWS" in str(light_client_unsupported(StoreConfig()))
+    assert "virtual" in str(
+        light_client_unsupported(StoreConfig(endpoint_url="http://h:1", path_style=False))
+    )
+    assert "path" in str(light_client_unsupported(StoreConfig(endpoint_url="http://h:1/s3")))
+    monkeypatch.setenv("AWS_USE_FIPS_ENDPOINT", "true")
+    assert "FIPS" in str(light_client_unsupported(endpoint))
+    monkeypatch.delenv("AWS_USE_FIPS_ENDPOINT")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert "proxy" in str(light_client_unsupported(endpoint))
+    monkeypatch.delenv("HTTP_PROXY")
+    (config := tmp_path / "config").write_text("[default]\nregion = eu-west-1\n")  # type: ignore[operator]
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    assert "config file" in str(light_client_unsupported(endpoint))
+
+
+@pytest.mark.s3
+def test_the_light_client_answers_as_botocore_does(proxy: S3Proxy, bucket: str) -> None:
+    config = StoreConfig(endpoint_url=proxy.endpoint_url)
+    light, full = S3Store.connect(config, light=True), S3Store.connect(config)
+    assert isinstance(light.client, LightClient) and not isinstance(full.client, LightClient)
+    etag = light.put_object(bucket, "d/a b+c%/x.json", b"{}", if_none_match=True)
+    with pytest.raises(PreconditionFailed):
+        light.put_object(bucket, "d/a b+c%/x.json", b"[]", if_none_match=True)
+    with pytest.raises(PreconditionFailed):
+        light.put_object(bucket, "d/a b+c%/x.json", b"[]", if_match='"0"')
+    light.put_object(bucket, "d/a b+c%/x.json", b"[1]", if_match=etag)
+    assert light.get_object(bucket, "d/a b+c%/x.json") == full.get_object(bucket, "d/a b+c%/x.json")
+    assert light.get_object(bucket, "d/a b+c%/x.json", first_bytes=2) == (
+        b"[1",
+        full.head_object(bucket, "d/a b+c%/x.json").etag,  # type: ignore[union-attr]
+    )
+    assert light.get_object(bucket, "d/missing") is None
+    assert light.head_object(bucket, "d/missing") is None
+    head, full_head = (
+        light.head_object(bucket, "d/a b+c%/x.json"),
+        full.head_object(bucket, "d/a b+c%/x.json"),
+    )
+    assert head is not None and full_head is not None
+    assert (head.key, head.size, head.etag) == (full_head.key, full_head.size, full_head.etag)
+    upload = light.create_upload(bucket, "d/up")
+    part = light.upload_part(bucket, "d/up", upload, 1, b"part")
+    assert [(p.number, p.etag) for p in light.list_parts(bucket, "d/up", upload)] == [(1, part)]
+    assert [u.upload_id for u in light.list_uploads(bucket, "d/")] == [upload]
+    assert light.complete_upload(bucket, "d/up", upload, [(1, part)])
+    keys = sorted(o.key for o in light.list_objects(bucket, "d/", page_size=1))
+    assert keys == sorted(o.key for o in full.list_objects(bucket, "d/"))
+    assert light.delete_objects(bucket, keys) == 2
+    assert not list(light.list_objects(bucket, "d/"))
+    light.check_bucket(bucket)
+    assert light.server == full.server
+    # A call it does not make itself goes to botocore's client, made then.
+    assert light.client._fallback is None
+    assert light.get_lifecycle(bucket) == full.get_lifecycle(bucket)
+    assert light.client._fallback is not None
