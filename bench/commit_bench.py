@@ -21,7 +21,8 @@ requests too, so the whole protocol's requests per file are known.
 committer's job commit with ``table_format`` set: the same files, each a real
 Parquet file with the statistics of its own footer and the schema in every
 task manifest (as the Spark writer leaves them), published as one Iceberg
-snapshot (the embedded SQL catalog) or one Delta version. Their commits'
+snapshot (the embedded SQL catalog) or one Delta version, appended to a table
+an earlier one-file job created. Their commits'
 requests are counted at the wire, through the suite's S3 proxy
 (``tests/s3proxy.py``) in front of the server: the formats' own requests
 (PyIceberg's pyarrow FileIO, delta-rs' object_store) pass no botocore hook.
@@ -336,7 +337,11 @@ def committer_commit_noverify(cfg: BenchConfig, files: int, tag: str) -> Run:
 
 def table_commit(cfg: BenchConfig, files: int, tag: str, table_format: str) -> Run:
     """The committer's job commit publishing the job as one commit of ``table_format``
-    (Iceberg: the embedded catalog, a table named from the destination)."""
+    (Iceberg: the embedded catalog, a table named from the destination), appended
+    to a table an earlier job of one file created (untimed): the commit of every
+    day but a table's first."""
+    first, earlier, _, _ = prepared_job(cfg, tag, 1, table_format=table_format)
+    first.commit_job(earlier.job_id)
     committer, job, _, writes = prepared_job(cfg, tag, files, table_format=table_format)
     run = commit_and_check(cfg, committer, job, f"committer-{table_format}", files, writes)
     published = committer.job(job.job_id).table_commit

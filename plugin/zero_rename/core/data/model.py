@@ -366,6 +366,10 @@ class JobRecord(_Frozen):
     origin: dict[str, str] = Field(default_factory=dict)
     output_check: OutputCheck | None = None
     table_commit: TableCommit | None = None
+    # The table format's state as job setup checked it (TableFormat.check), for
+    # the commit: "" for none, and then not written, so that the records of jobs
+    # without one read as they did before it.
+    table_base: str = Field(default="", max_length=512, exclude_if=lambda base: not base)
 
     @field_validator("origin")
     @classmethod

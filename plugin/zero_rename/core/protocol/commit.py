@@ -55,9 +55,8 @@ from zero_rename.core.data.records import JobContext, JobRecords, step_finished,
 from zero_rename.core.data.success import build_success, succeeds, success_summary
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import (
-    abort_uploads,
+    abort_stray_uploads,
     decided_plan_keys,
-    end_table_uploads,
     finish_rollback,
     remove_temporary,
 )
@@ -521,13 +520,11 @@ def _cleanup_after_commit(
         )
         parts: list[Callable[[], object]] = [
             lambda: Claims(ctx).release(record.job_id),
-            lambda: abort_uploads(ctx, record.job_id, record.options.threads, record.file_columns),
+            # With a table format, what its writes left pending too (a lost answer's
+            # leftover): its folder is under the destination, listed once for both.
+            lambda: abort_stray_uploads(ctx, record),
             lambda: remove_temporary(ctx, record.job_id, keep),
         ]
-        if record.options.table_format != "none":
-            # What the table commit's writes left pending (a lost answer's leftover).
-            threads = record.options.threads
-            parts.append(lambda: end_table_uploads(ctx, record.options.table_format, threads))
         with ThreadPoolExecutor(len(parts)) as pool:
             for future in [pool.submit(part) for part in parts]:
                 future.result()
