@@ -169,7 +169,12 @@ def write_tasks(
 
 
 def job_options(cfg: BenchConfig, verify: bool = True) -> dict[str, Any]:
-    return {"committer": "magic", "threads": cfg.threads, "verify_uploads": verify}
+    return {
+        "committer": "magic",
+        "threads": cfg.threads,
+        "verify_uploads": verify,
+        "conflict_mode": cfg.conflict_mode,
+    }
 
 
 def prepared_job(
@@ -340,6 +345,7 @@ def table_commit(cfg: BenchConfig, files: int, tag: str, table_format: str) -> R
     (Iceberg: the embedded catalog, a table named from the destination), appended
     to a table an earlier job of one file created (untimed): the commit of every
     day but a table's first."""
+    cfg = dataclasses.replace(cfg, conflict_mode="append")
     first, earlier, _, _ = prepared_job(cfg, tag, 1, table_format=table_format)
     first.commit_job(earlier.job_id)
     committer, job, _, writes = prepared_job(cfg, tag, files, table_format=table_format)
@@ -645,7 +651,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
         server.create_bucket(bucket)
         cfg = BenchConfig(
-            server.endpoint_url, bucket, args.threads, args.files_per_task, args.file_size
+            server.endpoint_url,
+            bucket,
+            args.threads,
+            args.files_per_task,
+            args.file_size,
+            # A table format's job appends to the table an earlier one created.
+            "append" if set(args.methods) & set(TABLE_METHODS) else "fail",
         )
         runs = run_benchmark(
             cfg,

@@ -34,6 +34,9 @@ class BenchConfig:
     threads: int = 64
     files_per_task: int = 10
     file_size: int = 1024
+    # Every method's jobs: "append" where a table format's job follows another
+    # job at its destination (the table's first), so that all compare alike.
+    conflict_mode: str = "fail"
 
     def store_config(self) -> StoreConfig:
         # A pool as large as the thread count, so no thread waits for a connection.

@@ -432,7 +432,11 @@ class DeltaFormat:
         if self.options.conflict_mode == "replace":
             checkpoint = tail.checked // tail.interval * tail.interval if tail.interval > 0 else 0
             first = checkpoint + 1 if checkpoint > 0 else 0
-        listed = self._log_listing(delta_log.log_key(self.ctx.dest.dir, first - 1) if first else "")
+        # A checkpoint's file sorts before its version's commit file.
+        after = checkpoint - 1 if checkpoint > 0 else first - 1
+        listed = self._log_listing(
+            delta_log.log_key(self.ctx.dest.dir, after) if after >= 0 else ""
+        )
         if listed is None:
             return None
         found = sorted(v for v in map(delta_log.commit_version, listed) if v is not None)
@@ -571,7 +575,9 @@ class DeltaFormat:
             return
         try:
             with self._errors("checkpoint"):
-                table = DeltaTable(self.uri, storage_options=self._storage(), version=version)
+                # The latest version (this one, unless another writer's followed): a
+                # table opened at a version reads the log from its start.
+                table = DeltaTable(self.uri, storage_options=self._storage())
                 table.create_checkpoint()
                 table.cleanup_metadata()
         except ZeroRenameError as exc:
