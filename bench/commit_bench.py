@@ -239,15 +239,17 @@ def committer_commit(cfg: BenchConfig, files: int, tag: str, verify: bool = True
     return commit_and_check(cfg, committer, job, name, files, writes)
 
 
-def committer_at_scale(cfg: BenchConfig, files: int, tag: str) -> Run:
+def committer_at_scale(cfg: BenchConfig, files: int, tag: str, tree: Path | None = None) -> Run:
     """The committer's job commit of ``files`` empty files, written by the cheap
     preparation of :mod:`bench.scale_prep` (the files' content plays no part in a
-    commit, and task attempts would take hours to write a million)."""
+    commit, and task attempts would take hours to write a million); with ``tree``,
+    committed with that tree's package (``--before``)."""
     # The whole protocol's count is left out: the preparation sends no fence reads.
     committer, job, _ = scale_prep.prepared_scale_job(
         cfg.store_config(), f"s3://{cfg.bucket}/{tag}", files, cfg.files_per_task, job_options(cfg)
     )
-    return commit_and_check(cfg, committer, job, "committer-scale", files)
+    name = "committer-scale" if tree is None else "committer-scale@before"
+    return commit_and_check(cfg, committer, job, name, files, tree=tree)
 
 
 # --before: the earlier tree whose package ``committer@before`` commits with.
@@ -443,6 +445,42 @@ assert set(TABLE_METHODS) <= set(METHODS)
 Progress = Callable[[str], None]
 
 
+def scale_runs(
+    cfg: BenchConfig, scale_counts: Sequence[int], scale_file_size: int, progress: Progress | None
+) -> list[Run]:
+    """The committer alone, once for each of ``scale_counts`` (and with ``--before``,
+    the earlier tree's too, on a job prepared alike)."""
+    runs: list[Run] = []
+    for files in scale_counts:
+        # Preparing the files is most of the cost at this size: one method only.
+        tag = f"scale-{files}-{uuid.uuid4().hex[:8]}"
+        start = time.monotonic()
+        if scale_file_size:
+            run = committer_commit(dataclasses.replace(cfg, file_size=scale_file_size), files, tag)
+            run = dataclasses.replace(run, method="committer-scale")
+        else:
+            run = committer_at_scale(cfg, files, tag)
+        runs.append(run)
+        if "tree" in BEFORE and not scale_file_size:
+            # The same commit with the earlier tree's package, on a job prepared alike.
+            runs.append(committer_at_scale(cfg, files, f"{tag}-before", BEFORE["tree"]))
+        if progress:
+            progress(
+                f"{files:>7} files  committer (scale, {scale_file_size}-byte files): "
+                f"{run.seconds:7.2f} s, {run.total_requests} requests, "
+                f"{run.peak_rss / 2**20:.0f} MiB, {run.committed} committed "
+                f"({time.monotonic() - start:.0f} s with preparation)"
+            )
+            for step in sorted(run.steps, key=lambda s: -s.seconds)[:5]:
+                progress(f"    {step.op}: {step.requests} requests, {step.seconds:.1f} s")
+            if runs[-1] is not run:
+                progress(
+                    f"{files:>7} files  committer@before (scale): {runs[-1].seconds:7.2f} s, "
+                    f"{runs[-1].total_requests} requests, {runs[-1].peak_rss / 2**20:.0f} MiB"
+                )
+    return runs
+
+
 def run_benchmark(
     cfg: BenchConfig,
     file_counts: Sequence[int],
@@ -462,26 +500,7 @@ def run_benchmark(
     another's commit. The table-format methods run through a counting proxy
     (:func:`at_the_wire`); with ``wire`` every method does.
     """
-    runs: list[Run] = []
-    for files in scale_counts:
-        # Preparing the files is most of the cost at this size: one method only.
-        tag = f"scale-{files}-{uuid.uuid4().hex[:8]}"
-        start = time.monotonic()
-        if scale_file_size:
-            run = committer_commit(dataclasses.replace(cfg, file_size=scale_file_size), files, tag)
-            run = dataclasses.replace(run, method="committer-scale")
-        else:
-            run = committer_at_scale(cfg, files, tag)
-        runs.append(run)
-        if progress:
-            progress(
-                f"{files:>7} files  committer (scale, {scale_file_size}-byte files): "
-                f"{run.seconds:7.2f} s, {run.total_requests} requests, "
-                f"{run.peak_rss / 2**20:.0f} MiB, {run.committed} committed "
-                f"({time.monotonic() - start:.0f} s with preparation)"
-            )
-            for step in sorted(run.steps, key=lambda s: -s.seconds)[:5]:
-                progress(f"    {step.op}: {step.requests} requests, {step.seconds:.1f} s")
+    runs = scale_runs(cfg, scale_counts, scale_file_size, progress)
     for files, repeat in zip(file_counts, repeats, strict=True):
         for round_ in range(repeat):
             for name in methods:

@@ -18,6 +18,7 @@ LABELS: dict[str, str] = {
     "copy-delete": "rename: CopyObject + DeleteObject per file",
     "copy-bulk": "rename: CopyObject per file + DeleteObjects per 1,000",
     "committer-scale": "zero-rename job commit alone, at scale (defaults)",
+    "committer-scale@before": "zero-rename job commit alone, at scale, the --before tree's",
     "committer-iceberg": "zero-rename job commit, published as one Iceberg snapshot",
     "committer-delta": "zero-rename job commit, published as one Delta version",
 }
