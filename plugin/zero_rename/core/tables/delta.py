@@ -389,13 +389,7 @@ class DeltaFormat:
             job_schema = delta_log.table_schema(schema, columns) if schema is not None else None
             problem = delta_log.incompatibility(fresh, job_schema, columns)
             what = f"changed the table, which now {problem}" if problem else ""
-        if what:
-            raise TableConflictError(
-                f"version {version} of the Delta table {self.uri} "
-                f"({delta_log.describe(actions)}) {what}; nothing of job "
-                f"{publication.job_id} was committed to the table",
-                other=f"version {version}",
-            )
+        self._refuse_if(what, publication, version, actions)
 
     def _properties(self, publication: Publication, version: int) -> CommitProperties:
         return CommitProperties(
@@ -559,6 +553,12 @@ class DeltaFormat:
     ) -> None:
         """Another writer's commit took ``version``: a conflict with the job's is final."""
         what = delta_log.conflict(actions, publication, publication.partition_columns)
+        self._refuse_if(what, publication, version, actions)
+
+    def _refuse_if(
+        self, what: str, publication: Publication, version: int, actions: list[dict[str, Any]]
+    ) -> None:
+        """The conflict ``what`` (none: "") with another writer's ``version``, raised."""
         if what:
             raise TableConflictError(
                 f"version {version} of the Delta table {self.uri} "
