@@ -97,6 +97,7 @@ KEPT = _Kept(CACHE_BYTES)
 # Sizes of the objects this process wrote, by location (the latest few hundred).
 _WRITTEN: OrderedDict[str, int] = OrderedDict()
 _WRITTEN_LIMIT = 512
+_WRITTEN_LOCK = threading.Lock()
 
 
 # The job's store for the buckets whose catalog reaches S3 as it does, by bucket.
@@ -124,7 +125,8 @@ def _get(location: str) -> bytes | None:
 def forget() -> None:
     """Drop what this process keeps of metadata objects, as a fresh process starts."""
     KEPT.clear()
-    _WRITTEN.clear()
+    with _WRITTEN_LOCK:
+        _WRITTEN.clear()
 
 
 class SingleRequestFileIO(PyArrowFileIO):
@@ -218,9 +220,10 @@ class _NotedStream:
             if self._where is not None:
                 note_ended(*self._where)
         # Written whole (close raised nothing): its size and bytes are known.
-        _WRITTEN[self._location] = self._written
-        while len(_WRITTEN) > _WRITTEN_LIMIT:
-            _WRITTEN.popitem(last=False)
+        with _WRITTEN_LOCK:
+            _WRITTEN[self._location] = self._written
+            while len(_WRITTEN) > _WRITTEN_LIMIT:
+                _WRITTEN.popitem(last=False)
         if self._kept is not None:
             KEPT.put(self._location, b"".join(self._kept))
 
