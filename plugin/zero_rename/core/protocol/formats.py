@@ -72,7 +72,6 @@ def _publication(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Public
         partitions=partitions,
         table_schema=plan.table_schema,
         files=_files(ctx, plan),
-        base=record.table_base,
     )
 
 

@@ -47,8 +47,6 @@ class Publication:
     partitions: tuple[Mapping[str, str | None], ...]
     table_schema: str  # Arrow IPC schema, base64; "" when the writer gave none
     files: Iterator[TableFile] = field(default_factory=lambda: iter(()))
-    # What job setup's check() returned: the table as it was checked then.
-    base: str = ""
 
     @property
     def replaces(self) -> bool:
@@ -69,9 +67,9 @@ class TableFormat(Protocol):
         """At job setup: the catalog (or log) can be reached, and an existing table
         has this schema's columns and these partition columns; nothing is written.
         Returns the table's state as checked, in the format's own words ("": none
-        worth keeping), which the job record keeps for the commit
-        (:attr:`Publication.base`): a commit that finds the table unchanged since
-        need not read or check it again.
+        worth keeping), which the job record keeps for the commit (:meth:`find`
+        is given it): a commit that finds the table unchanged since need not read
+        or check it again.
 
         Raises:
             ConfigError: the table is not compatible, saying how.
