@@ -50,7 +50,8 @@ def _run(runs: list[Run], method: str) -> Run:
 
 def test_every_method_commits_every_file(bench_runs: tuple[BenchConfig, list[Run]]) -> None:
     _, runs = bench_runs
-    assert sorted(r.method for r in runs) == sorted([*METHODS, "committer-scale"])
+    scale = ["committer-scale", "committer-scale@before"]  # --before: the scale run's too
+    assert sorted(r.method for r in runs) == sorted([*METHODS, *scale])
     for run in runs:
         assert run.files == FILES
         assert run.committed == FILES, run.method
@@ -159,7 +160,7 @@ def test_summary_and_section(bench_runs: tuple[BenchConfig, list[Run]], tmp_path
     body = commit_report.section(rows, cfg, args, "python -m bench.commit_bench --files 20")
     assert body.startswith(commit_report.HEADER + "\n")
     result_lines = [line for line in body.splitlines() if line.startswith(f"| {FILES} |")]
-    assert len(result_lines) == len(METHODS) + 1  # and the committer at scale
+    assert len(result_lines) == len(METHODS) + 2  # and the committer at scale, both trees
     assert all(line.endswith(f"| {FILES} |") for line in result_lines)
 
     path = tmp_path / "benchmarks.md"
