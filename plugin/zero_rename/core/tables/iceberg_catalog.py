@@ -124,7 +124,7 @@ def open_catalog(name: str, store: S3Store, bucket: str) -> Catalog:
     ):
         # The catalog reaches S3 as the store does: its metadata reads go through
         # the store's client, one request each.
-        read_with(bucket, store)
+        read_with(bucket, properties, store)
     try:
         # Keyword properties win over the configuration PyIceberg read at import,
         # so the fresh configuration above is the one in force.

@@ -101,21 +101,24 @@ _WRITTEN_LOCK = threading.Lock()
 
 
 # The job's store for the buckets whose catalog reaches S3 as it does, by bucket.
-_STORES: dict[str, S3Store] = {}
+# Keyed by the bucket, and the endpoint and access key the FileIO is given, so
+# that a FileIO reaching S3 otherwise (another catalog's) is never read for.
+_STORES: dict[tuple[str, str, str], S3Store] = {}
+_ENDPOINT, _ACCESS_KEY = "s3.endpoint", "s3.access-key-id"
 
 
-def read_with(bucket: str, store: S3Store) -> None:
-    """Read the metadata objects in ``bucket`` with ``store``'s client: one GET each."""
-    _STORES[bucket] = store
+def read_with(bucket: str, properties: dict[str, str], store: S3Store) -> None:
+    """Read the metadata objects in ``bucket`` that a FileIO of these properties
+    reads with ``store``'s client, which reaches S3 as they say: one GET each."""
+    _STORES[bucket, properties.get(_ENDPOINT, ""), properties.get(_ACCESS_KEY, "")] = store
 
 
-def _get(location: str) -> bytes | None:
-    """The object at ``location`` through a store given for its bucket; None where
-    none is (pyarrow reads it then). Raises FileNotFoundError for a missing one."""
-    parts = urlsplit(location)
-    store = _STORES.get(parts.netloc) if parts.scheme in ("s3", "s3a", "s3n") else None
+def _get(store: S3Store | None, location: str) -> bytes | None:
+    """The object at ``location`` through ``store``; None without one (pyarrow reads
+    it then). Raises FileNotFoundError for a missing one."""
     if store is None:
         return None
+    parts = urlsplit(location)
     found = store.get_object(parts.netloc, parts.path.lstrip("/"))
     if found is None:
         raise FileNotFoundError(f"Cannot open file, does not exist: {location}")
@@ -142,12 +145,20 @@ class SingleRequestFileIO(PyArrowFileIO):
     def new_output(self, location: str) -> PyArrowFile:
         # As PyArrowFileIO.new_output makes its file, of the class that notes.
         scheme, netloc, path = self.parse_location(location, self.properties)
-        return _NotedFile(
+        made = _NotedFile(
             fs=self.fs_by_scheme(scheme, netloc),
             location=location,
             path=path,
             buffer_size=int(self.properties.get(BUFFER_SIZE, ONE_MEGABYTE)),
         )
+        if scheme in ("s3", "s3a", "s3n"):
+            key = (
+                netloc or "",
+                self.properties.get(_ENDPOINT, ""),
+                self.properties.get(_ACCESS_KEY, ""),
+            )
+            made.store = _STORES.get(key)
+        return made
 
 
 def delayed_open(fs: FileSystem) -> FileSystem:
@@ -164,13 +175,15 @@ class _NotedFile(PyArrowFile):
     """A PyArrowFile read in one request, its metadata kept, whose output stream
     notes its key when it closes."""
 
+    store: S3Store | None = None  # reads through this store's client, if given
+
     def open(self, seekable: bool = True) -> InputStream:
         """A metadata object whole, read with one GET (or kept from an earlier read
         or write); seekable, as PyIceberg's readers take it. A data file (a
         footer read) as pyarrow opens it, for ranged reads."""
         if not self.location.endswith(_IMMUTABLE):
             return super().open(seekable)
-        data = KEPT.get(self.location) or _get(self.location)
+        data = KEPT.get(self.location) or _get(self.store, self.location)
         if data is None:
             with super().open(seekable=False) as stream:
                 data = stream.read()
