@@ -66,9 +66,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from bench import commit_report, scale_prep
 from bench.commit_results import TABLE_METHODS, BenchConfig, Run, summarize
 from bench.counter import RequestCounter, Step
@@ -80,7 +77,6 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import FileStats, JobRecord, PendingUpload, TaskManifest
 from zero_rename.core.s3.client import DELETE_BATCH, make_client
 from zero_rename.embedded_s3 import EmbeddedS3
-from zero_rename.spark.parquet import file_stats
 
 # The file counts, repeats and methods of ``make bench``: the median of three
 # runs of 1,000 files, one run of 10,000. Preparing 10,000 uploads per method
@@ -126,6 +122,13 @@ class TableFiles:
 
 
 def table_files(rows: int = 10) -> TableFiles:
+    # Imported here: every committing child imports this module, and pyarrow would
+    # add some 55 MiB to the peak memory of commits that never use it.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from zero_rename.spark.parquet import file_stats
+
     schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
     out = io.BytesIO()
     footers: list[pq.FileMetaData] = []
