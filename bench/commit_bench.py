@@ -21,7 +21,8 @@ requests too, so the whole protocol's requests per file are known.
 committer's job commit with ``table_format`` set: the same files, each a real
 Parquet file with the statistics of its own footer and the schema in every
 task manifest (as the Spark writer leaves them), published as one Iceberg
-snapshot (the embedded SQL catalog) or one Delta version. Their commits'
+snapshot (the embedded SQL catalog) or one Delta version, appended to a table
+an earlier one-file job created. Their commits'
 requests are counted at the wire, through the suite's S3 proxy
 (``tests/s3proxy.py``) in front of the server: the formats' own requests
 (PyIceberg's pyarrow FileIO, delta-rs' object_store) pass no botocore hook.
@@ -65,9 +66,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from bench import commit_report, scale_prep
 from bench.commit_results import TABLE_METHODS, BenchConfig, Run, summarize
 from bench.counter import RequestCounter, Step
@@ -79,7 +77,6 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import FileStats, JobRecord, PendingUpload, TaskManifest
 from zero_rename.core.s3.client import DELETE_BATCH, make_client
 from zero_rename.embedded_s3 import EmbeddedS3
-from zero_rename.spark.parquet import file_stats
 
 # The file counts, repeats and methods of ``make bench``: the median of three
 # runs of 1,000 files, one run of 10,000. Preparing 10,000 uploads per method
@@ -125,6 +122,13 @@ class TableFiles:
 
 
 def table_files(rows: int = 10) -> TableFiles:
+    # Imported here: every committing child imports this module, and pyarrow would
+    # add some 55 MiB to the peak memory of commits that never use it.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from zero_rename.spark.parquet import file_stats
+
     schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
     out = io.BytesIO()
     footers: list[pq.FileMetaData] = []
@@ -168,7 +172,12 @@ def write_tasks(
 
 
 def job_options(cfg: BenchConfig, verify: bool = True) -> dict[str, Any]:
-    return {"committer": "magic", "threads": cfg.threads, "verify_uploads": verify}
+    return {
+        "committer": "magic",
+        "threads": cfg.threads,
+        "verify_uploads": verify,
+        "conflict_mode": cfg.conflict_mode,
+    }
 
 
 def prepared_job(
@@ -233,15 +242,17 @@ def committer_commit(cfg: BenchConfig, files: int, tag: str, verify: bool = True
     return commit_and_check(cfg, committer, job, name, files, writes)
 
 
-def committer_at_scale(cfg: BenchConfig, files: int, tag: str) -> Run:
+def committer_at_scale(cfg: BenchConfig, files: int, tag: str, tree: Path | None = None) -> Run:
     """The committer's job commit of ``files`` empty files, written by the cheap
     preparation of :mod:`bench.scale_prep` (the files' content plays no part in a
-    commit, and task attempts would take hours to write a million)."""
+    commit, and task attempts would take hours to write a million); with ``tree``,
+    committed with that tree's package (``--before``)."""
     # The whole protocol's count is left out: the preparation sends no fence reads.
     committer, job, _ = scale_prep.prepared_scale_job(
         cfg.store_config(), f"s3://{cfg.bucket}/{tag}", files, cfg.files_per_task, job_options(cfg)
     )
-    return commit_and_check(cfg, committer, job, "committer-scale", files)
+    name = "committer-scale" if tree is None else "committer-scale@before"
+    return commit_and_check(cfg, committer, job, name, files, tree=tree)
 
 
 # --before: the earlier tree whose package ``committer@before`` commits with.
@@ -336,7 +347,12 @@ def committer_commit_noverify(cfg: BenchConfig, files: int, tag: str) -> Run:
 
 def table_commit(cfg: BenchConfig, files: int, tag: str, table_format: str) -> Run:
     """The committer's job commit publishing the job as one commit of ``table_format``
-    (Iceberg: the embedded catalog, a table named from the destination)."""
+    (Iceberg: the embedded catalog, a table named from the destination), appended
+    to a table an earlier job of one file created (untimed): the commit of every
+    day but a table's first."""
+    cfg = dataclasses.replace(cfg, conflict_mode="append")
+    first, earlier, _, _ = prepared_job(cfg, tag, 1, table_format=table_format)
+    first.commit_job(earlier.job_id)
     committer, job, _, writes = prepared_job(cfg, tag, files, table_format=table_format)
     run = commit_and_check(cfg, committer, job, f"committer-{table_format}", files, writes)
     published = committer.job(job.job_id).table_commit
@@ -432,6 +448,42 @@ assert set(TABLE_METHODS) <= set(METHODS)
 Progress = Callable[[str], None]
 
 
+def scale_runs(
+    cfg: BenchConfig, scale_counts: Sequence[int], scale_file_size: int, progress: Progress | None
+) -> list[Run]:
+    """The committer alone, once for each of ``scale_counts`` (and with ``--before``,
+    the earlier tree's too, on a job prepared alike)."""
+    runs: list[Run] = []
+    for files in scale_counts:
+        # Preparing the files is most of the cost at this size: one method only.
+        tag = f"scale-{files}-{uuid.uuid4().hex[:8]}"
+        start = time.monotonic()
+        if scale_file_size:
+            run = committer_commit(dataclasses.replace(cfg, file_size=scale_file_size), files, tag)
+            run = dataclasses.replace(run, method="committer-scale")
+        else:
+            run = committer_at_scale(cfg, files, tag)
+        runs.append(run)
+        if "tree" in BEFORE and not scale_file_size:
+            # The same commit with the earlier tree's package, on a job prepared alike.
+            runs.append(committer_at_scale(cfg, files, f"{tag}-before", BEFORE["tree"]))
+        if progress:
+            progress(
+                f"{files:>7} files  committer (scale, {scale_file_size}-byte files): "
+                f"{run.seconds:7.2f} s, {run.total_requests} requests, "
+                f"{run.peak_rss / 2**20:.0f} MiB, {run.committed} committed "
+                f"({time.monotonic() - start:.0f} s with preparation)"
+            )
+            for step in sorted(run.steps, key=lambda s: -s.seconds)[:5]:
+                progress(f"    {step.op}: {step.requests} requests, {step.seconds:.1f} s")
+            if runs[-1] is not run:
+                progress(
+                    f"{files:>7} files  committer@before (scale): {runs[-1].seconds:7.2f} s, "
+                    f"{runs[-1].total_requests} requests, {runs[-1].peak_rss / 2**20:.0f} MiB"
+                )
+    return runs
+
+
 def run_benchmark(
     cfg: BenchConfig,
     file_counts: Sequence[int],
@@ -451,26 +503,7 @@ def run_benchmark(
     another's commit. The table-format methods run through a counting proxy
     (:func:`at_the_wire`); with ``wire`` every method does.
     """
-    runs: list[Run] = []
-    for files in scale_counts:
-        # Preparing the files is most of the cost at this size: one method only.
-        tag = f"scale-{files}-{uuid.uuid4().hex[:8]}"
-        start = time.monotonic()
-        if scale_file_size:
-            run = committer_commit(dataclasses.replace(cfg, file_size=scale_file_size), files, tag)
-            run = dataclasses.replace(run, method="committer-scale")
-        else:
-            run = committer_at_scale(cfg, files, tag)
-        runs.append(run)
-        if progress:
-            progress(
-                f"{files:>7} files  committer (scale, {scale_file_size}-byte files): "
-                f"{run.seconds:7.2f} s, {run.total_requests} requests, "
-                f"{run.peak_rss / 2**20:.0f} MiB, {run.committed} committed "
-                f"({time.monotonic() - start:.0f} s with preparation)"
-            )
-            for step in sorted(run.steps, key=lambda s: -s.seconds)[:5]:
-                progress(f"    {step.op}: {step.requests} requests, {step.seconds:.1f} s")
+    runs = scale_runs(cfg, scale_counts, scale_file_size, progress)
     for files, repeat in zip(file_counts, repeats, strict=True):
         for round_ in range(repeat):
             for name in methods:
@@ -640,7 +673,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
         server.create_bucket(bucket)
         cfg = BenchConfig(
-            server.endpoint_url, bucket, args.threads, args.files_per_task, args.file_size
+            server.endpoint_url,
+            bucket,
+            args.threads,
+            args.files_per_task,
+            args.file_size,
+            # A table format's job appends to the table an earlier one created.
+            "append" if set(args.methods) & set(TABLE_METHODS) else "fail",
         )
         runs = run_benchmark(
             cfg,

@@ -18,6 +18,7 @@ LABELS: dict[str, str] = {
     "copy-delete": "rename: CopyObject + DeleteObject per file",
     "copy-bulk": "rename: CopyObject per file + DeleteObjects per 1,000",
     "committer-scale": "zero-rename job commit alone, at scale (defaults)",
+    "committer-scale@before": "zero-rename job commit alone, at scale, the --before tree's",
     "committer-iceberg": "zero-rename job commit, published as one Iceberg snapshot",
     "committer-delta": "zero-rename job commit, published as one Delta version",
 }
@@ -34,6 +35,9 @@ class BenchConfig:
     threads: int = 64
     files_per_task: int = 10
     file_size: int = 1024
+    # Every method's jobs: "append" where a table format's job follows another
+    # job at its destination (the table's first), so that all compare alike.
+    conflict_mode: str = "fail"
 
     def store_config(self) -> StoreConfig:
         # A pool as large as the thread count, so no thread waits for a connection.

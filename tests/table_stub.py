@@ -55,12 +55,13 @@ class StubFormat:
             return self.options.iceberg_table or "default.table"
         return self.ctx.dest.url
 
-    def check(self, table_schema: str, partition_columns: tuple[str, ...]) -> None:
+    def check(self, table_schema: str, partition_columns: tuple[str, ...]) -> str:
         self.calls.checks.append((self.table, table_schema, partition_columns))
         if table_schema and table_schema == self.calls.refuse_schema:
             raise ConfigError(f"the {self.format} table {self.table} has other columns")
+        return ""
 
-    def find(self, job_id: str) -> TableCommit | None:
+    def find(self, job_id: str, base: str = "") -> TableCommit | None:
         return self.calls.commits.get(self.table, {}).get(job_id)
 
     def publish(self, publication: Publication) -> TableCommit:

@@ -30,7 +30,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io import load_file_io
 from pyiceberg.table import Table
 
-from zero_rename.core.tables import ended
+from zero_rename.core.tables import ended, iceberg_io
 from zero_rename.core.tables.iceberg_io import (
     PY_IO_IMPL,
     SINGLE_REQUEST_IO,
@@ -104,6 +104,14 @@ def test_the_file_io_notes_each_write_when_it_ends(tmp_path: Path) -> None:
     with io.new_output(str(target)).create(overwrite=True) as stream:
         stream.write(b"{}")
     assert target.read_bytes() == b"{}"
+    # What it wrote is known after: its size, and its bytes (kept, not read again).
+    target.write_bytes(b"[]")
+    assert len(io.new_input(str(target))) == 2
+    with io.new_input(str(target)).open() as stream:
+        assert stream.read() == b"{}"
+    iceberg_io.forget()
+    with io.new_input(str(target)).open() as stream:
+        assert stream.read() == b"[]"
     # Keys are noted for S3 locations only; the stream is what PyIceberg writes through.
     noted = io.new_output("s3://bkt/t/_iceberg/metadata/00001-x.metadata.json")
     assert type(noted).__name__ == "_NotedFile" and noted.location.startswith("s3://bkt/")

@@ -26,6 +26,7 @@ from tests.parquet_files import encoded_schema, write_parquet
 from tests.table_jobs import TABLE_SCHEMA, table_job
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
+from zero_rename.core.s3.profile_record import RECORD_NAME
 from zero_rename.core.tables.iceberg_catalog import HOME_VARIABLE, derived_table_name, embedded_uri
 from zero_rename.errors import CommitRolledBackError, ConfigError
 
@@ -99,11 +100,13 @@ def setup(c: Committer, mode: str) -> JobRecord:
 
 
 def assert_untouched(c: Committer, log_versions: int) -> None:
-    """Nothing of a refused job: no file, no pending upload, no job, the log as it was."""
+    """Nothing of a refused job: no file, no pending upload, no job, the log as it was.
+    The store's probed profile stays: it is the store's, not the job's."""
     keys = [o.key[len(c.dest.dir) :] for o in c.store.list_objects(c.dest.bucket, c.dest.dir)]
     log = [k for k in keys if k.startswith("_delta_log/")]
     assert len(log) == log_versions, log
-    assert [k for k in keys if not k.startswith("_delta_log/")] == []
+    profile = f"_zero_rename/{RECORD_NAME}"
+    assert [k for k in keys if not k.startswith("_delta_log/") and k != profile] == []
     assert pending_in_bucket(c) == []
 
 

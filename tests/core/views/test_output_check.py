@@ -86,7 +86,7 @@ def test_validate_output_records_its_result_and_fails_on_a_rewritten_file(
     passed = committer.validate_output(job.job_id)
     record = committer.job(job.job_id)
     assert (passed.outcome, passed.files, passed.problem_count) == ("valid", 2, 0)
-    assert record.output_check == passed and record.version == 6
+    assert record.output_check == passed and record.version == 7
     assert record.steps["validate_output"].status == "succeeded"
 
     # Rewritten with other bytes of the same size: only the ETag tells.

@@ -337,11 +337,13 @@ class JobRecord(_Frozen):
     commit that published the job (``publish_table`` step). Version 6 adds a
     step's ``error`` (what a failed step failed with, one line) and the step
     statuses ``rolled_back`` and ``aborted`` (a step running when its job was
-    rolled back or aborted). Older records still load.
+    rolled back or aborted). Version 7 adds ``table_base``: the table format's
+    state job setup checked, which an older release, refusing unknown fields,
+    could not read. Older records still load.
     """
 
     kind: Literal["zero-rename/job"] = "zero-rename/job"
-    version: Literal[1, 2, 3, 4, 5, 6] = 6
+    version: Literal[1, 2, 3, 4, 5, 6, 7] = 7
     job_id: str
     destination: str
     options: JobOptions
@@ -366,6 +368,10 @@ class JobRecord(_Frozen):
     origin: dict[str, str] = Field(default_factory=dict)
     output_check: OutputCheck | None = None
     table_commit: TableCommit | None = None
+    # The table format's state as job setup checked it (TableFormat.check), for
+    # the commit: "" for none, and then not written, so that the records of jobs
+    # without one read as they did before it.
+    table_base: str = Field(default="", max_length=512, exclude_if=lambda base: not base)
 
     @field_validator("origin")
     @classmethod

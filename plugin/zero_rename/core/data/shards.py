@@ -72,7 +72,11 @@ def write_shard(
 ) -> str:
     """Write a shard once; returns its :func:`body_digest`. Raises ManifestError if
     the key holds another shard."""
-    body = encode(items)
+    return put_shard(store, bucket, key, encode(items), overwrite)
+
+
+def put_shard(store: S3Store, bucket: str, key: str, body: bytes, overwrite: bool = False) -> str:
+    """:func:`write_shard` of a shard already encoded (:func:`encode`)."""
     if overwrite:
         put_checked(store, bucket, key, body, content_type="application/gzip")
     else:

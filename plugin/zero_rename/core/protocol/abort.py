@@ -135,21 +135,47 @@ def abort_uploads(
     return aborted
 
 
-def end_table_uploads(ctx: JobContext, table_format: str, threads: int = 16) -> int:
+def abort_stray_uploads(ctx: JobContext, record: JobRecord) -> int:
+    """After a commit: the job's pending uploads (its losing attempts') and its table
+    format's that nobody will complete, from one listing of the destination, which
+    holds the format's folder. Returns how many were aborted."""
+    dest, options = ctx.dest, record.options
+    if options.table_format == "none":
+        return abort_uploads(ctx, record.job_id, options.threads, record.file_columns)
+    listed = list(ctx.store.list_uploads(dest.bucket, dest.dir))
+    ours = [u for u in listed if is_job_data_key(dest, record.job_id, u.key, record.file_columns)]
+    aborted, _ = sweep_uploads(
+        ctx.store,
+        dest.bucket,
+        lambda: job_uploads(ctx, record.job_id, record.file_columns),
+        options.threads,
+        first=ours,
+    )
+    return aborted + end_table_uploads(ctx, options.table_format, options.threads, listed)
+
+
+def end_table_uploads(
+    ctx: JobContext,
+    table_format: str,
+    threads: int = 16,
+    listed: Sequence[UploadInfo] | None = None,
+) -> int:
     """Abort the pending uploads in the table format's folder at the destination
     that nobody will complete: those at a key whose write ended in this process
     (a lost answer's leftover), and those abandoned
-    (:mod:`zero_rename.core.protocol.table_uploads`). Returns how many."""
+    (:mod:`zero_rename.core.protocol.table_uploads`). ``listed``: the uploads under
+    the destination, if just listed. Returns how many."""
     prefix = table_uploads.folder(ctx.dest, table_format)
     if prefix is None:
         return 0
     ended = take_ended(ctx.bucket, prefix)
     now = datetime.now(UTC)
-    stale = [
-        u
-        for u in ctx.store.list_uploads(ctx.bucket, prefix)
-        if u.key in ended or table_uploads.abandoned(u, now)
-    ]
+    uploads = (
+        ctx.store.list_uploads(ctx.bucket, prefix)
+        if listed is None
+        else (u for u in listed if u.key.startswith(prefix))
+    )
+    stale = [u for u in uploads if u.key in ended or table_uploads.abandoned(u, now)]
     aborted, _ = abort_each(ctx.store, ctx.bucket, stale, threads)
     if aborted:
         log.info(

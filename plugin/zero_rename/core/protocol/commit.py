@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
 from zero_rename.core.data import manifests as manifest_sources
-from zero_rename.core.data.layout import partition_dir
+from zero_rename.core.data.layout import is_job_data_key, partition_dir
 from zero_rename.core.data.manifests import ManifestSource
 from zero_rename.core.data.model import (
     CommitPlan,
@@ -61,11 +61,11 @@ from zero_rename.core.data.success import (
 )
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import (
+    abort_stray_uploads,
     abort_uploads,
     decided_plan_keys,
     end_table_uploads,
     finish_rollback,
-    job_uploads,
     remove_temporary,
     temporary_keys,
 )
@@ -319,7 +319,7 @@ def _record_committed(
     delete_replaced(ctx, committed, plan)
     left: Leftovers | None = swapped[2]
     if left is not None:
-        left = Leftovers([*left.temporary, *done.journal_keys], left.strays)
+        left = Leftovers([*left.temporary, *done.journal_keys], left.strays, left.listed)
     _cleanup_after_commit(ctx, record, plan, left)
     log.info(
         "committed job %s: %d file(s), %d bytes in %d partition(s) to %s",
@@ -710,6 +710,9 @@ class Leftovers:
 
     temporary: list[str]
     strays: list[UploadInfo]
+    # Every upload pending under the destination, the table format's folder
+    # included: what its writes left pending is judged from this listing too.
+    listed: list[UploadInfo]
 
 
 def _leftovers(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Leftovers | None:
@@ -718,16 +721,18 @@ def _leftovers(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Leftover
     written beside this listing, which the commit names itself."""
     keep = tuple(k for k in (record.plan_key, plan.shards_prefix + "attempts-") if k)
     try:
-        temporary, strays = _both(
+        temporary, listed = _both(
             lambda: temporary_keys(ctx, record.job_id, keep),
-            lambda: job_uploads(ctx, record.job_id, record.file_columns),
+            lambda: list(ctx.store.list_uploads(ctx.dest.bucket, ctx.dest.dir)),
         )
     except ZeroRenameError as exc:
         log.info(
             "job %s: listing what to clean failed (%s); cleanup lists again", record.job_id, exc
         )
         return None
-    return Leftovers(temporary, strays)
+    columns = record.file_columns
+    strays = [u for u in listed if is_job_data_key(ctx.dest, record.job_id, u.key, columns)]
+    return Leftovers(temporary, strays, listed)
 
 
 def _cleanup_after_commit(
@@ -747,20 +752,27 @@ def _cleanup_after_commit(
             if plan is not None and record.plan_key
             else decided_plan_keys(ctx, record)
         )
-        threads = record.options.threads
-        sweep = lambda: abort_uploads(ctx, record.job_id, threads, record.file_columns)  # noqa: E731
+        # The job's strays and, with a table format, what its writes left pending (a
+        # lost answer's leftover): its folder is under the destination, listed once
+        # for both, beside the swap to committed where that listing worked.
+        options = record.options
         parts: list[Callable[[], object]] = [lambda: Claims(ctx).release(record.job_id)]
         if left is None:
-            parts += [sweep, lambda: remove_temporary(ctx, record.job_id, keep)]
+            parts += [
+                lambda: abort_stray_uploads(ctx, record),
+                lambda: remove_temporary(ctx, record.job_id, keep),
+            ]
         else:
+            listed = left.listed
             if left.strays:
-                parts.append(sweep)
+                cols = record.file_columns
+                parts.append(lambda: abort_uploads(ctx, record.job_id, options.threads, cols))
+            if options.table_format != "none":
+                fmt = options.table_format
+                parts.append(lambda: end_table_uploads(ctx, fmt, options.threads, listed))
             if left.temporary:
                 keys = sorted(set(left.temporary))
                 parts.append(lambda: ctx.store.delete_objects(ctx.bucket, keys))
-        if record.options.table_format != "none":
-            # What the table commit's writes left pending (a lost answer's leftover).
-            parts.append(lambda: end_table_uploads(ctx, record.options.table_format, threads))
         with ThreadPoolExecutor(len(parts)) as pool:
             for future in [pool.submit(part) for part in parts]:
                 future.result()

@@ -34,7 +34,7 @@ def publish_table(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Table
     table = open_format(ctx, record.options)
     if table is None:
         return None
-    found = table.find(record.job_id)
+    found = table.find(record.job_id, record.table_base)
     if found is not None:
         log.info("job %s is already published to %s (%s)", record.job_id, table.table, found.id)
         return found

@@ -84,8 +84,7 @@ def setup_job(
     check_destination(ctx)
     store_profile = resolve_profile(store, dest, profile).require_safe(dest.url)
     table = open_format(ctx, options)
-    if table is not None:
-        table.check(table_schema, options.partition_columns)
+    table_base = table.check(table_schema, options.partition_columns) if table else ""
     if options.conflict_mode == "fail" and not options.partition_columns:
         existing = visible_files(ctx)
         if existing:
@@ -102,6 +101,7 @@ def setup_job(
         expected_tasks=expected_tasks,
         store_profile=store_profile,
         origin=dict(origin or {}),
+        table_base=table_base,
         steps={"setup": StepTiming(started=now, finished=now, status="succeeded")},
     )
     found = ctx.records.create(record)

@@ -30,7 +30,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
 
 from zero_rename.core.data import shards
 from zero_rename.core.data.manifests import ManifestSource
@@ -102,7 +101,7 @@ class _Shards:
         body = encode(self.buffer)
         self.digests.append(body_digest(body))
         if self.name == "uploads":
-            _remember(self.bucket, key, self.digests[-1], tuple(self.buffer))
+            _remember(self.bucket, key, self.digests[-1], body)
         self.written += 1
         self.buffer = []
         return lambda: create_shard(self.store, self.bucket, key, body)
@@ -124,9 +123,11 @@ def shard_digest(plan: CommitPlan, name: str, number: int) -> str:
 # Upload shards the running commit call wrote itself (a few, each at most
 # SHARD_SIZE items): it reads them back at once, without a request. Scoped to one
 # call, so that a plan written by an earlier step (another process, in Airflow) is
-# always read from S3 and checked against its digest there.
+# always read from S3 and checked against its digest there. Kept as the bytes
+# written (gzipped JSON lines, about 1 MB a shard), decoded when read back: as
+# parsed uploads, four shards held 40,000 of them, some 70 MB.
 _RECENT_SHARDS = 4
-_recent: ContextVar[OrderedDict[tuple[str, str, str], tuple[Any, ...]] | None] = ContextVar(
+_recent: ContextVar[OrderedDict[tuple[str, str, str], bytes] | None] = ContextVar(
     "zero_rename_recent_shards", default=None
 )
 
@@ -141,10 +142,10 @@ def recalling() -> Iterator[None]:
         _recent.reset(token)
 
 
-def _remember(bucket: str, key: str, digest: str, items: tuple[Any, ...]) -> None:
+def _remember(bucket: str, key: str, digest: str, body: bytes) -> None:
     recent = _recent.get()
     if recent is not None:
-        recent[(bucket, key, digest)] = items
+        recent[(bucket, key, digest)] = body
         while len(recent) > _RECENT_SHARDS:
             recent.popitem(last=False)
 
@@ -155,7 +156,7 @@ def _recalled(bucket: str, key: str, digest: str) -> list[PendingUpload] | None:
     if not digest or recent is None:
         return None
     found = recent.get((bucket, key, digest))
-    return list(found) if found is not None else None
+    return shards.decode(PendingUpload, found, f"s3://{bucket}/{key}") if found else None
 
 
 def upload_shards(ctx: JobContext, plan: CommitPlan) -> Iterator[tuple[int, list[PendingUpload]]]:

@@ -63,9 +63,13 @@ class TableFormat(Protocol):
         """The table's name, as people and the record name it."""
         ...
 
-    def check(self, table_schema: str, partition_columns: tuple[str, ...]) -> None:
+    def check(self, table_schema: str, partition_columns: tuple[str, ...]) -> str:
         """At job setup: the catalog (or log) can be reached, and an existing table
         has this schema's columns and these partition columns; nothing is written.
+        Returns the table's state as checked, in the format's own words ("": none
+        worth keeping), which the job record keeps for the commit (:meth:`find`
+        is given it): a commit that finds the table unchanged since need not read
+        or check it again.
 
         Raises:
             ConfigError: the table is not compatible, saying how.
@@ -73,8 +77,10 @@ class TableFormat(Protocol):
         """
         ...
 
-    def find(self, job_id: str) -> TableCommit | None:
-        """The commit that published ``job_id``, if one landed."""
+    def find(self, job_id: str, base: str = "") -> TableCommit | None:
+        """The commit that published ``job_id``, if one landed; ``base`` (what
+        :meth:`check` returned at the job's setup) lets a format read only what
+        changed since."""
         ...
 
     def publish(self, publication: Publication) -> TableCommit:

@@ -30,11 +30,14 @@ refuse each other, and one that adds files to an empty partition passes it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import math
 import random
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -48,6 +51,7 @@ from zero_rename.core.data.model import TableCommit
 from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.s3.redact import redact
+from zero_rename.core.s3.writes import backoff, create_once
 from zero_rename.core.tables import delta_features, delta_log
 from zero_rename.core.tables.base import JOB_ID_PROPERTY, Publication
 from zero_rename.core.tables.common import files_schema
@@ -75,6 +79,65 @@ MAX_PAUSE = 2.0
 TABLE_CONFIGURATION = {"delta.checkpointInterval": "10"}
 # A Parquet footer is read from the file's last bytes: this many at first.
 FOOTER_GUESS = 64 * 1024
+# Versions committed since the job's setup read one by one, at most, before the
+# table is read whole (from its last checkpoint) instead.
+TAIL_LIMIT = 20
+# Delta's checkpoint interval where a table's settings name none.
+DEFAULT_CHECKPOINT_INTERVAL = 100
+
+
+@dataclass
+class Tail:
+    """The log since the version job setup checked the job against: the commits
+    after it, which a commit must land after."""
+
+    checked: int  # the version job setup checked
+    interval: int  # the table's checkpoint interval
+    schema: str  # digest of the files' schema setup checked
+    commits: list[tuple[int, list[dict[str, Any]]]] = field(default_factory=list)
+    # For a replace, the table's files up to ``checked``: its last checkpoint (a
+    # single Parquet file; None: the log from version 0) and the commits after it.
+    checkpoint: bytes | None = None
+    before: list[list[dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def latest(self) -> int:
+        return self.commits[-1][0] if self.commits else self.checked
+
+    @property
+    def current(self) -> bool:
+        """Whether the table is still as setup checked it: no commit since changed
+        its schema, settings or protocol."""
+        return not any(delta_log.changes_table(actions) for _, actions in self.commits)
+
+
+def parse_base(base: str) -> Tail | None:
+    """The tail to read after what :func:`setup_base` kept; None for none."""
+    if not base:
+        return None
+    try:
+        setup = json.loads(base)
+        return Tail(int(setup["version"]), int(setup["interval"]), str(setup["schema"]))
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def schema_digest(table_schema: str) -> str:
+    return hashlib.sha256(table_schema.encode()).hexdigest()[:16]
+
+
+def setup_base(table: DeltaTable, table_schema: str) -> str:
+    """What job setup keeps of a table it checked: its version, its checkpoint
+    interval, and which files' schema it was checked against."""
+    settings = table.metadata().configuration
+    interval = settings.get("delta.checkpointInterval", "") or DEFAULT_CHECKPOINT_INTERVAL
+    return json.dumps(
+        {
+            "version": table.version(),
+            "interval": int(interval),
+            "schema": schema_digest(table_schema),
+        }
+    )
 
 
 class DeltaFormat:
@@ -89,6 +152,8 @@ class DeltaFormat:
         # The table as find() read it, publish() starts from it: None, no table yet.
         self._table: DeltaTable | None = None
         self._read = False
+        # The log since job setup, as find() read it: None, the table read whole.
+        self._since_setup: Tail | None = None
 
     @property
     def table(self) -> str:
@@ -96,7 +161,9 @@ class DeltaFormat:
 
     # -- the protocol's calls ------------------------------------------------------------
 
-    def check(self, table_schema: str, partition_columns: tuple[str, ...]) -> None:
+    def check(self, table_schema: str, partition_columns: tuple[str, ...]) -> str:
+        """Returns the version checked (with the table's checkpoint interval and the
+        files' schema checked), or "" when there is no table yet."""
         schema = files_schema(table_schema)
         delta_schema = (
             delta_log.table_schema(schema, partition_columns) if schema is not None else None
@@ -109,7 +176,7 @@ class DeltaFormat:
                 "the credentials and the bucket"
             ) from None
         if table is None:
-            return
+            return ""
         problem = delta_log.incompatibility(table, delta_schema, partition_columns)
         if problem:
             raise ConfigError(
@@ -123,8 +190,19 @@ class DeltaFormat:
                 f"the Delta table at {self.uri} {problem}; zero-rename cannot publish this "
                 "job to it: write to another destination"
             )
+        return setup_base(table, table_schema)
 
-    def find(self, job_id: str) -> TableCommit | None:
+    def find(self, job_id: str, base: str = "") -> TableCommit | None:
+        """With ``base``, the commits since the version job setup checked are read
+        (one listing, and a GET of each): the job's commit is one of them if it
+        landed, and an append needs nothing more of the log."""
+        self._since_setup = self._log_since(base)
+        if self._since_setup is not None:
+            for version, actions in self._since_setup.commits:
+                if delta_log.is_job_commit(actions, job_id):
+                    added, removed = delta_log.counts(actions)
+                    return self._commit_at(version, added, removed)
+            return None
         table = self._open()
         self._table, self._read = table, True
         if table is None:
@@ -132,6 +210,9 @@ class DeltaFormat:
         return self._landed(table, job_id)
 
     def publish(self, publication: Publication) -> TableCommit:
+        appended = self._append_to_tail(publication)
+        if appended is not None:
+            return appended
         columns = publication.partition_columns
         now = int(time.time() * 1000)
         adds = [delta_log.add_action(f, columns, now) for f in publication.files]
@@ -308,13 +389,7 @@ class DeltaFormat:
             job_schema = delta_log.table_schema(schema, columns) if schema is not None else None
             problem = delta_log.incompatibility(fresh, job_schema, columns)
             what = f"changed the table, which now {problem}" if problem else ""
-        if what:
-            raise TableConflictError(
-                f"version {version} of the Delta table {self.uri} "
-                f"({delta_log.describe(actions)}) {what}; nothing of job "
-                f"{publication.job_id} was committed to the table",
-                other=f"version {version}",
-            )
+        self._refuse_if(what, publication, version, actions)
 
     def _properties(self, publication: Publication, version: int) -> CommitProperties:
         return CommitProperties(
@@ -329,13 +404,186 @@ class DeltaFormat:
         )
 
     def _commit(self, version: int, adds: list[Any], removes: list[Any]) -> TableCommit:
+        return self._commit_at(version, len(adds), len(removes))
+
+    def _commit_at(self, version: int, added: int, removed: int) -> TableCommit:
         return TableCommit(
-            format="delta",
-            table=self.uri,
-            id=str(version),
-            files=len(adds),
-            removed_files=len(removes),
+            format="delta", table=self.uri, id=str(version), files=added, removed_files=removed
         )
+
+    # -- an append after the log job setup read ---------------------------------------
+
+    def _log_since(self, base: str) -> Tail | None:
+        """The log's commits after the version ``base`` names (one listing, then a
+        GET of each); for a replace, from the last checkpoint (and it) instead, for
+        the files it replaces. None without a base, or when reading the table
+        whole costs less (many commits since) or is needed (no checkpoint where
+        the table's interval puts one)."""
+        tail = parse_base(base)
+        if tail is None:
+            return None
+        checkpoint, first = -1, tail.checked + 1
+        if self.options.conflict_mode == "replace":
+            checkpoint = tail.checked // tail.interval * tail.interval if tail.interval > 0 else 0
+            first = checkpoint + 1 if checkpoint > 0 else 0
+        # A checkpoint's file sorts before its version's commit file.
+        after = checkpoint - 1 if checkpoint > 0 else first - 1
+        listed = self._log_listing(
+            delta_log.log_key(self.ctx.dest.dir, after) if after >= 0 else ""
+        )
+        if listed is None:
+            return None
+        found = sorted(v for v in map(delta_log.commit_version, listed) if v is not None)
+        versions = [v for v in found if v >= first]
+        if len(versions) > TAIL_LIMIT or versions != list(range(first, first + len(versions))):
+            return None  # many, or not one after another: read the table whole
+        if first <= tail.checked and (not versions or versions[-1] < tail.checked):
+            return None  # the commits up to the one setup checked are not all there
+        if checkpoint > 0:
+            name = delta_log.checkpoint_name(checkpoint)
+            tail.checkpoint = self._log_object(name) if name in listed else None
+            if tail.checkpoint is None:
+                return None
+        return tail if self._read_commits(tail, versions) else None
+
+    def _read_commits(self, tail: Tail, versions: list[int]) -> bool:
+        """Each version's actions into ``tail``; False if one is missing."""
+        for version in versions:
+            actions = self._entry(version)
+            if actions is None:
+                return False
+            if version > tail.checked:
+                tail.commits.append((version, actions))
+            else:
+                tail.before.append(actions)
+        return True
+
+    def _log_object(self, name: str) -> bytes | None:
+        dest = self.ctx.dest
+        found = self.ctx.store.get_object(dest.bucket, f"{dest.dir}{delta_log.LOG_DIR}/{name}")
+        return found[0] if found is not None else None
+
+    def _log_listing(self, start_after: str) -> set[str] | None:
+        """The names in the table's log after ``start_after`` (one page; None if
+        there are more: the table is then read whole)."""
+        dest = self.ctx.dest
+        kwargs = {"StartAfter": start_after} if start_after else {}
+        with self._errors("list the log of"):
+            listed = self.ctx.store.client.list_objects_v2(
+                Bucket=dest.bucket, Prefix=f"{dest.dir}{delta_log.LOG_DIR}/", **kwargs
+            )
+        if listed.get("IsTruncated"):
+            return None
+        return {o["Key"].rsplit("/", 1)[-1] for o in listed.get("Contents", [])}
+
+    def _append_to_tail(self, publication: Publication) -> TableCommit | None:
+        """An append as one conditional write of the commit file after the log's
+        last version, when the table is still as job setup checked it: the write's
+        condition (If-None-Match) is the check that no other commit took that
+        version. A commit that did is read; the next version is tried after an
+        append's, which conflicts with nothing. None where the table must be read
+        whole: no tail read, a replace, a changed table, a path left to delta-rs."""
+        tail = self._since_setup
+        if (
+            tail is None
+            or tail.schema != schema_digest(publication.table_schema)
+            or not tail.current
+        ):
+            return None
+        columns = publication.partition_columns
+        now = int(time.time() * 1000)
+        adds = []
+        for file in publication.files:
+            add = delta_log.add_entry(file, columns, now)
+            if add is None:
+                return None
+            adds.append(add)
+        live = self._replaced_files(tail, publication)
+        dest = self.ctx.dest
+        version = tail.latest + 1
+        for attempt in range(COMMIT_ATTEMPTS):
+            removes = live.removes(now) if live is not None else []
+            body = delta_log.commit_file(publication, columns, version, adds, removes)
+            key = delta_log.log_key(dest.dir, version)
+            try:
+                other = create_once(self.ctx.store, dest.bucket, key, body)
+            except StoreError as exc:
+                raise StoreError(
+                    redact(f"cannot commit to the Delta table {self.uri}: {exc}"),
+                    operation="delta commit to",
+                    code=exc.code,
+                    status=exc.status,
+                ) from None
+            if other is None:
+                self._checkpoint_if_due(tail, version)
+                return self._commit_at(version, len(adds), len(removes))
+            actions = delta_log.parse_entry(other)
+            if delta_log.is_job_commit(actions, publication.job_id):
+                return self._commit_at(version, *delta_log.counts(actions))
+            tail.commits.append((version, actions))
+            if not tail.current:
+                return None
+            self._judge_winner(publication, version, actions)
+            if live is not None:
+                live.apply(actions)
+            log.info(
+                "job %s: version %d of the Delta table %s was another writer's; appending after it",
+                publication.job_id,
+                version,
+                self.uri,
+            )
+            version += 1
+            backoff(attempt)
+        return None
+
+    def _replaced_files(self, tail: Tail, publication: Publication) -> delta_log.LiveFiles | None:
+        """For a replace, the table's files in the partitions it replaces, as of the
+        log's last version; None for an append."""
+        if not publication.replaces:
+            return None
+        live = delta_log.LiveFiles(publication, publication.partition_columns)
+        if tail.checkpoint is not None:
+            live.read_checkpoint(tail.checkpoint)
+        for actions in [*tail.before, *(a for _, a in tail.commits)]:
+            live.apply(actions)
+        return live
+
+    def _judge_winner(
+        self, publication: Publication, version: int, actions: list[dict[str, Any]]
+    ) -> None:
+        """Another writer's commit took ``version``: a conflict with the job's is final."""
+        what = delta_log.conflict(actions, publication, publication.partition_columns)
+        self._refuse_if(what, publication, version, actions)
+
+    def _refuse_if(
+        self, what: str, publication: Publication, version: int, actions: list[dict[str, Any]]
+    ) -> None:
+        """The conflict ``what`` (none: "") with another writer's ``version``, raised."""
+        if what:
+            raise TableConflictError(
+                f"version {version} of the Delta table {self.uri} "
+                f"({delta_log.describe(actions)}) {what}; nothing of job "
+                f"{publication.job_id} was committed to the table",
+                other=f"version {version}",
+            )
+
+    def _checkpoint_if_due(self, tail: Tail, version: int) -> None:
+        """A checkpoint where the table's interval says, as delta-rs writes one after
+        its own commits, and the expired log files cleaned up; best effort: the
+        commit has landed, and a later one checkpoints if this does not."""
+        if tail.interval <= 0 or version % tail.interval:
+            return
+        try:
+            with self._errors("checkpoint"):
+                # The latest version (this one, unless another writer's followed): a
+                # table opened at a version reads the log from its start.
+                table = DeltaTable(self.uri, storage_options=self._storage())
+                table.create_checkpoint()
+                table.cleanup_metadata()
+        except ZeroRenameError as exc:
+            log.warning(
+                "no checkpoint of the Delta table %s at version %d: %s", self.uri, version, exc
+            )
 
     # -- reading -------------------------------------------------------------------------
 

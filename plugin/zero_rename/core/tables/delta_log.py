@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import re
+import string
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
 from deltalake.transaction import AddAction, RemoveAction, Transaction
 
@@ -51,10 +53,14 @@ def partition_app_id(columns: Sequence[str], values: Partition) -> str:
 def transactions(publication: Publication, columns: Sequence[str], version: int) -> list[Any]:
     """The job's app transaction, and a replace's one per partition; each carries
     the version the commit lands in, so that finding the job tells its version."""
+    return [Transaction(app_id=i, version=version) for i in app_ids(publication, columns)]
+
+
+def app_ids(publication: Publication, columns: Sequence[str]) -> list[str]:
     ids = [job_app_id(publication.job_id)]
     if publication.replaces and columns:
         ids += sorted({partition_app_id(columns, p) for p in replaced(publication, columns)})
-    return [Transaction(app_id=i, version=version) for i in ids]
+    return ids
 
 
 def replaced(publication: Publication, columns: Sequence[str]) -> list[Partition]:
@@ -84,6 +90,122 @@ def add_action(file: TableFile, columns: Sequence[str], now_ms: int) -> AddActio
         data_change=True,
         stats=stats_json(file, columns),
     )
+
+
+# Characters of a path as written that the log holds as delta-rs writes them
+# (each percent-encoded but these, and non-ASCII as UTF-8 escapes): a commit
+# written here names a file as delta-rs's would, so removes match adds.
+_LOG_SAFE = "/=+&~"
+_WRITABLE = frozenset(string.ascii_letters + string.digits + "-._%/ =+&~")
+
+
+def log_path(path: str) -> str | None:
+    """A file's path as the log writes it (percent-encoded), or None for a path
+    with a character whose encoding is left to delta-rs."""
+    if any(c not in _WRITABLE and ord(c) < 128 for c in path):
+        return None
+    return quote(path, safe=_LOG_SAFE)
+
+
+def add_entry(file: TableFile, columns: Sequence[str], now_ms: int) -> dict[str, Any] | None:
+    """The add action of one of the job's files as a log line's object, as
+    delta-rs writes it (:func:`add_action`); None for a path :func:`log_path`
+    leaves to delta-rs."""
+    path = log_path(file.path)
+    if path is None:
+        return None
+    add: dict[str, Any] = {
+        "path": path,
+        "partitionValues": {c: file.partition.get(c) for c in columns},
+        "size": file.size,
+        "modificationTime": now_ms,
+        "dataChange": True,
+    }
+    stats = stats_json(file, columns)
+    if stats:
+        add["stats"] = stats
+    return {"add": add}
+
+
+def commit_file(
+    publication: Publication,
+    columns: Sequence[str],
+    version: int,
+    adds: Sequence[dict[str, Any]],
+    removes: Sequence[dict[str, Any]] = (),
+) -> bytes:
+    """The commit file of the job at ``version``: its commit info (the job id), its
+    app transactions, its files' add actions and a replace's removes, one JSON
+    object a line."""
+    mode = "Overwrite" if publication.replaces else "Append"
+    info = {
+        "timestamp": int(time.time() * 1000),
+        "operation": "WRITE",
+        "operationParameters": {"mode": mode, "partitionBy": json.dumps(list(columns))},
+        "isBlindAppend": not publication.replaces,
+        "engineInfo": "zero-rename",
+        JOB_ID_PROPERTY: publication.job_id,
+        "zero-rename.conflict-mode": publication.conflict_mode,
+    }
+    lines = [{"commitInfo": info}]
+    lines += [{"txn": {"appId": i, "version": version}} for i in app_ids(publication, columns)]
+    text = "\n".join(json.dumps(line, separators=(",", ":")) for line in [*lines, *adds, *removes])
+    return (text + "\n").encode()
+
+
+class LiveFiles:
+    """The table's files in the partitions a replace replaces, as the log names them
+    (path as written in the log -> its partition values and size), kept from a
+    checkpoint and the commits after it."""
+
+    def __init__(self, publication: Publication, columns: Sequence[str]) -> None:
+        partitions = replaced(publication, columns)
+        self.wanted = {_partition_key(p) for p in partitions}
+        self.everything = () in self.wanted
+        self.columns = tuple(columns)
+        self.files: dict[str, tuple[dict[str, str | None], int | None]] = {}
+
+    def _replaced(self, values: Mapping[str, str | None] | None) -> dict[str, str | None] | None:
+        known = dict(values or {})
+        mine = {c: known.get(c) for c in self.columns}
+        return mine if self.everything or _partition_key(mine) in self.wanted else None
+
+    def read_checkpoint(self, data: bytes) -> None:
+        """The add actions of a single-file checkpoint (Parquet)."""
+        table = pq.read_table(pa.BufferReader(data), columns=["add"])
+        for add in table.column("add").to_pylist():
+            if add is None:
+                continue
+            values = self._replaced(dict(add.get("partitionValues") or []))
+            if values is not None:
+                self.files[add["path"]] = (values, add.get("size"))
+
+    def apply(self, actions: Iterable[dict[str, Any]]) -> None:
+        """A commit's adds and removes, in order."""
+        for action in actions:
+            if "add" in action:
+                add = action["add"]
+                values = self._replaced(add.get("partitionValues"))
+                if values is not None:
+                    self.files[add["path"]] = (values, add.get("size"))
+            elif "remove" in action:
+                self.files.pop(action["remove"]["path"], None)
+
+    def removes(self, now_ms: int) -> list[dict[str, Any]]:
+        """A remove action (a log line's object) for every file kept."""
+        return [
+            {
+                "remove": {
+                    "path": path,
+                    "dataChange": True,
+                    "deletionTimestamp": now_ms,
+                    "extendedFileMetadata": size is not None,
+                    "partitionValues": values,
+                    **({"size": size} if size is not None else {}),
+                }
+            }
+            for path, (values, size) in self.files.items()
+        ]
 
 
 def stats_json(file: TableFile, columns: Sequence[str]) -> str:
@@ -217,6 +339,32 @@ def _type_name(kind: Any) -> str:
 def log_key(prefix_dir: str, version: int) -> str:
     """The key of a version's commit file under the table's directory."""
     return f"{prefix_dir}{LOG_DIR}/{version:020d}.json"
+
+
+_COMMIT_FILE = re.compile(r"(\d{20})\.json")
+
+
+def checkpoint_name(version: int) -> str:
+    """The name of a version's single-file checkpoint."""
+    return f"{version:020d}.checkpoint.parquet"
+
+
+def commit_version(name: str) -> int | None:
+    """The version whose commit file ``name`` (a key's last element) is, or None."""
+    found = _COMMIT_FILE.fullmatch(name)
+    return int(found.group(1)) if found else None
+
+
+def is_job_commit(actions: Sequence[dict[str, Any]], job_id: str) -> bool:
+    """Whether a commit's actions carry the app transaction of ``job_id``."""
+    app = job_app_id(job_id)
+    return any("txn" in a and a["txn"].get("appId") == app for a in actions)
+
+
+def changes_table(actions: Sequence[dict[str, Any]]) -> bool:
+    """Whether a commit changed the table's schema, settings or protocol, which a
+    job checked at its setup must then be checked against again."""
+    return any("metaData" in a or "protocol" in a for a in actions)
 
 
 def parse_entry(data: bytes) -> list[dict[str, Any]]:

@@ -109,7 +109,9 @@ class IcebergFormat:
         return self.identifier
 
     # -- the TableFormat protocol ------------------------------------------
-    def check(self, table_schema: str, partition_columns: tuple[str, ...]) -> None:
+    def check(self, table_schema: str, partition_columns: tuple[str, ...]) -> str:
+        """Returns "": the catalog names the table's current metadata at no cost of
+        the store, and a commit reads that metadata whatever setup saw."""
         files = files_schema(table_schema)
         if files is not None:
             iceberg_schema(files, partition_columns)  # a type Iceberg lacks: refused now
@@ -123,14 +125,15 @@ class IcebergFormat:
                 f"be reached: {reason(exc)}"
             ) from exc
         if table is None:
-            return  # created by the first commit
+            return ""  # created by the first commit
         problems = self._misfits(table.metadata, files, partition_columns)
         if problems:
             raise ConfigError(
                 f"the Iceberg table {self.identifier} does not fit the job: {'; '.join(problems)}"
             )
+        return ""
 
-    def find(self, job_id: str) -> TableCommit | None:
+    def find(self, job_id: str, base: str = "") -> TableCommit | None:
         try:
             table = self._load()
         except ZeroRenameError:

@@ -34,7 +34,7 @@ from zero_rename.core.data.layout import Destination
 from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.redact import MASK, redact
 from zero_rename.core.tables.common import frozen_credentials
-from zero_rename.core.tables.iceberg_io import PY_IO_IMPL, SINGLE_REQUEST_IO
+from zero_rename.core.tables.iceberg_io import PY_IO_IMPL, SINGLE_REQUEST_IO, read_with
 from zero_rename.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,15 @@ def open_catalog(name: str, store: S3Store, bucket: str) -> Catalog:
         properties = {"type": "sql", "uri": embedded_uri(), "warehouse": f"s3://{bucket}"}
     added = file_io_properties(store, properties)
     properties.update(added)
+    endpoint = str(store.client.meta.endpoint_url or "")
+    if (
+        "s3.access-key-id" in added
+        and properties.get(PY_IO_IMPL) == SINGLE_REQUEST_IO
+        and properties.get("s3.endpoint", endpoint) == endpoint
+    ):
+        # The catalog reaches S3 as the store does: its metadata reads go through
+        # the store's client, one request each.
+        read_with(bucket, properties, store)
     try:
         # Keyword properties win over the configuration PyIceberg read at import,
         # so the fresh configuration above is the one in force.
