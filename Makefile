@@ -11,9 +11,10 @@ PYTEST_ARGS ?=
 # tests/conftest.py says (worker_group); 0 runs it in one process.
 TEST_WORKERS ?= 3
 # The S3 servers make test runs tests/core's cases on (tests/core/conftest.py):
-# LocalStack's cases (a handful, and a server of 480 MB that takes seconds to
-# start) run under make test-extended, which CI runs after make test.
-S3_BACKENDS ?= seaweedfs,moto
+# the cases on moto's server and on LocalStack (a tenth of tests/core's time, and
+# a server of 480 MB that takes seconds to start) run under make test-extended,
+# which CI runs after make test.
+S3_BACKENDS ?= seaweedfs
 # Options for the demos, e.g. DEMO_ARGS="--date 2024-02-01", "--table-format delta"
 # (demo, demo-dagster: the day also published as a Delta version, read back) or,
 # for demo-core, "--keep".
@@ -154,13 +155,15 @@ test-peers: $(STAMP) $(PEERS_STAMP)
 # end-to-end scenarios (marker extended, opt-in by ZERO_RENAME_TEST_EXTENDED):
 # deploy/stack.sh's plain stack running the daily DAG on a standalone Spark
 # cluster, and a Spark stage whose Airflow worker is killed mid-write; then
-# tests/core's and tests/cli's cases on LocalStack. About three minutes on two cores.
+# tests/core's and tests/cli's cases on moto's server and LocalStack. About four
+# minutes on two cores.
 test-extended: $(STAMP) localstack-venv
 	deploy/system-deps.sh
 	ZERO_RENAME_TEST_EXTENDED=1 PATH="$(abspath $(VENV))/bin:$$PATH" \
 		$(PY) -m pytest -m extended -n 2 --dist loadgroup $(PYTEST_ARGS)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest tests/core tests/cli \
-		-m localstack --s3-backends seaweedfs,moto,localstack $(PYTEST_ARGS)
+		-m "moto or localstack" --s3-backends seaweedfs,moto,localstack \
+		-n 2 --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m bench.commit_bench

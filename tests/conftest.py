@@ -104,8 +104,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         backend = backend_of(item)
         if backend in ("moto", "localstack"):
             _apply_backend_marks(item, backend)
-        if backend == "localstack":  # for make test-extended's -m localstack
-            item.add_marker(pytest.mark.localstack)
+        if backend in ("moto", "localstack"):  # make test-extended's -m "moto or localstack"
+            item.add_marker(getattr(pytest.mark, backend))
         for marker, why in missing.items():
             if item.get_closest_marker(marker) is not None:
                 item.add_marker(pytest.mark.skip(reason=why))
