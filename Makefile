@@ -155,7 +155,7 @@ test-peers: $(STAMP) $(PEERS_STAMP)
 # end-to-end scenarios (marker extended, opt-in by ZERO_RENAME_TEST_EXTENDED):
 # deploy/stack.sh's plain stack running the daily DAG on a standalone Spark
 # cluster, and a Spark stage whose Airflow worker is killed mid-write; then
-# tests/core's and tests/cli's cases on moto's server and LocalStack. About four
+# tests/core's and tests/cli's cases on moto's server and LocalStack. About two
 # minutes on two cores.
 test-extended: $(STAMP) localstack-venv
 	deploy/system-deps.sh
