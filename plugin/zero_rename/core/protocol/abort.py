@@ -59,16 +59,17 @@ def _ignore(count: int) -> None:
 
 
 def job_uploads(
-    ctx: JobContext, job_id: str, columns: tuple[str, ...] | None = None
+    ctx: JobContext,
+    job_id: str,
+    columns: tuple[str, ...] | None = None,
+    listed: Sequence[UploadInfo] | None = None,
 ) -> list[UploadInfo]:
     """Pending uploads of this job under the destination (``columns``: the job's
-    partition columns, if known)."""
-    store, dest = ctx.store, ctx.dest
-    return [
-        u
-        for u in store.list_uploads(dest.bucket, dest.dir)
-        if is_job_data_key(dest, job_id, u.key, columns)
-    ]
+    partition columns, if known; ``listed``: the destination's uploads, if just
+    listed)."""
+    dest = ctx.dest
+    uploads = ctx.store.list_uploads(dest.bucket, dest.dir) if listed is None else listed
+    return [u for u in uploads if is_job_data_key(dest, job_id, u.key, columns)]
 
 
 def abort_each(
@@ -143,7 +144,7 @@ def abort_stray_uploads(ctx: JobContext, record: JobRecord) -> int:
     if options.table_format == "none":
         return abort_uploads(ctx, record.job_id, options.threads, record.file_columns)
     listed = list(ctx.store.list_uploads(dest.bucket, dest.dir))
-    ours = [u for u in listed if is_job_data_key(dest, record.job_id, u.key, record.file_columns)]
+    ours = job_uploads(ctx, record.job_id, record.file_columns, listed)
     aborted, _ = sweep_uploads(
         ctx.store,
         dest.bucket,

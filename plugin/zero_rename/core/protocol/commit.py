@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
 from zero_rename.core.data import manifests as manifest_sources
-from zero_rename.core.data.layout import is_job_data_key, partition_dir
+from zero_rename.core.data.layout import partition_dir
 from zero_rename.core.data.manifests import ManifestSource
 from zero_rename.core.data.model import (
     CommitPlan,
@@ -66,6 +66,7 @@ from zero_rename.core.protocol.abort import (
     decided_plan_keys,
     end_table_uploads,
     finish_rollback,
+    job_uploads,
     remove_temporary,
     temporary_keys,
 )
@@ -730,8 +731,7 @@ def _leftovers(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Leftover
             "job %s: listing what to clean failed (%s); cleanup lists again", record.job_id, exc
         )
         return None
-    columns = record.file_columns
-    strays = [u for u in listed if is_job_data_key(ctx.dest, record.job_id, u.key, columns)]
+    strays = job_uploads(ctx, record.job_id, record.file_columns, listed)
     return Leftovers(temporary, strays, listed)
 
 
