@@ -144,3 +144,34 @@ def test_directory_marker_is_not_a_file_for_fail(committer: Committer) -> None:
     write_task(committer, job, "00000", [b"first"])
     committer.commit_job(job.job_id)
     assert list(visible(committer).values()) == [b"first"]
+
+
+@pytest.mark.also_on("moto")
+def test_what_an_attempt_killed_after_the_abort_left_goes_at_the_next_commit(
+    committer: Committer,
+) -> None:
+    """An attempt killed after its job's abort swept (Spark's SIGKILL of a Python
+    worker) never aborts the upload it began; no step would complete it either.
+    The next commit's listing of the destination takes it, and spares the upload
+    of a job still running."""
+    options = {"partition_columns": "dt", "conflict_mode": "append", "part_size": 5 * MIB}
+    killed_job, running_job = committer.setup_job(options), committer.setup_job(options)
+    committer.abort_job(killed_job.job_id)
+    killed = committer.task_attempt(killed_job, "00000").open({"dt": "2024-01-01"})
+    killed.write(b"k" * (5 * MIB + 1))  # a part sent, then the worker is gone
+    running = committer.task_attempt(running_job, "00000")
+    out = running.open({"dt": "2024-01-02"})
+    out.write(b"r" * (5 * MIB + 1))
+    assert len(pending_in_bucket(committer)) == 2
+
+    next_job = committer.setup_job(options)
+    write_task(committer, next_job, "00000", {"2024-01-03": b"next"})
+    committer.commit_job(next_job.job_id)
+    [left] = pending_in_bucket(committer)
+    assert running_job.job_id in left and "dt=2024-01-02/" in left
+
+    out.close()
+    running.commit()
+    committer.commit_job(running_job.job_id)
+    assert pending_in_bucket(committer) == []
+    assert sorted(len(v) for v in visible(committer).values()) == [4, 5 * MIB + 1]

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime
 from typing import Any
 
-from zero_rename.core.data.layout import is_job_data_key
+from zero_rename.core.data.layout import file_job_id, is_job_data_key
 from zero_rename.core.data.model import JobRecord, JobSummary, dump, utcnow
 from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.records import (
@@ -136,13 +136,59 @@ def abort_uploads(
     return aborted
 
 
+def decided_leftovers(ctx: JobContext, listed: Iterable[UploadInfo], job_id: str) -> bool:
+    """Whether ``listed`` holds data uploads of jobs other than ``job_id``, which
+    :func:`abort_decided_leftovers` would look at (no request)."""
+    dest = ctx.dest
+    return any(
+        (other := file_job_id(u.key)) and other != job_id and is_job_data_key(dest, other, u.key)
+        for u in listed
+    )
+
+
+def abort_decided_leftovers(
+    ctx: JobContext, listed: Iterable[UploadInfo], job_id: str, threads: int
+) -> int:
+    """Abort what other jobs of the destination left pending after they were decided.
+
+    A task attempt Spark kills after its job's abort swept (the Python worker gets
+    SIGKILL past ``spark.python.task.killTimeout``, with no chance to abort what it
+    began), or a zombie attempt that died before its fence read, leaves uploads of a
+    committed or aborted job that no step will ever complete and that S3 bills for
+    until a lifecycle rule ends them. Each later commit's or cleanup's listing of
+    the destination judges them: one GET of each such job's record, none when the
+    listing holds none. A live job's uploads, and those of a job this destination
+    holds no record of, are left alone. Returns how many were aborted."""
+    dest = ctx.dest
+    by_job: dict[str, list[UploadInfo]] = {}
+    for upload in listed:
+        other = file_job_id(upload.key)
+        if other and other != job_id and is_job_data_key(dest, other, upload.key):
+            by_job.setdefault(other, []).append(upload)
+    aborted = 0
+    for other, uploads in sorted(by_job.items()):
+        try:
+            record = ctx.records.get(other)
+        except ZeroRenameError as exc:  # no record here, or one that cannot be read
+            log.debug("uploads of job %s left alone: %s", other, exc)
+            continue
+        if record.state not in states.FINAL:
+            continue
+        cols = record.file_columns
+        theirs = [u for u in uploads if is_job_data_key(dest, other, u.key, cols)]
+        done, _ = abort_each(ctx.store, dest.bucket, theirs, threads)
+        if done:
+            log.info("aborted %d upload(s) job %s (%s) left pending", done, other, record.state)
+        aborted += done
+    return aborted
+
+
 def abort_stray_uploads(ctx: JobContext, record: JobRecord) -> int:
-    """After a commit: the job's pending uploads (its losing attempts') and its table
-    format's that nobody will complete, from one listing of the destination, which
-    holds the format's folder. Returns how many were aborted."""
+    """After a job is decided: its pending uploads (its losing or killed attempts'),
+    its table format's that nobody will complete, and what other decided jobs left
+    pending (:func:`abort_decided_leftovers`), from one listing of the destination,
+    which holds the format's folder. Returns how many were aborted."""
     dest, options = ctx.dest, record.options
-    if options.table_format == "none":
-        return abort_uploads(ctx, record.job_id, options.threads, record.file_columns)
     listed = list(ctx.store.list_uploads(dest.bucket, dest.dir))
     ours = job_uploads(ctx, record.job_id, record.file_columns, listed)
     aborted, _ = sweep_uploads(
@@ -152,7 +198,10 @@ def abort_stray_uploads(ctx: JobContext, record: JobRecord) -> int:
         options.threads,
         first=ours,
     )
-    return aborted + end_table_uploads(ctx, options.table_format, options.threads, listed)
+    aborted += abort_decided_leftovers(ctx, listed, record.job_id, options.threads)
+    if options.table_format != "none":
+        aborted += end_table_uploads(ctx, options.table_format, options.threads, listed)
+    return aborted
 
 
 def end_table_uploads(
@@ -415,8 +464,7 @@ def cleanup_job(ctx: JobContext, job_id: str) -> JobSummary:
     # their list goes with the temporary objects, so delete them first.
     delete_replaced(ctx, record)
     Claims(ctx).release(job_id)
-    aborted = abort_uploads(ctx, job_id, record.options.threads, record.file_columns)
-    aborted += end_table_uploads(ctx, record.options.table_format, record.options.threads)
+    aborted = abort_stray_uploads(ctx, record)
     keep = decided_plan_keys(ctx, record)
     committed = record.state == states.COMMITTED
     removed = remove_temporary(ctx, job_id, keep, files=committed)

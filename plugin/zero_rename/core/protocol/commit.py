@@ -61,8 +61,10 @@ from zero_rename.core.data.success import (
 )
 from zero_rename.core.protocol import states
 from zero_rename.core.protocol.abort import (
+    abort_decided_leftovers,
     abort_stray_uploads,
     abort_uploads,
+    decided_leftovers,
     decided_plan_keys,
     end_table_uploads,
     finish_rollback,
@@ -770,6 +772,9 @@ def _cleanup_after_commit(
             if options.table_format != "none":
                 fmt = options.table_format
                 parts.append(lambda: end_table_uploads(ctx, fmt, options.threads, listed))
+            if decided_leftovers(ctx, listed, record.job_id):
+                job_id = record.job_id
+                parts.append(lambda: abort_decided_leftovers(ctx, listed, job_id, options.threads))
             if left.temporary:
                 keys = sorted(set(left.temporary))
                 parts.append(lambda: ctx.store.delete_objects(ctx.bucket, keys))
