@@ -961,8 +961,10 @@ def med_split(runs: Sequence[Result], key: str) -> float:
 
 
 def earlier_runs(path: str) -> str:
-    """The ``### Earlier runs`` part of the page's current section, carried over
-    when the section is rewritten: the history of this benchmark's figures."""
+    """The subsections of the page's current section that this benchmark does not
+    write, carried over when the section is rewritten, in their order: measurements
+    written by hand (a before-and-after study), then ``### Earlier runs``, the
+    history of this benchmark's figures."""
     target = Path(path)
     if not target.exists():
         return ""
@@ -972,14 +974,26 @@ def earlier_runs(path: str) -> str:
     start = lines.index(HEADER)
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     own = lines[start:end]
-    if EARLIER not in own:
-        return ""
-    first = own.index(EARLIER)
-    last = next((i for i in range(first + 1, len(own)) if own[i].startswith("### ")), len(own))
-    return "\n".join(own[first:last]).rstrip()
+    heads = [i for i, line in enumerate(own) if line.startswith("### ")] + [len(own)]
+    kept = [
+        "\n".join(own[first:last]).rstrip()
+        for first, last in zip(heads, heads[1:], strict=False)
+        if own[first] not in GENERATED
+    ]
+    return "\n\n".join(kept)
 
 
-EARLIER = "### Earlier runs"
+# The subsections :func:`section` writes; any other is carried over.
+GENERATED = frozenset(
+    {
+        "### Results",
+        "### Where the time went",
+        "### Requests per file, by operation",
+        "### Reading",
+        "### One partition a day",
+        "### Start-up of the driver-side workers",
+    }
+)
 
 
 def section(
