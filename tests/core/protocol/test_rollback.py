@@ -452,3 +452,51 @@ def test_a_forced_rollback_and_the_table_commit_never_overlap(
         assert record.state == "aborted" and calls.published == []
         assert visible(committer) == {}
     assert pending_in_bucket(committer) == []
+
+
+@pytest.mark.parametrize("before", ["an earlier job's", "none"])
+def test_a_forced_rollback_racing_the_last_round_takes_the_success_marker_back(
+    committer: Committer, store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch, before: str
+) -> None:
+    """A forced rollback decided on a check taken while the commit still completed
+    its uploads, swapping the record while the commit's last round (``_SUCCESS``
+    beside the swap to committed) is on its way: the swap is refused, and the
+    ``_SUCCESS`` that went out is put back as it was, or removed."""
+    old, success = earlier_job(committer) if before != "none" else ({}, None)
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    for i, day in enumerate(DAYS):
+        write_task(committer, job, f"{i:05d}", {day: NEW[day]})
+    reached, go = threading.Event(), threading.Event()
+    last_round = commit_mod._record_committed
+
+    def held(*args: Any) -> Any:
+        reached.set()
+        assert go.wait(60)
+        return last_round(*args)
+
+    monkeypatch.setattr(commit_mod, "_record_committed", held)
+    stale = rollback.CommitOutlook(files=3, complete=2, pending=1)
+    monkeypatch.setattr(rollback, "commit_outlook", lambda *args: stale)
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            Committer(committer.dest, store_config).commit_job(job.job_id)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=commit)
+    thread.start()
+    assert reached.wait(60)
+    try:
+        committer.rollback_job(job.job_id, force=True)
+    finally:
+        go.set()
+        thread.join(60)
+    assert [type(e) for e in errors] == [CommitRolledBackError]
+    if success is not None:
+        assert_rolled_back(committer, job, old, success, "rolled back by hand")
+    else:
+        assert visible(committer) == {} and pending_in_bucket(committer) == []
+        assert committer.store.get_object(committer.dest.bucket, committer.dest.success_key) is None
+        assert committer.job(job.job_id).state == "aborted"

@@ -306,16 +306,28 @@ def _record_committed(
     committed_at = utcnow()
     success = build_success(dest, record, plan, done.first_files, store.stats, plan.created)
     summary = success_summary(dest, plan, store.stats, time.monotonic() - done.started)
-    swapped = _all(
-        done.file_list_done,
-        lambda: _write_success(ctx, success, done.success_before),
-        lambda: _leftovers(ctx, record, plan),
-        lambda: ctx.records.advance(
-            job_id,
-            states.PUBLISHED,
-            lambda r: _finished(r, summary, done.table_commit, done.table_started, committed_at),
-        ),
-    )
+    try:
+        swapped = _all(
+            done.file_list_done,
+            lambda: _write_success(ctx, success, done.success_before),
+            lambda: _leftovers(ctx, record, plan),
+            lambda: ctx.records.advance(
+                job_id,
+                states.PUBLISHED,
+                lambda r: _finished(
+                    r, summary, done.table_commit, done.table_started, committed_at
+                ),
+            ),
+        )
+    except CommitRolledBackError:
+        # A forced rollback swapped the record first, on a check taken before these
+        # completes landed: the _SUCCESS that went out beside the swap must not name
+        # a job of which nothing stays visible, and the journal's last entry, written
+        # after the rollback removed the job's temporary objects, goes too.
+        _take_back_success(ctx, success, done.success_before)
+        if done.journal_keys:
+            store.delete_objects(ctx.bucket, list(done.journal_keys))
+        raise
     committed, moved = swapped[3]
     if not moved:  # another commit of the job recorded it first
         return _decided_elsewhere(ctx, committed, Course.REPORT)
@@ -440,6 +452,28 @@ def _restore_success(ctx: JobContext, record: JobRecord) -> None:
     )
     if succeeds(current[0], success) and _write_success(ctx, success, current):
         log.info("job %s: wrote the _SUCCESS its commit did not", record.job_id)
+
+
+def _take_back_success(ctx: JobContext, success: SuccessData, before: Version | None) -> None:
+    """Put back the ``_SUCCESS`` this commit replaced, where it still holds this
+    job's: by compare-and-swap to the bytes before; with none before, a delete
+    after a read that found this job's (a later job's written in between is
+    rewritten by that job's own cleanup retry or next commit)."""
+    ours = dump(success)
+    previous = before[0] if before is not None else None
+    if previous is not None:
+        swap(
+            ctx.store,
+            ctx.bucket,
+            ctx.dest.success_key,
+            lambda current: previous if current == ours else None,
+            "_SUCCESS",
+        )
+    else:
+        found = ctx.store.get_object(ctx.bucket, ctx.dest.success_key)
+        if found is not None and found[0] == ours:
+            ctx.store.delete_objects(ctx.bucket, [ctx.dest.success_key])
+    log.info("job %s was rolled back: its _SUCCESS is taken back", success.job_id)
 
 
 def _success_job(data: bytes) -> str:
