@@ -52,6 +52,7 @@ from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.tables.base import JOB_ID_PROPERTY, Publication, TableFile
 from zero_rename.core.tables.common import files_schema
+from zero_rename.core.tables.iceberg_blocks import in_blocks
 from zero_rename.core.tables.iceberg_catalog import (
     catalog_label,
     derived_table_name,
@@ -285,6 +286,9 @@ class IcebergFormat:
                 producer.delete_data_file(old)
         for new in added:
             producer.append_data_file(new)
+        # The same manifests, their entries in blocks of many (:mod:`.iceberg_blocks`).
+        make = producer.new_manifest_writer
+        producer.new_manifest_writer = in_blocks(make)  # type: ignore[method-assign,assignment]
         # The job's own snapshot id: two commits of one job racing (a zombie
         # resumed beside its retry) both passed find(); the loser's retry finds
         # the id landed and stops, as after a lost answer.
