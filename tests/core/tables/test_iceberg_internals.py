@@ -143,8 +143,8 @@ def test_a_manifest_in_blocks_reads_back_as_pyicebergs_own(
     table: Table, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same entries through PyIceberg's writer (a block an entry) and in blocks
-    (two of 1,000 and the rest): read back alike, the blocks' file smaller."""
-    monkeypatch.setattr(iceberg_blocks, "BLOCK_ENTRIES", 1000)
+    (six of 400 and the rest): read back alike, the blocks' file smaller."""
+    monkeypatch.setattr(iceberg_blocks, "BLOCK_ENTRIES", 400)
     files = [
         DataFile.from_args(
             content=DataFileContent.DATA,

@@ -26,8 +26,9 @@ from pyiceberg.avro.file import AvroOutputFile
 from pyiceberg.manifest import ManifestWriter
 from pyiceberg.partitioning import PartitionSpec
 
-# Entries a block: some 2 MB of encoded entries, compressed once.
-BLOCK_ENTRIES = 10_000
+# Entries a block: some 200 KB of encoded entries, compressed at once; what is
+# buffered stays small at any count of files.
+BLOCK_ENTRIES = 1000
 
 
 @functools.lru_cache(maxsize=1 << 14)
