@@ -49,6 +49,7 @@ from tests.faults import CRASH_EXIT_CODE, inject, run_until_crash
 from tests.helpers import pending_in_bucket, visible
 from tests.parquet_files import encoded_schema, write_parquet
 from zero_rename.core.committer import Committer
+from zero_rename.core.data import shards
 from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.model import ColumnStats, JobRecord
 from zero_rename.core.data.options import parse_options
@@ -184,7 +185,12 @@ def own_files(c: Committer, job: JobRecord) -> list[str]:
 
 
 # -- publishing -------------------------------------------------------------
-def test_append_then_replace_read_back_exactly(committer: Committer) -> None:
+def test_append_then_replace_read_back_exactly(
+    committer: Committer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Plans of several upload shards: the table commit is handed the last one the
+    # completes decoded and reads the others again.
+    monkeypatch.setattr(shards, "SHARD_SIZE", 2)
     c = committer
     odd = "a b/c=d%e"  # escaped in the path (dt=a b%2Fc%3Dd%25e/), verbatim in the table
     first = run(c, "append", {"2024-01-01": [1, 2], "2024-01-02": [3], odd: [4], None: [8]})

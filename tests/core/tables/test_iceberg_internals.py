@@ -12,6 +12,9 @@ by name, rather than in a commit.
 - pyarrow's ``S3FileSystem.__reduce__``: the settings PyIceberg chose, rebuilt
   with ``allow_delayed_open``.
 - ``py-io-impl``: a catalog's FileIO named by its properties.
+- ``AvroOutputFile``'s ``writer``, ``encoder``, ``sync_bytes`` and
+  ``compression_codec``, and ``ManifestWriter.new_writer``
+  (core/tables/iceberg_blocks.py): a manifest's entries written many to a block.
 - the private names imported by core/tables (``_FastAppendFiles``,
   ``_OverwriteFiles``, ``_pyarrow_to_schema_without_ids``).
 
@@ -28,9 +31,20 @@ import pytest
 from pyarrow.fs import S3FileSystem
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io import load_file_io
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestWriter,
+    write_manifest,
+)
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import Table
+from pyiceberg.typedef import Record
 
-from zero_rename.core.tables import ended, iceberg_io
+from zero_rename.core.tables import ended, iceberg_blocks, iceberg_io
 from zero_rename.core.tables.iceberg_io import (
     PY_IO_IMPL,
     SINGLE_REQUEST_IO,
@@ -123,3 +137,47 @@ def test_the_file_io_notes_each_write_when_it_ends(tmp_path: Path) -> None:
 def test_a_catalogs_file_io_is_named_by_its_properties() -> None:
     io = load_file_io({PY_IO_IMPL: SINGLE_REQUEST_IO, **S3_PROPERTIES}, "s3://bkt/t")
     assert isinstance(io, SingleRequestFileIO)
+
+
+def test_a_manifest_in_blocks_reads_back_as_pyicebergs_own(
+    table: Table, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same entries through PyIceberg's writer (a block an entry) and in blocks
+    (two of 400 and the rest): read back alike, the blocks' file smaller."""
+    monkeypatch.setattr(iceberg_blocks, "BLOCK_ENTRIES", 400)
+    files = [
+        DataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=f"file://{tmp_path}/data/{i}.parquet",
+            file_format=FileFormat.PARQUET,
+            partition=Record(),
+            record_count=i * 70_001,
+            file_size_in_bytes=700 + i,
+            value_counts={1: i * 70_001},
+            null_value_counts={1: 0},
+            nan_value_counts={},
+            lower_bounds={1: i.to_bytes(8, "little")},
+            upper_bounds={1: (i * 2).to_bytes(8, "little")},
+        )
+        for i in range(1100)
+    ]
+
+    def write(path: str, blocks: bool) -> list[tuple[str, int, dict[int, bytes]]]:
+        def make(spec: PartitionSpec) -> ManifestWriter:
+            output = table.io.new_output(f"file://{tmp_path}/{path}")
+            return write_manifest(2, spec, table.schema(), output, 1, "deflate")
+
+        with (iceberg_blocks.in_blocks(make) if blocks else make)(table.spec()) as writer:
+            for made in files:
+                writer.add(
+                    ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, data_file=made)
+                )
+        entries = writer.to_manifest_file().fetch_manifest_entry(table.io)
+        return [
+            (e.data_file.file_path, e.data_file.record_count, e.data_file.lower_bounds)
+            for e in entries
+        ]
+
+    plain, blocked = write("plain.avro", False), write("blocks.avro", True)
+    assert blocked == plain and len(blocked) == 1100
+    assert (tmp_path / "blocks.avro").stat().st_size < (tmp_path / "plain.avro").stat().st_size / 2

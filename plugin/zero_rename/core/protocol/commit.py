@@ -262,7 +262,7 @@ def _publish_decided(
         return _decided_elsewhere(ctx, fenced, course)
     table_started = fenced.steps["publish_table"].started
     try:
-        table_commit = publish_table(ctx, record, plan)
+        table_commit = publish_table(ctx, record, plan, last.uploads)
     except ZeroRenameError as refused:
         # A conflict, or any refusal no retry can change (the table's schema changed
         # since setup, say): unless the commit landed after all, roll back.

@@ -17,16 +17,23 @@ from collections.abc import Iterator
 from zero_rename.core.data.layout import partition_values
 from zero_rename.core.data.model import CommitPlan, JobRecord, TableCommit
 from zero_rename.core.data.records import JobContext
-from zero_rename.core.protocol.planning import upload_shards
+from zero_rename.core.protocol.planning import upload_shard
+from zero_rename.core.protocol.publish import DecodedShard
 from zero_rename.core.tables.base import Publication, TableFile
 from zero_rename.core.tables.registry import open_format
 
 log = logging.getLogger(__name__)
 
 
-def publish_table(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> TableCommit | None:
+def publish_table(
+    ctx: JobContext,
+    record: JobRecord,
+    plan: CommitPlan,
+    decoded: DecodedShard | None = None,
+) -> TableCommit | None:
     """Publish the job to its table format, or find the commit that did; None
-    when the job names no format.
+    when the job names no format. ``decoded``: a shard of the plan's uploads the
+    caller holds decoded already (the completes' last), not read again.
 
     Raises:
         TableConflictError: another writer's commit conflicts; nothing was published.
@@ -38,7 +45,7 @@ def publish_table(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Table
     if found is not None:
         log.info("job %s is already published to %s (%s)", record.job_id, table.table, found.id)
         return found
-    published = table.publish(_publication(ctx, record, plan))
+    published = table.publish(_publication(ctx, record, plan, decoded))
     log.info(
         "job %s published to %s %s as %s: %d file(s) added, %d removed",
         record.job_id,
@@ -57,7 +64,12 @@ def published_to_table(ctx: JobContext, record: JobRecord) -> TableCommit | None
     return None if table is None else table.find(record.job_id)
 
 
-def _publication(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Publication:
+def _publication(
+    ctx: JobContext,
+    record: JobRecord,
+    plan: CommitPlan,
+    decoded: DecodedShard | None,
+) -> Publication:
     # An unpartitioned job writes (and a replace replaces) the whole table: ({},). A
     # partitioned job that wrote no file has no partition: it replaces nothing.
     if record.options.partition_columns:
@@ -71,13 +83,17 @@ def _publication(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Public
         partition_columns=record.options.partition_columns,
         partitions=partitions,
         table_schema=plan.table_schema,
-        files=_files(ctx, plan),
+        files=_files(ctx, plan, decoded),
     )
 
 
-def _files(ctx: JobContext, plan: CommitPlan) -> Iterator[TableFile]:
-    """The plan's files, a shard at a time."""
-    for _, uploads in upload_shards(ctx, plan):
+def _files(ctx: JobContext, plan: CommitPlan, decoded: DecodedShard | None) -> Iterator[TableFile]:
+    """The plan's files, a shard at a time (``decoded`` not decoded again)."""
+    for number in range(plan.upload_shards):
+        if decoded is not None and decoded[0] == number:
+            uploads = decoded[1]
+        else:
+            uploads = upload_shard(ctx, plan, number)
         for upload in uploads:
             yield TableFile(
                 path=upload.key[len(ctx.dest.dir) :],

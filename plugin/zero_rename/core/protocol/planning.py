@@ -160,17 +160,18 @@ def _recalled(bucket: str, key: str, digest: str) -> list[PendingUpload] | None:
 
 
 def upload_shards(ctx: JobContext, plan: CommitPlan) -> Iterator[tuple[int, list[PendingUpload]]]:
-    store, dest = ctx.store, ctx.dest
     for number in range(plan.upload_shards):
-        key = shard_key(plan.shards_prefix, "uploads", number)
-        digest = shard_digest(plan, "uploads", number)
-        recalled = _recalled(dest.bucket, key, digest)
-        yield (
-            number,
-            recalled
-            if recalled is not None
-            else read_shard(store, dest.bucket, key, PendingUpload, digest),
-        )
+        yield number, upload_shard(ctx, plan, number)
+
+
+def upload_shard(ctx: JobContext, plan: CommitPlan, number: int) -> list[PendingUpload]:
+    store, dest = ctx.store, ctx.dest
+    key = shard_key(plan.shards_prefix, "uploads", number)
+    digest = shard_digest(plan, "uploads", number)
+    recalled = _recalled(dest.bucket, key, digest)
+    if recalled is not None:
+        return recalled
+    return read_shard(store, dest.bucket, key, PendingUpload, digest)
 
 
 def planned_uploads(ctx: JobContext, plan: CommitPlan) -> Iterator[PendingUpload]:

@@ -102,7 +102,8 @@ _WRITABLE = frozenset(string.ascii_letters + string.digits + "-._%/ =+&~")
 def log_path(path: str) -> str | None:
     """A file's path as the log writes it (percent-encoded), or None for a path
     with a character whose encoding is left to delta-rs."""
-    if any(c not in _WRITABLE and ord(c) < 128 for c in path):
+    others = set(path).difference(_WRITABLE)  # a set: a path repeats its characters
+    if others and any(ord(c) < 128 for c in others):
         return None
     return quote(path, safe=_LOG_SAFE)
 

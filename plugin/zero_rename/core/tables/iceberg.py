@@ -24,6 +24,7 @@ a commit only until snapshot expiry removes it; the job record's
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -52,6 +53,7 @@ from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.tables.base import JOB_ID_PROPERTY, Publication, TableFile
 from zero_rename.core.tables.common import files_schema
+from zero_rename.core.tables.iceberg_blocks import in_blocks
 from zero_rename.core.tables.iceberg_catalog import (
     catalog_label,
     derived_table_name,
@@ -200,10 +202,14 @@ class IcebergFormat:
 
     # -- publishing ----------------------------------------------------------
     def _publish(self, publication: Publication) -> TableCommit:
-        files = list(publication.files)
+        # The files stream, a shard at a time, into their DataFiles: only those are
+        # all held at once. The first is looked at for a table created without a schema.
+        source = iter(publication.files)
+        first = next(source, None)
+        files = itertools.chain([first] if first is not None else [], source)
         table, self._found = self._found or self._load(), None
         try:
-            table = table or self._create(publication, files)
+            table = table or self._create(publication, first)
             added, removed, predicate = self._changes(table, publication, files)
         except ConfigError as exc:
             # The table can never take these files: a retry would fail alike and
@@ -227,7 +233,7 @@ class IcebergFormat:
         )
 
     def _changes(
-        self, table: Table, publication: Publication, files: list[TableFile]
+        self, table: Table, publication: Publication, files: Iterable[TableFile]
     ) -> tuple[list[DataFile], list[DataFile], BooleanExpression | None]:
         """The data files the job adds, those it removes, and the rows it replaces
         (None for an append).
@@ -285,6 +291,9 @@ class IcebergFormat:
                 producer.delete_data_file(old)
         for new in added:
             producer.append_data_file(new)
+        # The same manifests, their entries in blocks of many (:mod:`.iceberg_blocks`).
+        make = producer.new_manifest_writer
+        producer.new_manifest_writer = in_blocks(make)  # type: ignore[method-assign,assignment]
         # The job's own snapshot id: two commits of one job racing (a zombie
         # resumed beside its retry) both passed find(); the loser's retry finds
         # the id landed and stops, as after a lost answer.
@@ -335,12 +344,12 @@ class IcebergFormat:
         except (NoSuchTableError, NoSuchNamespaceError):
             return None
 
-    def _create(self, publication: Publication, files: list[TableFile]) -> Table:
+    def _create(self, publication: Publication, first: TableFile | None) -> Table:
         """The table, created for the job's files (another publisher may create it
         first: then that one)."""
         catalog = self._catalog_()
         schema = iceberg_schema(
-            self._files_schema(catalog, publication, files), publication.partition_columns
+            self._files_schema(catalog, publication, first), publication.partition_columns
         )
         dest = self.ctx.dest.url
         namespace = self.identifier.rsplit(".", 1)[0]
@@ -367,19 +376,19 @@ class IcebergFormat:
         return catalog.load_table(self.identifier)
 
     def _files_schema(
-        self, catalog: Catalog, publication: Publication, files: list[TableFile]
+        self, catalog: Catalog, publication: Publication, first: TableFile | None
     ) -> pa.Schema:
         """The files' Arrow schema: the writer's, or a file's footer for a writer
         that gave none (one request, at the table's creation only)."""
         if publication.table_schema:
             return files_schema(publication.table_schema)
-        if not files:
+        if first is None:
             raise ConfigError(
                 f"the Iceberg table {self.identifier} does not exist, and job "
                 f"{publication.job_id} has neither a schema recorded nor a file to read one from"
             )
         io = load_file_io(dict(catalog.properties), self.ctx.dest.url)
-        return self._footer(io, files[0]).schema.to_arrow_schema()
+        return self._footer(io, first).schema.to_arrow_schema()
 
     def _misfits(
         self, metadata: TableMetadata, files: pa.Schema | None, partition_columns: tuple[str, ...]

@@ -20,7 +20,8 @@ import functools
 import math
 import re
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
@@ -37,7 +38,15 @@ from pyiceberg.io.pyarrow import (
     _pyarrow_to_schema_without_ids,
     compute_statistics_plan,
 )
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestContent, ManifestFile
+from pyiceberg.manifest import (
+    DATA_FILE_TYPE,
+    DEFAULT_READ_VERSION,
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestFile,
+)
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema, assign_fresh_schema_ids, promote
 from pyiceberg.table import Table
@@ -277,19 +286,57 @@ def replaced_files(
     return [f for found in ExecutorFactory.get_or_create().map(files_of, manifests) for f in found]
 
 
+@dataclass(frozen=True)
+class _Column:
+    """How one top-level column's statistics become metrics, worked out once a job."""
+
+    field_id: int
+    kind: PrimitiveType
+    bounds: bool  # False: counts only (the table's metrics mode)
+    convert: Callable[[Any, Bound, bool], Any]  # _convert for this type
+    encode: Callable[[Any, Any], bytes]  # PyIceberg's to_bytes for this type
+    width: int | None  # truncate(n) of a string column's bounds
+
+
+@dataclass(frozen=True)
+class _Partition:
+    """One partition's value and its columns' exact metrics, worked out once a job."""
+
+    values: tuple[Any, ...]
+    # field id, whether null, the bound bytes (None: none)
+    metrics: tuple[tuple[int, bool, bytes | None], ...]
+
+
 class DataFiles:
-    """Builds the :class:`DataFile` of each of a job's files for one table."""
+    """Builds the :class:`DataFile` of each of a job's files for one table.
+
+    What is the same for every file (each column's metrics mode and converter, each
+    partition's values and bounds, the DataFile's fields in their order) is worked
+    out once; per file only its own numbers are converted."""
 
     def __init__(self, metadata: TableMetadata, destination: str) -> None:
         self.schema = metadata.schema()
         self.spec = metadata.spec()
-        self.spec_id = metadata.default_spec_id
         self.destination = destination.rstrip("/")
         self.plan = compute_statistics_plan(self.schema, dict(metadata.properties))
         self.partition_columns = [
             str(self.schema.find_column_name(f.source_id)) for f in self.spec.fields
         ]
-        self._top_level = {f.name: f for f in self.schema.fields}
+        self._columns = self._column_plans()
+        # By the file's partition mapping, as its items come.
+        self._partitions: dict[tuple[tuple[str, str | None], ...], _Partition] = {}
+        fields = DATA_FILE_TYPE[DEFAULT_READ_VERSION].fields
+        self._at = {f.name: i for i, f in enumerate(fields)}
+        self._template = [f.initial_default for f in fields]
+        self._template[self._at["content"]] = DataFileContent.DATA
+
+    def _column_plans(self) -> dict[str, _Column]:
+        columns = {}
+        for field in self.schema.fields:
+            collector = self.plan.get(field.field_id)
+            if collector is not None and collector.mode.type != MetricModeTypes.NONE:
+                columns[field.name] = _column(collector)
+        return columns
 
     def data_file(self, file: TableFile, rows: int) -> DataFile:
         """The DataFile of ``file`` (``rows``: its record count), at
@@ -299,32 +346,47 @@ class DataFiles:
             raise ConfigError(
                 f"{file.path!r} is not a Parquet, ORC or Avro file: an Iceberg table holds no other"
             )
-        counts, nulls, lower, upper = self._metrics(file, rows)
-        return DataFile.from_args(
-            content=DataFileContent.DATA,
-            file_path=f"{self.destination}/{file.path}",
-            file_format=_FORMATS[suffix],
-            partition=Record(*self._partition(file)),
-            record_count=rows,
-            file_size_in_bytes=file.size,
-            value_counts=counts,
-            null_value_counts=nulls,
-            nan_value_counts={},
-            lower_bounds=lower,
-            upper_bounds=upper,
-            spec_id=self.spec_id,
-        )
+        partition = self._partition(file)
+        counts, nulls, lower, upper = self._metrics(file, rows, partition)
+        at, data = self._at, list(self._template)
+        data[at["file_path"]] = f"{self.destination}/{file.path}"
+        data[at["file_format"]] = _FORMATS[suffix]
+        data[at["partition"]] = Record(*partition.values)
+        data[at["record_count"]] = rows
+        data[at["file_size_in_bytes"]] = file.size
+        data[at["value_counts"]] = counts
+        data[at["null_value_counts"]] = nulls
+        data[at["nan_value_counts"]] = {}
+        data[at["lower_bounds"]] = lower
+        data[at["upper_bounds"]] = upper
+        return DataFile(*data)
 
-    def _partition(self, file: TableFile) -> list[Any]:
+    def _partition(self, file: TableFile) -> _Partition:
+        key = tuple(file.partition.items())
+        found = self._partitions.get(key)
+        if found is not None:
+            return found
         missing = set(self.partition_columns) - set(file.partition)
         if missing:
             raise ConfigError(
                 f"{file.path!r} names no value for partition column(s) {sorted(missing)}"
             )
-        return [partition_value(self.schema, c, file.partition[c]) for c in self.partition_columns]
+        values = tuple(
+            partition_value(self.schema, c, file.partition[c]) for c in self.partition_columns
+        )
+        metrics = []
+        for name, value in zip(self.partition_columns, values, strict=True):
+            # Every row of the file holds the partition value: its bounds are exact.
+            field = self.schema.find_field(name)
+            encoded = None
+            if value is not None and isinstance(field.field_type, PrimitiveType):
+                encoded = to_bytes(field.field_type, value)
+            metrics.append((field.field_id, value is None, encoded))
+        found = self._partitions[key] = _Partition(values, tuple(metrics))
+        return found
 
     def _metrics(
-        self, file: TableFile, rows: int
+        self, file: TableFile, rows: int, partition: _Partition
     ) -> tuple[dict[int, int], dict[int, int], dict[int, bytes], dict[int, bytes]]:
         counts: dict[int, int] = {}
         nulls: dict[int, int] = {}
@@ -332,36 +394,39 @@ class DataFiles:
         upper: dict[int, bytes] = {}
         stats = file.stats.columns if file.stats is not None else {}
         for name, column in stats.items():
-            field = self._top_level.get(name)
-            collector = self.plan.get(field.field_id) if field is not None else None
-            if collector is None or collector.mode.type == MetricModeTypes.NONE:
+            plan = self._columns.get(name)
+            if plan is None:
                 continue
-            counts[collector.field_id] = rows
+            counts[plan.field_id] = rows
             if column.nulls is not None:
-                nulls[collector.field_id] = column.nulls
-            if collector.mode.type != MetricModeTypes.COUNTS:
-                low, high = column_bounds(collector, column)
+                nulls[plan.field_id] = column.nulls
+            if plan.bounds:
+                low, high = _bounds(plan, column)
                 if low is not None:
-                    lower[collector.field_id] = low
+                    lower[plan.field_id] = low
                 if high is not None:
-                    upper[collector.field_id] = high
-        for name, value in zip(self.partition_columns, self._partition(file), strict=True):
-            self._partition_metrics(name, value, rows, (counts, nulls, lower, upper))
+                    upper[plan.field_id] = high
+        for field_id, is_null, encoded in partition.metrics:
+            counts[field_id] = rows
+            nulls[field_id] = rows if is_null else 0
+            lower.pop(field_id, None)
+            upper.pop(field_id, None)
+            if encoded is not None:
+                lower[field_id] = upper[field_id] = encoded
         return counts, nulls, lower, upper
 
-    def _partition_metrics(
-        self, name: str, value: Any, rows: int, into: tuple[dict[int, Any], ...]
-    ) -> None:
-        """Every row of the file holds the partition value: its bounds are exact."""
-        counts, nulls, lower, upper = into
-        field = self.schema.find_field(name)
-        counts[field.field_id] = rows
-        nulls[field.field_id] = rows if value is None else 0
-        lower.pop(field.field_id, None)
-        upper.pop(field.field_id, None)
-        if value is not None and isinstance(field.field_type, PrimitiveType):
-            encoded = to_bytes(field.field_type, value)
-            lower[field.field_id] = upper[field.field_id] = encoded
+
+def _column(collector: StatisticsCollector) -> _Column:
+    kind = collector.iceberg_type
+    truncate = collector.mode.type == MetricModeTypes.TRUNCATE
+    return _Column(
+        field_id=collector.field_id,
+        kind=kind,
+        bounds=collector.mode.type != MetricModeTypes.COUNTS,
+        convert=_convert.dispatch(type(kind)),
+        encode=to_bytes.dispatch(type(kind)),
+        width=collector.mode.length if truncate and isinstance(kind, StringType) else None,
+    )
 
 
 def column_bounds(
@@ -369,22 +434,32 @@ def column_bounds(
 ) -> tuple[bytes | None, bytes | None]:
     """The writer's min and max as Iceberg bound bytes, each None where it has none or
     where it cannot be converted safely (a bound must never be tighter than the data)."""
-    kind = collector.iceberg_type
-    low = _value(kind, column.min, upward=False) if column.min is not None else None
-    high = _value(kind, column.max, upward=True) if column.max is not None else None
-    width = collector.mode.length if collector.mode.type == MetricModeTypes.TRUNCATE else None
-    if isinstance(kind, StringType) and width is not None:
+    return _bounds(_column(collector), column)
+
+
+def _bounds(plan: _Column, column: ColumnStats) -> tuple[bytes | None, bytes | None]:
+    kind = plan.kind
+    low = _converted(plan, column.min, False) if column.min is not None else None
+    high = _converted(plan, column.max, True) if column.max is not None else None
+    if plan.width is not None:
         # Iceberg's truncate(n) metrics: a prefix is a lower bound; the upper one
         # is the prefix with its last character raised (None if none can be).
-        low = low[:width] if isinstance(low, str) else None
-        high = truncate_upper_bound_text_string(high, width) if isinstance(high, str) else None
+        low = low[: plan.width] if isinstance(low, str) else None
+        high = truncate_upper_bound_text_string(high, plan.width) if isinstance(high, str) else None
     try:
         return (
-            to_bytes(kind, low) if low is not None else None,
-            to_bytes(kind, high) if high is not None else None,
+            plan.encode(kind, low) if low is not None else None,
+            plan.encode(kind, high) if high is not None else None,
         )
     except (ValueError, TypeError, OverflowError, struct.error):
         return None, None
+
+
+def _converted(plan: _Column, value: Bound, upward: bool) -> Any:
+    try:
+        return plan.convert(plan.kind, value, upward)
+    except (ValueError, TypeError, InvalidOperation, OverflowError):
+        return None
 
 
 @functools.singledispatch
@@ -456,13 +531,6 @@ def _(kind: DecimalType, value: Bound, upward: bool) -> Any:
     rounding = ROUND_CEILING if upward else ROUND_FLOOR
     scaled = exact.quantize(Decimal(1).scaleb(-kind.scale), rounding=rounding)
     return scaled if len(scaled.as_tuple().digits) <= kind.precision else None
-
-
-def _value(kind: PrimitiveType, value: Bound, upward: bool) -> Any:
-    try:
-        return _convert(kind, value, upward)
-    except (ValueError, TypeError, InvalidOperation, OverflowError):
-        return None
 
 
 def _one_line(exc: BaseException) -> str:
