@@ -389,6 +389,48 @@ def test_a_crash_anywhere_in_the_rollback_is_finished_by_a_retry(
     assert_rolled_back(committer, job, old, success, manifests[1].uploads[0].key)
 
 
+def rollback_while_held(
+    committer: Committer,
+    store_config: StoreConfig,
+    job: JobRecord,
+    monkeypatch: pytest.MonkeyPatch,
+    owner: Any,
+    name: str,
+    rollback_now: Callable[[], object],
+) -> list[BaseException]:
+    """Run the job's commit in a thread held at ``owner.name`` while
+    ``rollback_now`` runs a forced rollback decided on a stale check (one file
+    pending); returns what the commit raised."""
+    reached, go = threading.Event(), threading.Event()
+    call = getattr(owner, name)
+
+    def hold(*args: Any) -> Any:
+        reached.set()
+        assert go.wait(60)
+        return call(*args)
+
+    monkeypatch.setattr(owner, name, hold)
+    stale = rollback.CommitOutlook(files=1, complete=0, pending=1)
+    monkeypatch.setattr(rollback, "commit_outlook", lambda *args: stale)
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            Committer(committer.dest, store_config).commit_job(job.job_id)
+        except BaseException as exc:  # reported to the caller
+            errors.append(exc)
+
+    thread = threading.Thread(target=commit)
+    thread.start()
+    assert reached.wait(60)
+    try:
+        rollback_now()
+    finally:
+        go.set()
+        thread.join(60)
+    return errors
+
+
 @pytest.mark.parametrize("first", ["publish", "rollback"])
 def test_a_forced_rollback_and_the_table_commit_never_overlap(
     committer: Committer, store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch, first: str
@@ -404,43 +446,21 @@ def test_a_forced_rollback_and_the_table_commit_never_overlap(
         {"partition_columns": "dt", "conflict_mode": "append", "table_format": "delta"}
     )
     write_task(committer, job, "00000", {"2024-01-01": b"one"})
-    reached, go = threading.Event(), threading.Event()
 
-    def held(call: Callable[..., Any]) -> Callable[..., Any]:
-        def hold(*args: Any) -> Any:
-            reached.set()
-            assert go.wait(60)
-            return call(*args)
-
-        return hold
-
-    if first == "publish":  # held inside the table commit, its step recorded
-        fmt = sys.modules["zero_rename.core.tables.delta"].DeltaFormat
-        monkeypatch.setattr(fmt, "publish", held(fmt.publish))
-    else:  # held right before the step is recorded
-        monkeypatch.setattr(commit_mod, "_fence_publish", held(commit_mod._fence_publish))
-    stale = rollback.CommitOutlook(files=1, complete=0, pending=1)
-    monkeypatch.setattr(rollback, "commit_outlook", lambda *args: stale)
-    errors: list[BaseException] = []
-
-    def commit() -> None:
-        try:
-            Committer(committer.dest, store_config).commit_job(job.job_id)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    thread = threading.Thread(target=commit)
-    thread.start()
-    assert reached.wait(60)
-    try:
+    def rollback_now() -> None:
         if first == "publish":
             with pytest.raises(RollbackRefusedError, match="table may have started"):
                 committer.rollback_job(job.job_id, force=True)
         else:
             committer.rollback_job(job.job_id, force=True)
-    finally:
-        go.set()
-        thread.join(60)
+
+    if first == "publish":  # held inside the table commit, its step recorded
+        owner, name = sys.modules["zero_rename.core.tables.delta"].DeltaFormat, "publish"
+    else:  # held right before the step is recorded
+        owner, name = commit_mod, "_fence_publish"
+    errors = rollback_while_held(
+        committer, store_config, job, monkeypatch, owner, name, rollback_now
+    )
     record = committer.job(job.job_id)
     if first == "publish":
         assert errors == [] and record.state == "committed"
@@ -466,33 +486,15 @@ def test_a_forced_rollback_racing_the_last_round_takes_the_success_marker_back(
     job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
     for i, day in enumerate(DAYS):
         write_task(committer, job, f"{i:05d}", {day: NEW[day]})
-    reached, go = threading.Event(), threading.Event()
-    last_round = commit_mod._record_committed
-
-    def held(*args: Any) -> Any:
-        reached.set()
-        assert go.wait(60)
-        return last_round(*args)
-
-    monkeypatch.setattr(commit_mod, "_record_committed", held)
-    stale = rollback.CommitOutlook(files=3, complete=2, pending=1)
-    monkeypatch.setattr(rollback, "commit_outlook", lambda *args: stale)
-    errors: list[BaseException] = []
-
-    def commit() -> None:
-        try:
-            Committer(committer.dest, store_config).commit_job(job.job_id)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    thread = threading.Thread(target=commit)
-    thread.start()
-    assert reached.wait(60)
-    try:
-        committer.rollback_job(job.job_id, force=True)
-    finally:
-        go.set()
-        thread.join(60)
+    errors = rollback_while_held(
+        committer,
+        store_config,
+        job,
+        monkeypatch,
+        commit_mod,
+        "_record_committed",  # the last round: _SUCCESS beside the swap to committed
+        lambda: committer.rollback_job(job.job_id, force=True),
+    )
     assert [type(e) for e in errors] == [CommitRolledBackError]
     if success is not None:
         assert_rolled_back(committer, job, old, success, "rolled back by hand")
