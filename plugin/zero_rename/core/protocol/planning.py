@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from itertools import islice
 
 from zero_rename.core.data import shards
 from zero_rename.core.data.manifests import ManifestSource
@@ -59,7 +60,7 @@ from zero_rename.core.protocol.validate import (
     Expected,
     Validator,
     check_pending,
-    pending_digests,
+    mark_pending,
     upload_digest,
 )
 from zero_rename.core.s3.client import S3Store
@@ -220,7 +221,7 @@ def prepare(
             files=uploads.count,
             bytes=stats.bytes,
             rows=stats.rows,
-            tasks=len(validator.tasks),
+            tasks=validator.task_count(),
             upload_shards=uploads.written,
             attempt_starts=attempts[0],
             partitions=tuple(d.rstrip("/") for d in sorted(validator.dirs) if d),
@@ -323,19 +324,21 @@ def _stream(
     validator = Validator(dest, record, expected)
     uploads = _Shards(store, dest.bucket, prefix, "uploads")
     totals = _Totals()
-    attempt_ids: list[str] = []
+    # Sorted runs, compressed: the attempts shards are written in order.
+    attempt_ids = shards.StringRuns(sort=True)
     for manifest in manifests:
         validator.check(manifest)
         for upload in manifest.uploads:
             uploads.add(upload)
             totals.bytes += upload.bytes
             totals.rows += upload.rows or 0
-        attempt_ids.append(manifest.task_attempt_id)
+        attempt_ids.add(manifest.task_attempt_id)
         totals.requests.merge_snapshot(manifest.stats)
     # The last shards, the listing of pending uploads and, where it is whole, the
     # plan's header: independent, side by side (the header names the shards by the
     # digests of their bytes, known before they are sent).
     verify = not validator.problem_count and record.options.verify_uploads
+    validator.manifests_read()
     last_uploads = uploads.flush_later()
     starts, attempt_digests, attempt_bodies = _attempt_shards(prefix, attempt_ids)
     plan = header(validator, uploads, (starts, attempt_digests), totals)
@@ -350,12 +353,13 @@ def _stream(
         # most work before it goes out, so that it leaves with the others.
         listed = (
             pool.submit(
-                pending_digests,
+                mark_pending,
                 ctx,
                 record,
                 sorted(validator.dirs),
                 record.options.threads,
                 validator.files,
+                validator.uploads,
             )
             if verify
             else None
@@ -375,7 +379,7 @@ def _stream(
     log.info(
         "validated job %s: %d task manifest(s), %d file(s) in %d shard(s)",
         record.job_id,
-        len(validator.tasks),
+        len(validator.task_ids),
         validator.files,
         uploads.written,
     )
@@ -402,17 +406,18 @@ class _ShardedUploads:
 
 
 def _attempt_shards(
-    prefix: str, attempt_ids: list[str]
+    prefix: str, attempt_ids: shards.StringRuns
 ) -> tuple[tuple[str, ...], tuple[str, ...], list[tuple[str, bytes]]]:
     """The attempts shards: the first attempt id and the digest of each, and each
     one's key and bytes, to write."""
-    ordered = sorted(attempt_ids)
-    starts, digests, bodies = [], [], []
-    for number, start in enumerate(range(0, len(ordered), shards.SHARD_SIZE)):
-        chunk = ordered[start : start + shards.SHARD_SIZE]
+    starts: list[str] = []
+    digests: list[str] = []
+    bodies: list[tuple[str, bytes]] = []
+    ordered = attempt_ids.merged()
+    while chunk := list(islice(ordered, shards.SHARD_SIZE)):
         body = encode([AttemptId(id=a) for a in chunk])
         digests.append(body_digest(body))
-        bodies.append((shard_key(prefix, "attempts", number), body))
+        bodies.append((shard_key(prefix, "attempts", len(bodies)), body))
         starts.append(chunk[0])
     return tuple(starts), tuple(digests), bodies
 
@@ -516,7 +521,7 @@ def recheck_pending(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Non
     for upload in planned_uploads(ctx, plan):
         validator.uploads.add(upload_digest(upload.key, upload.upload_id))
     dirs = [p + "/" for p in plan.partitions]
-    pending = pending_digests(ctx, record, dirs, record.options.threads, plan.files)
+    pending = mark_pending(ctx, record, dirs, record.options.threads, plan.files, validator.uploads)
     check_pending(validator, pending, planned_uploads(ctx, plan))
     validator.raise_if_problems()
 
