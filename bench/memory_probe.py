@@ -31,9 +31,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from zero_rename.core.data import manifests as manifest_sources
 from zero_rename.core.data.layout import Destination, data_file_name
-from zero_rename.core.data.manifests import ManifestSource
-from zero_rename.core.data.model import JobRecord, Part, PendingUpload, TaskManifest
+from zero_rename.core.data.model import JobRecord, Part, PendingUpload, TaskManifest, dump
 from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol import planning
@@ -59,19 +59,33 @@ def file_key(dest: Destination, task: int, seq: int) -> str:
 
 
 class ProbeStore:
-    """The store calls of the plan's pass: writes kept nowhere, every planned upload
-    listed as pending."""
+    """The store calls of the plan's pass: writes kept nowhere, task manifests read
+    as made on demand, every planned upload listed as pending."""
 
     profile = None
 
-    def __init__(self, dest: Destination, tasks: Sequence[int]) -> None:
-        self.dest, self.tasks = dest, tasks
+    def __init__(self, record: JobRecord, dest: Destination, tasks: Sequence[int]) -> None:
+        self.record, self.dest, self.tasks = record, dest, tasks
+        self.manifests_dir = dest.job(record.job_id).tasks_dir
+        self.first_upload = [0]
+        for count in tasks:
+            self.first_upload.append(self.first_upload[-1] + count)
 
     def put_object(self, bucket: str, key: str, body: bytes, **_: Any) -> None:
         return None
 
-    def get_object(self, bucket: str, key: str) -> None:
-        return None
+    def get_object(self, bucket: str, key: str) -> tuple[bytes, str] | None:
+        if not key.startswith(self.manifests_dir):
+            return None
+        task = int(key[len(self.manifests_dir) :].split(".")[0])
+        return dump(
+            manifest(self.record, self.dest, task, self.tasks[task], self.first_upload[task])
+        ), ETAG
+
+    def listing(self) -> list[tuple[str, str]]:
+        """The published task manifests' keys and ETags, as listed."""
+        layout = self.dest.job(self.record.job_id)
+        return [(layout.task_manifest_key(task_id(t)), ETAG) for t in range(len(self.tasks))]
 
     def list_uploads(self, bucket: str, prefix: str, *_: Any, **__: Any) -> Iterator[UploadInfo]:
         number = 0
@@ -81,29 +95,28 @@ class ProbeStore:
                 number += 1
 
 
-def manifests(record: JobRecord, dest: Destination, tasks: Sequence[int]) -> Iterator[TaskManifest]:
-    """Each task's manifest, made as it is needed (the commit parses one at a time)."""
-    number = 0
-    for task, count in enumerate(tasks):
-        uploads = []
-        for seq in range(count):
-            uploads.append(
-                PendingUpload(
-                    key=file_key(dest, task, seq),
-                    upload_id=upload_id(number),
-                    bytes=0,
-                    parts=(Part(number=1, etag=ETAG, size=0),),
-                )
-            )
-            number += 1
-        yield TaskManifest(
-            job_id=record.job_id,
-            task_id=task_id(task),
-            attempt=0,
-            task_attempt_id=f"attempt_{record.job_id}_{task_id(task)}_0",
-            committer="magic",
-            uploads=tuple(uploads),
+def manifest(
+    record: JobRecord, dest: Destination, task: int, count: int, first: int
+) -> TaskManifest:
+    """A task's manifest as :mod:`bench.scale_prep` writes it (``first``: the number
+    of its first upload in the job)."""
+    uploads = (
+        PendingUpload(
+            key=file_key(dest, task, seq),
+            upload_id=upload_id(first + seq),
+            bytes=0,
+            parts=(Part(number=1, etag=ETAG, size=0),),
         )
+        for seq in range(count)
+    )
+    return TaskManifest(
+        job_id=record.job_id,
+        task_id=task_id(task),
+        attempt=0,
+        task_attempt_id=f"attempt_{record.job_id}_{task_id(task)}_0",
+        committer="magic",
+        uploads=tuple(uploads),
+    )
 
 
 def status(field: str) -> int:
@@ -125,9 +138,13 @@ def probe(files: int, per_task: int, trace: bool) -> dict[str, Any]:
     )
     full, rest = divmod(files, per_task)
     tasks = [per_task] * full + ([rest] if rest else [])
-    ctx = JobContext(ProbeStore(dest, tasks), dest)  # type: ignore[arg-type]
-    source = ManifestSource("probe", len(tasks), lambda: manifests(record, dest, tasks))
+    store = ProbeStore(record, dest, tasks)
+    ctx = JobContext(store, dest)  # type: ignore[arg-type]
     start_rss = status("VmRSS")
+    # As the commit does: the published manifests listed (and the listing held to the
+    # commit's end), then read from it, 16 at a time.
+    listed = manifest_sources.Listing(store.listing())
+    source = manifest_sources.published_source(ctx, JOB_ID, listed, 16)
     samples: list[tuple[float, int]] = []
     done = threading.Event()
 

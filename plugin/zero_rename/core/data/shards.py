@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import heapq
+import io
 import json
 import zlib
 from array import array
@@ -50,7 +51,8 @@ def decode(cls: type[M], data: bytes, where: str) -> list[M]:
         # a bad header gzip.BadGzipFile (an OSError).
         raise ManifestError(f"{where} is not a gzip-compressed shard: {exc}") from None
     items = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # Line by line from the text, not a list of all its lines beside it.
+    for number, line in enumerate(io.BytesIO(text), 1):
         if line.strip():
             try:
                 items.append(cls.model_validate_json(line))

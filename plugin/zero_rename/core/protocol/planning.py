@@ -161,17 +161,21 @@ def _recalled(bucket: str, key: str, digest: str) -> list[PendingUpload] | None:
 
 
 def upload_shards(ctx: JobContext, plan: CommitPlan) -> Iterator[tuple[int, list[PendingUpload]]]:
+    """The plan's uploads, a shard at a time. Each shard's list is emptied before the
+    next is read, so that two shards of parsed uploads (some 18 MB each) are never
+    held at once: a caller keeps what it needs of a shard by copying it."""
     store, dest = ctx.store, ctx.dest
     for number in range(plan.upload_shards):
         key = shard_key(plan.shards_prefix, "uploads", number)
         digest = shard_digest(plan, "uploads", number)
         recalled = _recalled(dest.bucket, key, digest)
-        yield (
-            number,
+        uploads = (
             recalled
             if recalled is not None
-            else read_shard(store, dest.bucket, key, PendingUpload, digest),
+            else read_shard(store, dest.bucket, key, PendingUpload, digest)
         )
+        yield number, uploads
+        uploads.clear()
 
 
 def planned_uploads(ctx: JobContext, plan: CommitPlan) -> Iterator[PendingUpload]:
