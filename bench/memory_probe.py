@@ -4,11 +4,13 @@ per task grows with the job.
 Runs the commit's one pass over the task manifests (``planning._stream``: the
 validator, the plan's upload and attempts shards, the listing of pending uploads
 and the checks across the job) on synthetic manifests shaped as
-:mod:`bench.scale_prep` writes them (10 empty files a task by default), against
-an in-memory store that keeps nothing it is sent (a shard written is gone, as it
-would be to a remote store) and lists every planned upload as pending. It reports
+:mod:`bench.scale_prep` writes them (10 empty files a task by default), listed
+and read as the commit lists and reads published ones, against an in-memory
+store that keeps nothing it is sent (a shard written is gone, as it would be to
+a remote store), makes each task manifest when it is read, and lists every
+planned upload as pending. It reports
 this process's resident memory before the pass and its high-water mark (``VmHWM``)
-after, so that two sizes give the slope per file. A minute at a million files.
+after, so that two sizes give the slope per file. A few minutes at a million files.
 
     python -m bench.memory_probe --files 1000000
     python -m bench.memory_probe --files 1000000 --before CHECKOUT  # both trees
