@@ -5,15 +5,21 @@ The shard size is lowered here so that a handful of files spans several shards.
 
 from __future__ import annotations
 
+import random
+import uuid
+
 import pytest
 
 from tests.faults import CRASH_EXIT_CODE, inject, run_until_crash
 from tests.helpers import history_only, pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data import shards
-from zero_rename.core.data.model import CommittedFile, TaskManifest
+from zero_rename.core.data.layout import Destination
+from zero_rename.core.data.model import CommittedFile, JobRecord, TaskManifest
+from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.shards import KeySet, decode, digest, encode
 from zero_rename.core.data.success import committed_files
+from zero_rename.core.protocol.validate import Validator
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import ManifestError
 
@@ -57,6 +63,66 @@ def test_key_sets_find_members_repeats_and_missing() -> None:
     assert digest("y") in a and digest("w") not in a
     assert a.repeated() == {digest("y")}
     assert a.missing_from(b) == {digest("y")}
+
+
+def test_key_sets_sort_in_place_and_mark_what_a_listing_finds() -> None:
+    rng = random.Random(7)
+    values = [rng.getrandbits(64) for _ in range(5000)] + [3, 3, 1, 2**64 - 1]
+    keys = KeySet()
+    for value in values:
+        keys.add(value)
+    keys.freeze()
+    assert list(keys) == sorted(values)
+    marks = keys.marks()
+    for value in values[::2] + [3, 12345]:
+        keys.mark(value, marks)
+    assert keys.unmarked(marks) == set(values[1::2]) - {3}  # both 3s marked
+
+
+def test_string_runs_keep_order_and_merge_sorted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shards, "RUN_SIZE", 7)
+    rng = random.Random(7)
+    items = [rng.choice(["b", "a\n", "\u00e9", 'q"', ""]) + str(rng.random()) for _ in range(50)]
+    kept, ordered = shards.StringRuns(), shards.StringRuns(sort=True)
+    for item in items:
+        kept.add(item)
+        ordered.add(item)
+    assert list(kept) == items and len(kept) == 50
+    assert list(ordered.merged()) == sorted(items)
+    # A run larger than a piece of its inflating: attempt ids, mostly alike.
+    monkeypatch.setattr(shards, "RUN_SIZE", 4000)
+    long = shards.StringRuns(sort=True)
+    ids = [f"attempt_{rng.random()}_{i:05d}_0" * 8 for i in range(9000)]
+    for attempt in ids:
+        long.add(attempt)
+    assert list(long.merged()) == sorted(ids)
+
+
+def test_the_validator_names_repeated_missing_and_unexpected_tasks() -> None:
+    dest = Destination.parse("s3://bucket/out")
+    job = JobRecord(job_id=str(uuid.uuid4()), destination=dest.url, options=JobOptions())
+
+    def manifest(task: str) -> TaskManifest:
+        return TaskManifest(
+            job_id=job.job_id, task_id=task, attempt=0, task_attempt_id=f"a_{task}", committer="x"
+        )
+
+    tasks = ["00000", "00001", "00001", "00002", "00002", "00002"]
+    repeats = {"task 00001 has 2 manifests", "task 00002 has 3 manifests"}
+    for expected, problems in [
+        (
+            ["00000", "00001", "00003"],
+            {"no manifest for task(s) ['00003']", "manifests of unexpected task(s) ['00002']"},
+        ),
+        (3, set()),
+        (4, {"expected 4 task(s), found manifests of 3"}),
+    ]:
+        validator = Validator(dest, job, expected)
+        for task in tasks:
+            validator.check(manifest(task))
+        assert validator.task_count() == 3
+        validator.finish([])
+        assert set(validator.problems) == repeats | problems
 
 
 @pytest.fixture

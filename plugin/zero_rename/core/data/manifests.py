@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from itertools import islice
 from typing import TypeVar
 
 from zero_rename.core.data import shards
@@ -254,12 +255,39 @@ def _stage_source(ctx: JobContext, stage: StageManifest) -> ManifestSource:
 # listing finds at most this many; a listing after the seal confirms them.
 EARLY_MANIFESTS = 64
 
-Listing = list[tuple[str, str]]
+
+class Listing:
+    """The published task manifests' keys and ETags, sorted, kept compressed
+    (:class:`~zero_rename.core.data.shards.StringRuns`): a million-file job has a
+    hundred thousand of them, some 27 MB as Python strings and tuples, held from
+    the commit's first round trip to its end. ``identity`` names the listing."""
+
+    def __init__(self, found: Iterable[tuple[str, str]]) -> None:
+        # A key and its ETag as one string, split by NUL, which neither holds (a
+        # listing's XML cannot carry it): sorted as the (key, ETag) pairs are.
+        self._runs = shards.StringRuns(sort=True)
+        for key, etag in found:
+            self._runs.add(f"{key}\0{etag}")
+        hashed = hashlib.sha256()
+        for number, line in enumerate(self._runs.merged()):
+            hashed.update((b"\n" if number else b"") + line.replace("\0", " ", 1).encode("utf-8"))
+        self.identity = hashed.hexdigest()[:32]
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def keys(self) -> Iterator[str]:
+        for line in self._runs.merged():
+            yield line.split("\0", 1)[0]
+
+    def same(self, other: Listing) -> bool:
+        """Whether both list the same manifests, by the same bodies."""
+        return len(self) == len(other) and self.identity == other.identity
 
 
 def list_published(ctx: JobContext, job_id: str) -> Listing:
     """The published task manifests' keys and ETags, sorted."""
-    return sorted((o.key, o.etag) for o in _published(ctx, job_id))
+    return Listing((o.key, o.etag) for o in _published(ctx, job_id))
 
 
 def _published_source(ctx: JobContext, job_id: str, threads: int) -> ManifestSource:
@@ -273,10 +301,6 @@ def published_source(
     ETags, no bodies) is the identity. ``confirm``: the listing was taken before the
     job was sealed, so the source confirms it by listing again."""
     store, dest = ctx.store, ctx.dest
-    identity = (
-        "published:"
-        + hashlib.sha256("\n".join(f"{k} {e}" for k, e in listed).encode("utf-8")).hexdigest()[:32]
-    )
 
     def read(key: str) -> TaskManifest:
         found = store.get_object(dest.bucket, key)
@@ -285,10 +309,10 @@ def published_source(
         return load(TaskManifest, found[0], f"s3://{dest.bucket}/{key}")
 
     return ManifestSource(
-        identity,
+        "published:" + listed.identity,
         len(listed),
-        lambda: bounded_map(read, [k for k, _ in listed], threads),
-        (lambda: list_published(ctx, job_id) == listed) if confirm else None,
+        lambda: bounded_map(read, listed.keys(), threads),
+        (lambda: list_published(ctx, job_id).same(listed)) if confirm else None,
     )
 
 
@@ -307,21 +331,18 @@ def published_count(ctx: JobContext, job_id: str) -> int:
     return sum(1 for _ in _published(ctx, job_id))
 
 
-def bounded_map(fn: Callable[[T], R], items: Sequence[T], threads: int) -> Iterator[R]:
+def bounded_map(fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
     """``fn`` over ``items`` on ``threads`` threads, results as they finish, at most
-    twice ``threads`` in flight: memory stays bounded however many items."""
-    if not items:
-        return
-    window = max(1, threads) * 2
-    with ThreadPoolExecutor(max(1, min(threads, len(items)))) as pool:
-        pending: set[Future[R]] = set()
-        position = 0
+    twice ``threads`` in flight: memory stays bounded however many items (taken
+    from ``items`` as they are needed)."""
+    todo = iter(items)
+    # The pool starts a thread per item sent while none is idle, up to ``threads``.
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        pending = {pool.submit(fn, item) for item in islice(todo, max(1, threads) * 2)}
         try:
-            while position < len(items) or pending:
-                while position < len(items) and len(pending) < window:
-                    pending.add(pool.submit(fn, items[position]))
-                    position += 1
+            while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                pending |= {pool.submit(fn, item) for item in islice(todo, len(done))}
                 for future in done:
                     yield future.result()
         finally:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import heapq
+import io
+import json
 import zlib
 from array import array
 from bisect import bisect_left
@@ -48,7 +51,8 @@ def decode(cls: type[M], data: bytes, where: str) -> list[M]:
         # a bad header gzip.BadGzipFile (an OSError).
         raise ManifestError(f"{where} is not a gzip-compressed shard: {exc}") from None
     items = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # Line by line from the text, not a list of all its lines beside it.
+    for number, line in enumerate(io.BytesIO(text), 1):
         if line.strip():
             try:
                 items.append(cls.model_validate_json(line))
@@ -124,17 +128,34 @@ def digest(*parts: str) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 
-def _sorted(items: array[int]) -> array[int]:
-    """A sorted copy, a bucket at a time: ``sorted()`` of the whole array would hold a
-    Python int per item (about 40 bytes each, 40 MB at a million files) where the
-    array holds 8. Digests are uniform, so buckets by their top byte are even."""
-    buckets = [array("Q") for _ in range(256)]
+def _sort_in_place(items: array[int]) -> None:
+    """Sort ``items`` where they are: moved into buckets by their top byte within the
+    array itself (an American flag sort), then each bucket sorted through a list of
+    its own. A sorted copy of the whole array would hold it twice, or as Python
+    ints (about 40 bytes each where the array holds 8); this holds one bucket's
+    ints. Digests are uniform, so the buckets are even."""
+    counts = [0] * 256
     for value in items:
-        buckets[value >> 56].append(value)
-    out = array("Q")
-    for bucket in buckets:
-        out.extend(array("Q", sorted(bucket)))
-    return out
+        counts[value >> 56] += 1
+    starts, ends, total = [], [], 0
+    for count in counts:
+        starts.append(total)
+        total += count
+        ends.append(total)
+    free = list(starts)  # per bucket, its first place not yet filled
+    for bucket in range(256):
+        for i in range(free[bucket], ends[bucket]):
+            value = items[i]
+            top = value >> 56
+            while top != bucket:
+                place = free[top]
+                free[top] = place + 1
+                items[place], value = value, items[place]
+                top = value >> 56
+            items[i] = value
+    for lo, hi in zip(starts, ends, strict=True):
+        if hi - lo > 1:
+            items[lo:hi] = array("Q", sorted(items[lo:hi]))
 
 
 class KeySet:
@@ -152,7 +173,7 @@ class KeySet:
 
     def freeze(self) -> KeySet:
         if not self._frozen:
-            self._items = _sorted(self._items)
+            _sort_in_place(self._items)
             self._frozen = True
         return self
 
@@ -170,6 +191,28 @@ class KeySet:
         items = self._items
         return {items[i] for i in range(1, len(items)) if items[i] == items[i - 1]}
 
+    def marks(self) -> bytearray:
+        """A mark per member, none set: for :meth:`mark` and :meth:`unmarked`. A byte
+        each, so that threads marking at once never share one (a bit each would
+        be a read and a write of a shared byte)."""
+        self.freeze()
+        return bytearray(len(self._items))
+
+    def mark(self, value: int, marks: bytearray) -> None:
+        """Mark ``value`` (every copy of it) in ``marks``, if a member."""
+        items = self._items
+        i = bisect_left(items, value)
+        while i < len(items) and items[i] == value:
+            marks[i] = 1
+            i += 1
+
+    def unmarked(self, marks: bytearray) -> set[int]:
+        """Members not marked in ``marks``."""
+        items, start = self._items, marks.find(0)
+        if start < 0:
+            return set()
+        return {items[i] for i in range(start, len(items)) if not marks[i]}
+
     def missing_from(self, other: KeySet) -> set[int]:
         """Digests of this set that ``other`` lacks (both frozen)."""
         self.freeze()
@@ -178,3 +221,62 @@ class KeySet:
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._items)
+
+
+# Strings a run of :class:`StringRuns` holds: a run is kept compressed, and is
+# whole in memory only while it is filled (a list of that many strings).
+RUN_SIZE = 10_000
+
+
+class StringRuns:
+    """Strings kept compressed, in runs of :data:`RUN_SIZE` (JSON lines, deflated): a
+    few bytes a task id or attempt id where a Python string costs 50 to 100.
+    Iterated in the order added; with ``sort``, each run is sorted as it is
+    sealed, and :meth:`merged` yields every string in order, inflating each run a
+    piece at a time."""
+
+    def __init__(self, sort: bool = False) -> None:
+        self._sort = sort
+        self._runs: list[bytes] = []
+        self._buffer: list[str] = []
+        self._count = 0
+
+    def add(self, text: str) -> None:
+        self._buffer.append(text)
+        self._count += 1
+        if len(self._buffer) >= RUN_SIZE:
+            self._runs.append(self._sealed())
+            self._buffer = []
+
+    def _sealed(self) -> bytes:
+        items = sorted(self._buffer) if self._sort else self._buffer
+        lines = "\n".join(json.dumps(item) for item in items).encode("ascii")
+        return zlib.compress(lines, _LEVEL)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[str]:
+        for run in self._runs:
+            yield from _run_items(run)
+        yield from sorted(self._buffer) if self._sort else list(self._buffer)
+
+    def merged(self) -> Iterator[str]:
+        """Every string, sorted (``sort`` runs only)."""
+        assert self._sort, "merged() of runs kept unsorted"
+        return heapq.merge(*(_run_items(run) for run in self._runs), sorted(self._buffer))
+
+
+def _run_items(run: bytes) -> Iterator[str]:
+    """A run's strings, inflated 64 KiB at a time."""
+    inflate = zlib.decompressobj()
+    rest, data = b"", run
+    while data:
+        piece = inflate.decompress(data, 1 << 16)
+        data = inflate.unconsumed_tail
+        *lines, rest = (rest + piece).split(b"\n")
+        for line in lines:
+            yield json.loads(line)
+    rest += inflate.flush()
+    if rest:
+        yield json.loads(rest)

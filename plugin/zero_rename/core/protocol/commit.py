@@ -52,7 +52,7 @@ from zero_rename.core.data.model import (
     utcnow,
 )
 from zero_rename.core.data.records import JobContext, JobRecords, step_finished, step_started
-from zero_rename.core.data.shards import read_shard
+from zero_rename.core.data.shards import StringRuns, read_shard
 from zero_rename.core.data.success import (
     build_success,
     file_shard_key,
@@ -66,6 +66,7 @@ from zero_rename.core.protocol.abort import (
     abort_uploads,
     decided_leftovers,
     decided_plan_keys,
+    delete_keys,
     end_table_uploads,
     finish_rollback,
     job_uploads,
@@ -334,7 +335,8 @@ def _record_committed(
     delete_replaced(ctx, committed, plan)
     left: Leftovers | None = swapped[2]
     if left is not None:
-        left = Leftovers([*left.temporary, *done.journal_keys], left.strays, left.listed)
+        for key in done.journal_keys:
+            left.temporary.add(key)
     _cleanup_after_commit(ctx, record, plan, left)
     log.info(
         "committed job %s: %d file(s), %d bytes in %d partition(s) to %s",
@@ -745,7 +747,7 @@ class Leftovers:
     the swap that says so: the job's temporary objects, and its stray uploads
     (losing attempts'; past the decision no upload of the job is pending but these)."""
 
-    temporary: list[str]
+    temporary: StringRuns
     strays: list[UploadInfo]
     # Every upload pending under the destination, the table format's folder
     # included: what its writes left pending is judged from this listing too.
@@ -809,9 +811,8 @@ def _cleanup_after_commit(
             if decided_leftovers(ctx, listed, record.job_id):
                 job_id = record.job_id
                 parts.append(lambda: abort_decided_leftovers(ctx, listed, job_id, options.threads))
-            if left.temporary:
-                keys = sorted(set(left.temporary))
-                parts.append(lambda: ctx.store.delete_objects(ctx.bucket, keys))
+            if len(left.temporary):
+                parts.append(lambda: delete_keys(ctx, left.temporary))
         with ThreadPoolExecutor(len(parts)) as pool:
             for future in [pool.submit(part) for part in parts]:
                 future.result()

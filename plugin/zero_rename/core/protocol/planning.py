@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from itertools import islice
 
 from zero_rename.core.data import shards
 from zero_rename.core.data.manifests import ManifestSource
@@ -59,7 +60,7 @@ from zero_rename.core.protocol.validate import (
     Expected,
     Validator,
     check_pending,
-    pending_digests,
+    mark_pending,
     upload_digest,
 )
 from zero_rename.core.s3.client import S3Store
@@ -160,11 +161,18 @@ def _recalled(bucket: str, key: str, digest: str) -> list[PendingUpload] | None:
 
 
 def upload_shards(ctx: JobContext, plan: CommitPlan) -> Iterator[tuple[int, list[PendingUpload]]]:
+    """The plan's uploads, a shard at a time. Each shard's list is emptied before the
+    next is read (and once the last is done), so that two shards of parsed uploads
+    (some 18 MB each) are never held at once: a caller keeps what it needs of a
+    shard by copying it."""
     for number in range(plan.upload_shards):
-        yield number, upload_shard(ctx, plan, number)
+        uploads = upload_shard(ctx, plan, number)
+        yield number, uploads
+        uploads.clear()
 
 
 def upload_shard(ctx: JobContext, plan: CommitPlan, number: int) -> list[PendingUpload]:
+    """One shard of the plan's uploads: from memory where this call wrote it, else read."""
     store, dest = ctx.store, ctx.dest
     key = shard_key(plan.shards_prefix, "uploads", number)
     digest = shard_digest(plan, "uploads", number)
@@ -221,7 +229,7 @@ def prepare(
             files=uploads.count,
             bytes=stats.bytes,
             rows=stats.rows,
-            tasks=len(validator.tasks),
+            tasks=validator.task_count(),
             upload_shards=uploads.written,
             attempt_starts=attempts[0],
             partitions=tuple(d.rstrip("/") for d in sorted(validator.dirs) if d),
@@ -324,19 +332,21 @@ def _stream(
     validator = Validator(dest, record, expected)
     uploads = _Shards(store, dest.bucket, prefix, "uploads")
     totals = _Totals()
-    attempt_ids: list[str] = []
+    # Sorted runs, compressed: the attempts shards are written in order.
+    attempt_ids = shards.StringRuns(sort=True)
     for manifest in manifests:
         validator.check(manifest)
         for upload in manifest.uploads:
             uploads.add(upload)
             totals.bytes += upload.bytes
             totals.rows += upload.rows or 0
-        attempt_ids.append(manifest.task_attempt_id)
+        attempt_ids.add(manifest.task_attempt_id)
         totals.requests.merge_snapshot(manifest.stats)
     # The last shards, the listing of pending uploads and, where it is whole, the
     # plan's header: independent, side by side (the header names the shards by the
     # digests of their bytes, known before they are sent).
     verify = not validator.problem_count and record.options.verify_uploads
+    validator.manifests_read()
     last_uploads = uploads.flush_later()
     starts, attempt_digests, attempt_bodies = _attempt_shards(prefix, attempt_ids)
     plan = header(validator, uploads, (starts, attempt_digests), totals)
@@ -351,12 +361,13 @@ def _stream(
         # most work before it goes out, so that it leaves with the others.
         listed = (
             pool.submit(
-                pending_digests,
+                mark_pending,
                 ctx,
                 record,
                 sorted(validator.dirs),
                 record.options.threads,
                 validator.files,
+                validator.uploads,
             )
             if verify
             else None
@@ -376,7 +387,7 @@ def _stream(
     log.info(
         "validated job %s: %d task manifest(s), %d file(s) in %d shard(s)",
         record.job_id,
-        len(validator.tasks),
+        len(validator.task_ids),
         validator.files,
         uploads.written,
     )
@@ -403,17 +414,18 @@ class _ShardedUploads:
 
 
 def _attempt_shards(
-    prefix: str, attempt_ids: list[str]
+    prefix: str, attempt_ids: shards.StringRuns
 ) -> tuple[tuple[str, ...], tuple[str, ...], list[tuple[str, bytes]]]:
     """The attempts shards: the first attempt id and the digest of each, and each
     one's key and bytes, to write."""
-    ordered = sorted(attempt_ids)
-    starts, digests, bodies = [], [], []
-    for number, start in enumerate(range(0, len(ordered), shards.SHARD_SIZE)):
-        chunk = ordered[start : start + shards.SHARD_SIZE]
+    starts: list[str] = []
+    digests: list[str] = []
+    bodies: list[tuple[str, bytes]] = []
+    ordered = attempt_ids.merged()
+    while chunk := list(islice(ordered, shards.SHARD_SIZE)):
         body = encode([AttemptId(id=a) for a in chunk])
         digests.append(body_digest(body))
-        bodies.append((shard_key(prefix, "attempts", number), body))
+        bodies.append((shard_key(prefix, "attempts", len(bodies)), body))
         starts.append(chunk[0])
     return tuple(starts), tuple(digests), bodies
 
@@ -517,7 +529,7 @@ def recheck_pending(ctx: JobContext, record: JobRecord, plan: CommitPlan) -> Non
     for upload in planned_uploads(ctx, plan):
         validator.uploads.add(upload_digest(upload.key, upload.upload_id))
     dirs = [p + "/" for p in plan.partitions]
-    pending = pending_digests(ctx, record, dirs, record.options.threads, plan.files)
+    pending = mark_pending(ctx, record, dirs, record.options.threads, plan.files, validator.uploads)
     check_pending(validator, pending, planned_uploads(ctx, plan))
     validator.raise_if_problems()
 

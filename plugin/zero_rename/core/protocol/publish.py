@@ -104,7 +104,8 @@ def publish(
             record.options.threads,
             journal,
             reporter,
-            record.options.table_format != "none",
+            # The table commit takes the last shard rather than decoding it again.
+            record.options.table_format != "none" and number == plan.upload_shards - 1,
         )
         first += files[: FILES_LISTED - len(first)]
     reporter.finish()
@@ -151,7 +152,8 @@ def _publish_shard(
     def file_list() -> None:
         write_shard(store, dest.bucket, key, files, overwrite=True)
 
-    kept = (number, uploads) if keep else None
+    # A copy: upload_shards empties the shard's list once the loop moves on.
+    kept = (number, list(uploads)) if keep else None
     return files, LastShard(file_list, lambda: journal.shard_done(number), journal.written, kept)
 
 
