@@ -213,12 +213,6 @@ class KeySet:
             return set()
         return {items[i] for i in range(start, len(items)) if not marks[i]}
 
-    def missing_from(self, other: KeySet) -> set[int]:
-        """Digests of this set that ``other`` lacks (both frozen)."""
-        self.freeze()
-        other.freeze()
-        return {v for v in self._items if v not in other}
-
     def __iter__(self) -> Iterator[int]:
         return iter(self._items)
 

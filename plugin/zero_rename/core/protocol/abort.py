@@ -138,16 +138,6 @@ def abort_uploads(
     return aborted
 
 
-def decided_leftovers(ctx: JobContext, listed: Iterable[UploadInfo], job_id: str) -> bool:
-    """Whether ``listed`` holds data uploads of jobs other than ``job_id``, which
-    :func:`abort_decided_leftovers` would look at (no request)."""
-    dest = ctx.dest
-    return any(
-        (other := file_job_id(u.key)) and other != job_id and is_job_data_key(dest, other, u.key)
-        for u in listed
-    )
-
-
 def abort_decided_leftovers(
     ctx: JobContext, listed: Iterable[UploadInfo], job_id: str, threads: int
 ) -> int:

@@ -64,7 +64,6 @@ from zero_rename.core.protocol.abort import (
     abort_decided_leftovers,
     abort_stray_uploads,
     abort_uploads,
-    decided_leftovers,
     decided_plan_keys,
     delete_keys,
     end_table_uploads,
@@ -459,8 +458,9 @@ def _restore_success(ctx: JobContext, record: JobRecord) -> None:
 def _take_back_success(ctx: JobContext, success: SuccessData, before: Version | None) -> None:
     """Put back the ``_SUCCESS`` this commit replaced, where it still holds this
     job's: by compare-and-swap to the bytes before; with none before, a delete
-    after a read that found this job's (a later job's written in between is
-    rewritten by that job's own cleanup retry or next commit)."""
+    after a read that found this job's (S3 has no conditional delete everywhere: a
+    later job's _SUCCESS written in that one round trip would go with it, a window
+    inside a race that is rare itself)."""
     ours = dump(success)
     previous = before[0] if before is not None else None
     if previous is not None:
@@ -808,9 +808,8 @@ def _cleanup_after_commit(
             if options.table_format != "none":
                 fmt = options.table_format
                 parts.append(lambda: end_table_uploads(ctx, fmt, options.threads, listed))
-            if decided_leftovers(ctx, listed, record.job_id):
-                job_id = record.job_id
-                parts.append(lambda: abort_decided_leftovers(ctx, listed, job_id, options.threads))
+            job_id = record.job_id  # no request unless other jobs' uploads are listed
+            parts.append(lambda: abort_decided_leftovers(ctx, listed, job_id, options.threads))
             if len(left.temporary):
                 parts.append(lambda: delete_keys(ctx, left.temporary))
         with ThreadPoolExecutor(len(parts)) as pool:
