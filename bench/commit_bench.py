@@ -700,12 +700,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         tables = [r for r in rows if r.method in TABLE_METHODS]
         if tables:
             section = commit_report.table_section(rows, cfg, args, command_line(args), load)
-            write_section(args.output, commit_report.TABLE_HEADER, section)
+            write_section(
+                args.output, commit_report.TABLE_HEADER, section, commit_report.TABLE_GENERATED
+            )
             progress(f"wrote the '{commit_report.TABLE_HEADER}' section of {args.output}")
         if any(r.method == "floor" for r in rows):
             rest = [r for r in rows if r.method not in TABLE_METHODS]
             section = commit_report.section(rest, cfg, args, command_line(args), load, elapsed)
-            write_section(args.output, commit_report.HEADER, section)
+            write_section(args.output, commit_report.HEADER, section, commit_report.GENERATED)
             progress(f"wrote the '{commit_report.HEADER}' section of {args.output}")
     return 0
 

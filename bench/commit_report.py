@@ -171,6 +171,10 @@ def reading(rows: Sequence[Row], cfg: BenchConfig) -> str:
     return "\n\n".join(out)
 
 
+# The subsections :func:`section` writes; any other is carried over (written by hand).
+GENERATED = ("### Results", "### Where the committer's time goes", "### Reading")
+
+
 def section(
     rows: Sequence[Row],
     cfg: BenchConfig,
@@ -286,6 +290,8 @@ def _rename_bullet(rows: Sequence[Row]) -> list[str]:
 
 # -- the job commit to a table format -----------------------------------------------
 TABLE_HEADER = "## Job commit to a table format"
+# The section writes no subsection: every one there is written by hand, and kept.
+TABLE_GENERATED: tuple[str, ...] = ()
 _TABLE_ROWS = ("committer", "committer-iceberg", "committer-delta")
 
 

@@ -31,12 +31,41 @@ def replace_section(text: str, header: str, body: str) -> str:
     return "\n".join(new) + "\n"
 
 
-def write_section(path: str | Path, header: str, body: str) -> None:
-    """Rewrite the ``header`` section of the page at ``path`` (created if missing)."""
+def write_section(
+    path: str | Path, header: str, body: str, generated: tuple[str, ...] | None = None
+) -> None:
+    """Rewrite the ``header`` section of the page at ``path`` (created if missing).
+
+    ``generated``: the headings (or how they begin) of the ``### `` subsections
+    the benchmark writes. Every other subsection of the section as it stands is
+    carried over after ``body``, in its order: measurements written by hand (a
+    before-and-after study, earlier runs) outlive the benchmark's next run.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     current = target.read_text() if target.exists() else ""
+    kept = hand_written(current, header, generated) if generated is not None else ""
+    if kept:
+        body = body.rstrip() + "\n\n" + kept
     target.write_text(replace_section(current, header, body))
+
+
+def hand_written(text: str, header: str, generated: tuple[str, ...]) -> str:
+    """The ``### `` subsections of the ``header`` section of ``text`` whose headings
+    do not begin as one of ``generated`` does, in their order."""
+    lines = text.splitlines()
+    if header not in lines:
+        return ""
+    start = lines.index(header)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    own = lines[start:end]
+    heads = [i for i, line in enumerate(own) if line.startswith("### ")] + [len(own)]
+    kept = [
+        "\n".join(own[first:last]).rstrip()
+        for first, last in zip(heads, heads[1:], strict=False)
+        if not own[first].startswith(generated)
+    ]
+    return "\n\n".join(kept)
 
 
 def seaweedfs_version() -> str:

@@ -960,39 +960,14 @@ def med_split(runs: Sequence[Result], key: str) -> float:
     return median([r.task_split.get(key, 0.0) for r in runs])
 
 
-def earlier_runs(path: str) -> str:
-    """The subsections of the page's current section that this benchmark does not
-    write, carried over when the section is rewritten, in their order: measurements
-    written by hand (a before-and-after study), then ``### Earlier runs``, the
-    history of this benchmark's figures."""
-    target = Path(path)
-    if not target.exists():
-        return ""
-    lines = target.read_text().splitlines()
-    if HEADER not in lines:
-        return ""
-    start = lines.index(HEADER)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    own = lines[start:end]
-    heads = [i for i, line in enumerate(own) if line.startswith("### ")] + [len(own)]
-    kept = [
-        "\n".join(own[first:last]).rstrip()
-        for first, last in zip(heads, heads[1:], strict=False)
-        if own[first] not in GENERATED
-    ]
-    return "\n\n".join(kept)
-
-
-# The subsections :func:`section` writes; any other is carried over.
-GENERATED = frozenset(
-    {
-        "### Results",
-        "### Where the time went",
-        "### Requests per file, by operation",
-        "### Reading",
-        "### One partition a day",
-        "### Start-up of the driver-side workers",
-    }
+# The subsections :func:`section` writes; any other is carried over (written by hand).
+GENERATED = (
+    "### Results",
+    "### Where the time went",
+    "### Requests per file, by operation",
+    "### Reading",
+    "### One partition a day",
+    "### Start-up of the driver-side workers",
 )
 
 
@@ -1002,7 +977,6 @@ def section(
     command: str,
     load: tuple[float, float],
     rounds: int = 1,
-    history: str = "",
     daily: BenchConfig | None = None,
 ) -> str:
     import botocore
@@ -1088,8 +1062,6 @@ def section(
     if day and daily:
         parts += daily_part(day, daily)
     parts += startup_part(everything)
-    if history:
-        parts += [history, ""]
     return "\n".join(parts)
 
 
@@ -1362,10 +1334,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             command_line(args),
             load,
             args.rounds,
-            earlier_runs(args.output),
             workloads[-1].cfg if len(workloads) > 1 else None,
         )
-        write_section(args.output, HEADER, body)
+        write_section(args.output, HEADER, body, GENERATED)
         progress(f"wrote the '{HEADER}' section of {args.output}")
     return 0
 

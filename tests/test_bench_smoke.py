@@ -174,6 +174,15 @@ def test_summary_and_section(bench_runs: tuple[BenchConfig, list[Run]], tmp_path
     assert text.count(commit_report.HEADER) == 1
     assert "What it now measures" in text and "What it measures" not in text
 
+    # A subsection written by hand outlives the next run; the generated ones are not doubled.
+    path.write_text(text.rstrip() + "\n\n### Earlier runs\n\nby hand\n")
+    page.write_section(path, commit_report.HEADER, body, commit_report.GENERATED)
+    text = path.read_text()
+    assert text.endswith(
+        "### Reading\n\n" + commit_report.reading(rows, cfg) + "\n\n### Earlier runs\n\nby hand\n"
+    )
+    assert text.count("### Results") == 1 and text.count("### Earlier runs") == 1
+
 
 def test_section_replaced_in_place() -> None:
     text = "# Benchmarks\n\n## Job commit\n\nold\n\n## PySpark write\n\nspark\n"
