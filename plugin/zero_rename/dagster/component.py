@@ -65,7 +65,14 @@ from zero_rename.core import AUTO_PROFILE, parse_options
 from zero_rename.dagster import checks
 from zero_rename.dagster.assets import commit_partition
 from zero_rename.dagster.failures import protocol_errors
-from zero_rename.dagster.resources import ZeroRenameResource
+from zero_rename.dagster.resources import (
+    EndpointUrl,
+    PathStyle,
+    ProfileName,
+    RegionName,
+    StoreProfileName,
+    ZeroRenameResource,
+)
 
 # A frame: (spark, day, **frame_options) -> the day's DataFrame, partition column included.
 Frame = Callable[..., Any]
@@ -96,18 +103,11 @@ ResolvedFrame = Annotated[
 class StoreSettings(Model, Resolvable):
     """Where the destination's S3 store is; credentials come from boto3's chain."""
 
-    endpoint_url: str | None = Field(
-        default=None, description="S3 endpoint of an S3-compatible store; none for AWS"
-    )
-    region_name: str | None = Field(default=None, description="S3 region; boto3's by default")
-    path_style: bool | None = Field(
-        default=None, description="path-style addressing; on by default with an endpoint"
-    )
-    store_profile: str = Field(
-        default=AUTO_PROFILE,
-        description="the store's family (aws, minio, ceph, r2, gcs, seaweedfs) or auto",
-    )
-    profile_name: str | None = Field(default=None, description="AWS profile for credentials")
+    endpoint_url: EndpointUrl = None
+    region_name: RegionName = None
+    path_style: PathStyle = None
+    store_profile: StoreProfileName = AUTO_PROFILE
+    profile_name: ProfileName = None
 
     @field_validator("endpoint_url", "region_name", "profile_name")
     @classmethod

@@ -9,7 +9,7 @@ are used to build the client and never logged, returned or put in metadata.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -27,26 +27,36 @@ from zero_rename.core import (
 if TYPE_CHECKING:
     from dagster_aws.s3 import S3Resource
 
+# The store's settings, as the resource takes them and the component's defs.yaml
+# (``StoreSettings``): one description each, whichever a user reads.
+EndpointUrl = Annotated[
+    str | None, Field(description="S3 endpoint of an S3-compatible store; none for AWS")
+]
+RegionName = Annotated[str | None, Field(description="S3 region; boto3's by default")]
+PathStyle = Annotated[
+    bool | None, Field(description="path-style addressing; on by default with an endpoint")
+]
+StoreProfileName = Annotated[
+    str,
+    Field(
+        description="the store's family (aws, minio, ceph, r2, gcs, seaweedfs) "
+        "or auto: probe it at job setup"
+    ),
+]
+ProfileName = Annotated[str | None, Field(description="AWS profile for credentials")]
+
 
 class ZeroRenameResource(ConfigurableResource):
     """The S3 store of zero-rename destinations, and committers over it."""
 
-    endpoint_url: str | None = Field(
-        default=None, description="S3 endpoint of an S3-compatible store; none for AWS"
-    )
-    region_name: str | None = Field(default=None, description="S3 region; boto3's by default")
-    path_style: bool | None = Field(
-        default=None, description="path-style addressing; on by default with an endpoint"
-    )
-    store_profile: str = Field(
-        default=AUTO_PROFILE,
-        description="the store's family (aws, minio, ceph, r2, gcs, seaweedfs) "
-        "or auto: probe it at job setup",
-    )
+    endpoint_url: EndpointUrl = None
+    region_name: RegionName = None
+    path_style: PathStyle = None
+    store_profile: StoreProfileName = AUTO_PROFILE
     max_pool_connections: int = Field(
         default=64, description="HTTP connections to S3; at least the job's threads option"
     )
-    profile_name: str | None = Field(default=None, description="AWS profile for credentials")
+    profile_name: ProfileName = None
     aws_access_key_id: str | None = Field(default=None, description="else boto3's chain")
     aws_secret_access_key: str | None = Field(default=None, description="else boto3's chain")
     aws_session_token: str | None = Field(default=None, description="else boto3's chain")
