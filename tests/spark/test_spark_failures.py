@@ -110,11 +110,14 @@ def test_a_task_failing_every_attempt_aborts_the_job(
     [job] = committer.jobs()
     assert job.state == "aborted"
     assert data_files(committer) == []
-    if pending_in_bucket(committer):
-        # An attempt Spark killed after the abort swept (its worker gets SIGKILL)
-        # left the upload it had begun: the destination's next commit or cleanup
-        # takes it (tests/core/protocol/test_zombies_and_strays.py).
-        time.sleep(3)  # past spark.python.task.killTimeout: the worker is gone
+    # An attempt Spark killed after the abort swept (its worker gets SIGKILL past
+    # spark.python.task.killTimeout) may leave the upload it had begun: the
+    # destination's next commit or cleanup takes it
+    # (tests/core/protocol/test_zombies_and_strays.py). On a loaded machine the
+    # worker can outlive a few seconds, so the cleanup runs until it is gone.
+    deadline = time.monotonic() + 60
+    while pending_in_bucket(committer) and time.monotonic() < deadline:
+        time.sleep(3)
         committer.cleanup_job(job.job_id)
     assert_nothing(committer)
 
