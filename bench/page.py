@@ -24,8 +24,7 @@ def replace_section(text: str, header: str, body: str) -> str:
     lines = text.splitlines()
     if header not in lines:
         return text.rstrip("\n") + "\n\n" + body.rstrip() + "\n"
-    start = lines.index(header)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    start, end = _bounds(lines, header)
     tail = lines[end:]
     new = lines[:start] + body.rstrip().splitlines() + ([""] + tail if tail else [])
     return "\n".join(new) + "\n"
@@ -56,9 +55,7 @@ def hand_written(text: str, header: str, generated: tuple[str, ...]) -> str:
     lines = text.splitlines()
     if header not in lines:
         return ""
-    start = lines.index(header)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    own = lines[start:end]
+    own = lines[slice(*_bounds(lines, header))]
     heads = [i for i, line in enumerate(own) if line.startswith("### ")] + [len(own)]
     kept = [
         "\n".join(own[first:last]).rstrip()
@@ -66,6 +63,14 @@ def hand_written(text: str, header: str, generated: tuple[str, ...]) -> str:
         if not own[first].startswith(generated)
     ]
     return "\n\n".join(kept)
+
+
+def _bounds(lines: list[str], header: str) -> tuple[int, int]:
+    """Where the ``header`` section is in ``lines``: its header's index, and the next
+    ``## `` header's (or the end)."""
+    start = lines.index(header)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return start, end
 
 
 def seaweedfs_version() -> str:
