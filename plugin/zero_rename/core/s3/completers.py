@@ -249,8 +249,11 @@ class LightTarget:
     region: str
 
     @classmethod
-    def resolve(cls, config: StoreConfig, bucket: str) -> LightTarget:
-        client = make_client(config)
+    def resolve(cls, config: StoreConfig, bucket: str, client: Any = None) -> LightTarget:
+        """``client``: the botocore client of ``config`` already at hand, asked
+        rather than a new one made (some 40 ms of CPU a job commit)."""
+        own = client is None
+        client = make_client(config) if own else client
         try:
             parts = urlsplit(bucket_base_url(client, bucket))
             return cls(
@@ -259,7 +262,8 @@ class LightTarget:
                 str(client.meta.region_name),
             )
         finally:
-            client.close()
+            if own:
+                client.close()
 
 
 class LightCompleter:

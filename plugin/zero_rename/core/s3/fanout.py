@@ -209,9 +209,13 @@ def complete_uploads(
 
 def _light_target(config: StoreConfig, bucket: str, owner: Any) -> LightTarget:
     """Where the light path sends: as the owner's light client sends (it resolved
-    it without botocore's S3 model), else as botocore resolves it."""
+    it without botocore's S3 model), else as botocore resolves it, asking the
+    owner's own botocore client where there is one."""
     known = getattr(owner, "light_target", None)
-    return known(bucket) if callable(known) else LightTarget.resolve(config, bucket)
+    if callable(known):
+        return known(bucket)
+    presigns = owner is not None and callable(getattr(owner, "generate_presigned_url", None))
+    return LightTarget.resolve(config, bucket, owner if presigns else None)
 
 
 def choose_path(config: StoreConfig, bucket: str, request_path: str) -> str:
