@@ -324,6 +324,36 @@ def test_a_commit_still_planning_when_another_publishes_finishes_with_it(
     assert committer.job(job.job_id).state == "committed"
 
 
+def test_a_commit_publishing_a_plan_another_finished_and_removed_reports_it_committed(
+    committer: Committer, store_config: StoreConfig
+) -> None:
+    """A commit that found the job decided (committing) publishes its plan, while
+    the commit that decided finishes first and removes the plan's shards in its
+    cleanup: the late one finds the shard missing and reports the job committed,
+    as a commit started after it would, not the missing shard."""
+    job = committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+    for i in range(3):
+        write_task(committer, job, f"{i:05d}", {DAY: f"part {i}".encode()})
+    first, late = (Committer(committer.dest, store_config) for _ in range(2))
+    with (
+        ThreadPoolExecutor(2) as pool,
+        pause(first.store.client, "CompleteMultipartUpload") as deciding,
+        pause(late.store.client, "GetObject", key_contains="/uploads-") as reading,
+    ):
+        deciding_commit = in_thread(pool, lambda: first.commit_job(job.job_id))
+        assert deciding.reached.wait(60)  # past the point of no return
+        assert committer.job(job.job_id).state == "committing"
+        late_commit = in_thread(pool, lambda: late.commit_job(job.job_id))
+        assert reading.reached.wait(60)
+        deciding.release()
+        assert deciding_commit.result(timeout=60).files == 3  # type: ignore[attr-defined]
+        reading.release()
+        assert late_commit.result(timeout=60).files == 3  # type: ignore[attr-defined]
+    assert sorted(visible(committer).values()) == [b"part 0", b"part 1", b"part 2"]
+    assert pending_in_bucket(committer) == []
+    assert committer.job(job.job_id).state == "committed"
+
+
 def test_success_never_goes_back_to_a_job_committed_earlier(
     committer: Committer, store_config: StoreConfig
 ) -> None:

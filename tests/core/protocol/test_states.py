@@ -154,6 +154,14 @@ COURSES: dict[str, dict[JobState, states.Course]] = {
         S.COMMITTED: C.REPORT,
         S.ABORTED: C.ROLLED_BACK,
     },
+    states.PUBLISH_FAILED.name: {
+        S.SETUP: C.ROLLED_BACK,
+        S.SEALED: C.ROLLED_BACK,
+        S.COMMITTING: C.RAISE,
+        S.ROLLING_BACK: C.FINISH_ROLLBACK,
+        S.COMMITTED: C.REPORT,
+        S.ABORTED: C.ROLLED_BACK,
+    },
 }
 
 

@@ -236,11 +236,17 @@ def _publish_decided(
     format, write ``_SUCCESS`` and record the job committed. ``success_before``:
     ``_SUCCESS`` as read when the commit started (None: read it now)."""
     fresh = plan is not None  # decided by this call: no journal, no file complete yet
-    plan = plan or decided_plan(ctx, record)
     try:
+        plan = plan or decided_plan(ctx, record)
         first_files, last = publish(ctx, record, plan, progress, not fresh, fresh)
     except UploadRefusedError as refused:
         return _refused(ctx, record, refused)
+    except ManifestError:
+        current = ctx.records.get(record.job_id)
+        course = states.PUBLISH_FAILED(current.state)
+        if course is Course.RAISE:
+            raise
+        return _decided_elsewhere(ctx, current, course)
     if record.options.table_format == "none":
         # The last file list, then _SUCCESS beside the swap to committed (and the
         # shard's "done" entry): a commit of this job held up here (a paused zombie)

@@ -252,7 +252,22 @@ UPLOAD_REFUSED = Situation(
         ABORTED=Course.ROLLED_BACK,
     ),
 )
-SITUATIONS = (COMMIT_STARTS, COMMIT_GOES_ON, PLAN_FAILED, UPLOAD_REFUSED)
+# Publishing a decided plan found a commit object of the job missing or unreadable
+# (a shard of the plan, a journal): another commit of the job that finished first
+# removes them in its cleanup. A job still committing keeps the error; any other
+# state was decided elsewhere, and the commit follows that.
+PUBLISH_FAILED = Situation(
+    "publishing a decided plan failed to read it",
+    _courses(
+        SETUP=Course.ROLLED_BACK,
+        SEALED=Course.ROLLED_BACK,
+        COMMITTING=Course.RAISE,
+        COMMITTED=Course.REPORT,
+        ROLLING_BACK=Course.FINISH_ROLLBACK,
+        ABORTED=Course.ROLLED_BACK,
+    ),
+)
+SITUATIONS = (COMMIT_STARTS, COMMIT_GOES_ON, PLAN_FAILED, UPLOAD_REFUSED, PUBLISH_FAILED)
 
 
 # -- a task attempt --------------------------------------------------------------
