@@ -41,12 +41,17 @@ PYTHON313 ?= $(firstword $(foreach p,python3.13 $(wildcard $(HOME)/.pyenv/versio
 venv: $(STAMP) localstack-venv
 
 # uv installs the same pinned set as pip in half the time (68 s against 131 s
-# on two cores); the .pyc files are compiled at install, as pip does, so that
-# no process compiles Airflow's or Spark's sources when it imports them.
+# on two cores). Python writes a module's .pyc when it first imports it: the
+# suite imports 6,100 of the 16,800 modules installed, and compiling all of them
+# at install took 57 s against 25 s without, for no shorter a suite (303 s
+# both). Where Python is told not to write its bytecode (PYTHONDONTWRITEBYTECODE,
+# common in containers), every process would compile what it imports, so there
+# they are compiled at install.
+COMPILE_BYTECODE := $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode,)
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)
-	$(UV) pip install --python $(PY) --quiet --compile-bytecode -r requirements.txt -c constraints.txt
+	$(UV) pip install --python $(PY) --quiet $(COMPILE_BYTECODE) -r requirements.txt -c constraints.txt
 	$(UV) pip install --python $(PY) --quiet --no-deps -e .
 	# The build leaves plugin/zero_rename.egg-info beside the sources; with
 	# plugin/ on sys.path Airflow would see the distribution twice.
