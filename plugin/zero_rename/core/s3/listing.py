@@ -16,6 +16,7 @@ constant memory.
 from __future__ import annotations
 
 import logging
+import random
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -156,7 +157,9 @@ def _fetch(
                 )
                 raise StoreError(f"{OPERATION} {where}: {exc}", operation=OPERATION) from exc
             log.warning("listing pending uploads under %s failed (%s); listing again", where, exc)
-            time.sleep(min(2.0**attempt, 20.0))
+            # Full jitter, as botocore's standard mode backs off: many listings
+            # refused by one throttled store do not all ask again in step.
+            time.sleep(random.uniform(0, min(2.0**attempt, 20.0)))
 
 
 class _Transient(Exception):
