@@ -76,7 +76,7 @@ from zero_rename.embedded_s3 import StartStop
 
 log = logging.getLogger(__name__)
 
-ACTIONS = frozenset({"error", "reset", "lose", "delay", "error_after", "hold"})
+ACTIONS = frozenset({"error", "reset", "lose", "delay", "error_after", "hold", "cut"})
 QUIRKS = frozenset(
     {
         "minio_upload_prefix",
@@ -669,6 +669,7 @@ def _dropped(conn: http.client.HTTPConnection) -> bool:
 class _Outcome:
     response: Response | None = None
     drop: str = ""  # "reset" (RST) or "close" (FIN, response lost)
+    cut: bool = False  # the response's head and half its body, then FIN
 
 
 def _read_chunked(rfile: io.BufferedIOBase) -> tuple[bytes, bytes]:
@@ -739,7 +740,7 @@ class _Handler(BaseHTTPRequestHandler):
         if outcome.drop:
             self._drop(outcome.drop)
         elif outcome.response is not None:
-            self._send(outcome.response, request.method == "HEAD")
+            self._send(outcome.response, request.method == "HEAD", outcome.cut)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_OPTIONS = _serve
 
@@ -760,7 +761,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.server.resets.add(self.connection)
 
-    def _send(self, response: Response, head: bool) -> None:
+    def _send(self, response: Response, head: bool, cut: bool = False) -> None:
         lines = [f"HTTP/1.1 {response.status} {response.reason}"]
         lines += [f"{name}: {value}" for name, value in response.headers]
         framing = {
@@ -781,6 +782,8 @@ class _Handler(BaseHTTPRequestHandler):
         if "close" in framing.get("connection", ""):
             self.close_connection = True
         head_bytes = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if cut:  # the head as sent, the body cut half-way: the reader meets its end early
+            body, self.close_connection = body[: len(body) // 2], True
         try:
             self.wfile.write(head_bytes + body)
         except OSError as exc:  # the client gave up (a read timeout, say)
@@ -1086,6 +1089,8 @@ class S3Proxy(StartStop):
             return _Outcome(drop="close")
         if fault is not None and fault.action == "error_after":
             return _Outcome(error_response(fault.status, fault.code, request))
+        if fault is not None and fault.action == "cut":
+            return _Outcome(response, cut=True)
         return _Outcome(response)
 
     def _hold(self, fault: _Fault) -> bool:

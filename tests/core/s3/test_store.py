@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from botocore.awsrequest import AWSResponse
 
+from tests.s3proxy import S3Proxy
 from zero_rename.core.s3.client import S3Store, StoreConfig
 from zero_rename.core.s3.http import direct_unsupported
 from zero_rename.core.s3.stats import total_requests
@@ -13,6 +14,7 @@ from zero_rename.errors import (
     DestinationError,
     NoSuchUpload,
     PreconditionFailed,
+    StoreError,
     is_final,
 )
 
@@ -155,6 +157,29 @@ def test_a_get_is_one_request_its_body_read_counted_for_bytes_only(
     assert store.stats.total_requests - before == 1
     assert total_requests(store.stats.snapshot()) == store.stats.total_requests
     assert store.stats.snapshot()["counters"]["s3.GetObject.read.bytes"] == 5
+
+
+@pytest.mark.parametrize("light", [False, True], ids=["botocore", "light"])
+def test_a_get_whose_body_is_cut_short_is_sent_again(
+    proxy: S3Proxy, bucket: str, light: bool
+) -> None:
+    """A GET answered with its head and half its body (a connection reset mid-body;
+    LocalStack ends the body of an object deleted while it sends it) is sent
+    again, on either request path; cut every time, it is one StoreError naming
+    the key, not the client library's own exception."""
+    store = S3Store.connect(StoreConfig(endpoint_url=proxy.endpoint_url), light=light)
+    body = b"record " * 100
+    store.put_object(bucket, "rec.json", body)
+    proxy.add("GetObject", "cut")
+    assert store.get_object(bucket, "rec.json") == (
+        body,
+        store.head_object(bucket, "rec.json").etag,
+    )  # type: ignore[union-attr]
+    assert proxy.counts["GetObject"] == 2
+    proxy.add("GetObject", "cut", times=None)
+    with pytest.raises(StoreError, match=r"GetObject s3://\S+/rec\.json") as raised:
+        store.get_object(bucket, "rec.json")
+    assert "\n" not in str(raised.value)
 
 
 def test_listing_and_bulk_delete_past_one_page(store: S3Store, bucket: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import re
 import threading
 import time
@@ -86,6 +87,8 @@ CREDENTIALS_HELP = (
     "the instance's or container's role; an Airflow connection gives its own"
 )
 _MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
+# GETs of one object whose body is cut short before it is given up on.
+BODY_ATTEMPTS = 3
 # A Server header kept at most this long: it is the store's, whatever it holds.
 SERVER_CHARS = 200
 # Where boto3 finds an S3 endpoint in the environment; the first set wins.
@@ -774,15 +777,30 @@ class S3Store:
         """The body and ETag of an object, or None if there is none; with
         ``first_bytes``, at most that many bytes of its body (a ranged GET)."""
         ranged: dict[str, Any] = {"Range": f"bytes=0-{first_bytes - 1}"} if first_bytes else {}
-        try:
-            response = self._call("GetObject", _url(bucket, key), Bucket=bucket, Key=key, **ranged)
-        except StoreError as exc:
-            if exc.code in _MISSING_KEY_CODES:
-                return None
-            raise
-        body = response["Body"].read()
-        self.stats.record(BODY_READ, 0, len(body))
-        return body, str(response["ETag"])
+        where = _url(bucket, key)
+        for attempt in range(1, BODY_ATTEMPTS + 1):
+            try:
+                response = self._call("GetObject", where, Bucket=bucket, Key=key, **ranged)
+            except StoreError as exc:
+                if exc.code in _MISSING_KEY_CODES:
+                    return None
+                raise
+            try:
+                body = response["Body"].read()
+            except BotoCoreError as exc:
+                # The body was cut short (a connection reset; LocalStack ends the body
+                # of an object deleted while it sends it). botocore retries requests,
+                # never a body read after the call returned; a GET is safe to repeat,
+                # and the object may be gone by then (None).
+                self.stats.record(BODY_READ, 0, 0, failed=True)
+                if attempt == BODY_ATTEMPTS:
+                    raise translate(exc, "GetObject", where) from exc
+                log.info("the body of %s was cut short (%s); reading it again", where, exc)
+                time.sleep(random.uniform(0, 0.1 * 2**attempt))
+                continue
+            self.stats.record(BODY_READ, 0, len(body))
+            return body, str(response["ETag"])
+        raise AssertionError("unreachable")
 
     def head_object(self, bucket: str, key: str) -> ObjectInfo | None:
         try:
