@@ -213,7 +213,8 @@ def _light_target(config: StoreConfig, bucket: str, owner: Any) -> LightTarget:
     owner's own botocore client where there is one."""
     known = getattr(owner, "light_target", None)
     if callable(known):
-        return known(bucket)
+        target: LightTarget = known(bucket)
+        return target
     presigns = owner is not None and callable(getattr(owner, "generate_presigned_url", None))
     return LightTarget.resolve(config, bucket, owner if presigns else None)
 
