@@ -101,7 +101,10 @@ CHAOS = {
     "lose": ("lose", 0, ""),
     "delay": ("delay", 0, ""),
     "error_after": ("error_after", 500, "InternalError"),
+    "cut": ("cut", 0, ""),
 }
+# What chaos() injects unless told otherwise.
+CHAOS_ACTIONS = ("error500", "slowdown", "reset", "lose", "delay")
 
 _MESSAGES = {
     "InternalError": "We encountered an internal error. Please try again.",
@@ -1030,7 +1033,7 @@ class S3Proxy(StartStop):
         self,
         rate: float,
         seed: int = 0,
-        actions: Iterable[str] = ("error500", "slowdown", "reset", "lose", "delay"),
+        actions: Iterable[str] = CHAOS_ACTIONS,
         seconds: float = 0.05,
     ) -> None:
         """A random fault on a fraction ``rate`` of requests (0 stops it). ``delay``

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.helpers import pending_in_bucket, visible, write_task
-from tests.s3proxy import S3Proxy
+from tests.s3proxy import CHAOS_ACTIONS, S3Proxy
 from tests.whole_job import JOB_WRITES, assert_committed_once, run_job
 from zero_rename.core.committer import Committer
 from zero_rename.core.s3 import client as store_module
@@ -70,13 +70,14 @@ def test_conflict_409_on_every_conditional_write_is_a_lost_round(
     assert_committed_once(proxied, job_id)
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(4))
 def test_five_percent_faults_over_a_whole_job(
     proxy: S3Proxy, proxied: Committer, seed: int
 ) -> None:
-    """500s, SlowDown, resets, lost responses and delays on 5% of requests: botocore's
-    retries and the protocol's read-backs leave exactly one copy."""
-    proxy.chaos(0.05, seed=seed)
+    """500s, SlowDown, resets, lost responses, delays and answers cut half-way on 5%
+    of requests: botocore's retries, the store's and the protocol's read-backs leave
+    exactly one copy."""
+    proxy.chaos(0.05, seed=seed, actions=(*CHAOS_ACTIONS, "cut"))
     job_id = run_job(proxied)
     proxy.chaos(0)
     assert sum(proxy.chaos_fired.values()) >= 1
