@@ -19,6 +19,7 @@ from tests.helpers import history_only, pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
 from zero_rename.core.protocol.claims import Claims
+from zero_rename.core.s3 import profile_record
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import (
     AbortRefusedError,
@@ -176,6 +177,8 @@ def test_crash_before_decision_then_abort_leaves_nothing(
     assert hidden <= {
         committer.dest.job(job.job_id).record_key,
         committer.dest.hidden_dir + "claims.json",
+        # The destination's, not the job's: written by a process that probed the store.
+        committer.dest.hidden_dir + profile_record.RECORD_NAME,
     }
     assert Claims(committer.ctx).read()[0].claims == ()
 
