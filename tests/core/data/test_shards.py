@@ -5,6 +5,8 @@ The shard size is lowered here so that a handful of files spans several shards.
 
 from __future__ import annotations
 
+import gzip
+import json
 import random
 import uuid
 
@@ -15,10 +17,11 @@ from tests.helpers import history_only, pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data import shards
 from zero_rename.core.data.layout import Destination
-from zero_rename.core.data.model import CommittedFile, JobRecord, TaskManifest
+from zero_rename.core.data.model import CommittedFile, JobRecord, Part, PendingUpload, TaskManifest
 from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.shards import KeySet, decode, digest, encode
 from zero_rename.core.data.success import committed_files
+from zero_rename.core.protocol.planning import planned
 from zero_rename.core.protocol.validate import Validator
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import ManifestError
@@ -51,6 +54,73 @@ def test_a_damaged_shard_is_a_manifest_error_naming_it(damage: str) -> None:
     files = [CommittedFile(path=f"dt=1/f{i}", bytes=i) for i in range(50)]
     with pytest.raises(ManifestError, match="s3://b/shard-00000 is not a gzip"):
         decode(CommittedFile, DAMAGES[damage](encode(files)), "s3://b/shard-00000")
+
+
+_ONE = '"0cc175b9c0f1b6a831c399e269772661"'
+
+
+def _upload_line(key: str, parts: list[tuple[int, str, int]], size: int, **more: object) -> bytes:
+    upload = {"key": key, "upload_id": f"u-{key}", "bytes": size, **more}
+    upload["parts"] = [{"number": n, "etag": e, "size": s} for n, e, s in parts]
+    return json.dumps(upload).encode() + b"\n"
+
+
+def test_the_plans_uploads_are_read_light_with_every_check_of_the_shard() -> None:
+    md5 = '"d41d8cd98f00b204e9800998ecf8427e"'
+    written = [
+        PendingUpload(
+            key=f"out/dt=1/f{i}",
+            upload_id=f"u{i}",
+            parts=(Part(number=1, etag=md5, size=3), Part(number=2, etag='"opaque"', size=i)),
+            bytes=3 + i,
+            rows=i,
+            partition={"dt": "1"},
+        )
+        for i in range(3)
+    ]
+    uploads = planned(encode(written), "shard")
+    assert [u.key for u in uploads] == [w.key for w in written]
+    for light, full in zip(uploads, written, strict=True):
+        assert (light.upload_id, light.bytes, light.rows) == (full.upload_id, full.bytes, full.rows)
+        assert light.part_list() == full.part_list()
+        assert light.expected_etag() == full.expected_etag()
+        assert light.partition == full.partition
+    # One read-only partition for the shard's uploads of one partition.
+    assert uploads[0].partition is uploads[2].partition
+    with pytest.raises(TypeError):
+        uploads[0].partition["dt"] = "2"  # type: ignore[index]
+    single = planned(gzip.compress(_upload_line("k", [(1, _ONE, 5)], 5)), "s")[0]
+    assert single.part_list() == [(1, _ONE)]
+    assert (
+        single.expected_etag()
+        == PendingUpload.model_validate_json(_upload_line("k", [(1, _ONE, 5)], 5)).expected_etag()
+    )
+
+
+@pytest.mark.parametrize(
+    ("parts", "size", "more"),
+    [
+        ([(2, _ONE, 1), (1, _ONE, 1)], 2, {}),  # parts out of order
+        ([(1, _ONE, 1), (3, _ONE, 1)], 2, {}),  # a part missing
+        ([(1, _ONE, 1)], 2, {}),  # sizes that do not add up
+        ([(1, _ONE, 1)], 1, {"extra": 1}),  # a field unknown
+        ([(1, _ONE, 0)], -1, {}),  # negative bytes
+        ([], 0, {}),  # no part
+    ],
+)
+def test_a_plan_shard_with_one_bad_upload_is_refused_whole(
+    parts: list[tuple[int, str, int]], size: int, more: dict[str, object]
+) -> None:
+    body = _upload_line("good", [(1, _ONE, 1)], 1) + _upload_line("bad", parts, size, **more)
+    with pytest.raises(ManifestError, match="shard line 2 is not a valid PendingUpload"):
+        planned(gzip.compress(body), "shard")
+
+
+def test_a_plan_shard_that_is_not_one_is_refused() -> None:
+    with pytest.raises(ManifestError, match="shard line 1 is not a valid PendingUpload"):
+        planned(gzip.compress(b'{"key": "k"\n'), "shard")
+    with pytest.raises(ManifestError, match="not a gzip-compressed shard"):
+        planned(b"not gzip", "shard")
 
 
 def test_key_sets_find_members_repeats_and_missing() -> None:

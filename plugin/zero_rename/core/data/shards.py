@@ -36,32 +36,47 @@ SHARD_SIZE = 10_000
 _LEVEL = 1
 
 
+def encode_line(item: BaseModel) -> bytes:
+    """One item's line of a shard (:func:`encode_lines`)."""
+    return item.model_dump_json(by_alias=True).encode("utf-8") + b"\n"
+
+
 def encode(items: Iterable[BaseModel]) -> bytes:
-    lines = b"".join(item.model_dump_json(by_alias=True).encode("utf-8") + b"\n" for item in items)
+    return encode_lines(encode_line(item) for item in items)
+
+
+def encode_lines(lines: Iterable[bytes]) -> bytes:
+    """A shard's bytes from its items' lines (:func:`encode_line`): a shard being filled
+    is kept as its lines, a few hundred bytes an item, not as the items."""
     # mtime=0: the same items give the same bytes, so a create-only write
     # retried after a lost answer is recognised as its own.
-    return gzip.compress(lines, compresslevel=_LEVEL, mtime=0)
+    return gzip.compress(b"".join(lines), compresslevel=_LEVEL, mtime=0)
 
 
 def decode(cls: type[M], data: bytes, where: str) -> list[M]:
+    return list(decode_lines(cls, data, where))
+
+
+def decode_lines(cls: type[M], data: bytes, where: str) -> Iterator[M]:
+    """The shard's items, one at a time; raises ManifestError at the first line that
+    is not a valid ``cls`` (a caller acts on a shard only once it has read it all)."""
     try:
         text = gzip.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:
         # A damaged deflate stream is a zlib.error, a cut-off one an EOFError,
         # a bad header gzip.BadGzipFile (an OSError).
         raise ManifestError(f"{where} is not a gzip-compressed shard: {exc}") from None
-    items = []
     # Line by line from the text, not a list of all its lines beside it.
-    for number, line in enumerate(io.BytesIO(text), 1):
-        if line.strip():
+    for number, text_line in enumerate(io.BytesIO(text), 1):
+        if text_line.strip():
             try:
-                items.append(cls.model_validate_json(line))
+                item = cls.model_validate_json(text_line)
             except ValueError as exc:
                 raise ManifestError(
                     f"{where} line {number} is not a valid {cls.__name__}: "
                     f"{str(exc).splitlines()[0]}"
                 ) from None
-    return items
+            yield item
 
 
 def body_digest(data: bytes) -> str:
@@ -100,11 +115,16 @@ def read_shard(
 ) -> list[M]:
     """The shard's items; with ``expected_digest`` (from :func:`write_shard`), a shard
     whose bytes changed since it was written is refused."""
+    return decode(cls, read_shard_body(store, bucket, key, expected_digest), f"s3://{bucket}/{key}")
+
+
+def read_shard_body(store: S3Store, bucket: str, key: str, expected_digest: str = "") -> bytes:
+    """The shard's bytes, checked as :func:`read_shard` checks them, to decode."""
     found = store.get_object(bucket, key)
     if found is None:
         raise ManifestError(f"shard s3://{bucket}/{key} is missing")
     check_digest(found[0], expected_digest, f"shard s3://{bucket}/{key}")
-    return decode(cls, found[0], f"s3://{bucket}/{key}")
+    return found[0]
 
 
 def check_digest(data: bytes, expected: str, what: str) -> None:

@@ -25,12 +25,13 @@ import logging
 import uuid
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import islice
+from types import MappingProxyType
 
 from zero_rename.core.data import shards
 from zero_rename.core.data.manifests import ManifestSource
@@ -39,6 +40,7 @@ from zero_rename.core.data.model import (
     CommitPlan,
     JobRecord,
     PendingUpload,
+    PlannedUpload,
     ReplacedObject,
     dump,
     load,
@@ -50,7 +52,10 @@ from zero_rename.core.data.shards import (
     check_digest,
     create_shard,
     encode,
+    encode_line,
+    encode_lines,
     read_shard,
+    read_shard_body,
     shard_key,
 )
 from zero_rename.core.protocol import states
@@ -73,19 +78,21 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Shards:
-    """Items buffered until a shard is full, then written create-only."""
+    """Items buffered until a shard is full, then written create-only. Buffered as
+    their lines of the shard: a parsed upload is some 1.8 KiB of Python objects,
+    its line a few hundred bytes, and the task manifest it came from is let go."""
 
     store: S3Store
     bucket: str
     prefix: str
     name: str
-    buffer: list[PendingUpload | ReplacedObject | AttemptId] = field(default_factory=list)
+    buffer: list[bytes] = field(default_factory=list)
     written: int = 0
     count: int = 0
     digests: list[str] = field(default_factory=list)
 
     def add(self, item: PendingUpload | ReplacedObject | AttemptId) -> None:
-        self.buffer.append(item)
+        self.buffer.append(encode_line(item))
         self.count += 1
         if len(self.buffer) >= shards.SHARD_SIZE:
             self.flush()
@@ -99,7 +106,7 @@ class _Shards:
         if not self.buffer:
             return _no_write
         key = shard_key(self.prefix, self.name, self.written)
-        body = encode(self.buffer)
+        body = encode_lines(self.buffer)
         self.digests.append(body_digest(body))
         if self.name == "uploads":
             _remember(self.bucket, key, self.digests[-1], body)
@@ -151,27 +158,42 @@ def _remember(bucket: str, key: str, digest: str, body: bytes) -> None:
             recent.popitem(last=False)
 
 
-def _recalled(bucket: str, key: str, digest: str) -> list[PendingUpload] | None:
+def _recalled(bucket: str, key: str, digest: str) -> list[PlannedUpload] | None:
     """A shard this call wrote, by its digest (so never other bytes than those)."""
     recent = _recent.get()
     if not digest or recent is None:
         return None
     found = recent.get((bucket, key, digest))
-    return shards.decode(PendingUpload, found, f"s3://{bucket}/{key}") if found else None
+    return planned(found, f"s3://{bucket}/{key}") if found else None
 
 
-def upload_shards(ctx: JobContext, plan: CommitPlan) -> Iterator[tuple[int, list[PendingUpload]]]:
+def planned(body: bytes, where: str) -> list[PlannedUpload]:
+    """A shard of the plan's uploads from its bytes: every line validated as the
+    :class:`PendingUpload` it was written from (a shard with a line that is not
+    one is refused whole, with a ManifestError naming the line), each kept light,
+    the uploads of one partition sharing one read-only mapping of it."""
+    partitions: dict[tuple[tuple[str, str | None], ...], Mapping[str, str | None]] = {}
+    uploads = []
+    for upload in shards.decode_lines(PendingUpload, body, where):
+        values = tuple(upload.partition.items())
+        partition = partitions.get(values)
+        if partition is None:
+            partition = partitions[values] = MappingProxyType(dict(values))
+        uploads.append(PlannedUpload.of(upload, partition))
+    return uploads
+
+
+def upload_shards(ctx: JobContext, plan: CommitPlan) -> Iterator[tuple[int, list[PlannedUpload]]]:
     """The plan's uploads, a shard at a time. Each shard's list is emptied before the
-    next is read (and once the last is done), so that two shards of parsed uploads
-    (some 18 MB each) are never held at once: a caller keeps what it needs of a
-    shard by copying it."""
+    next is read (and once the last is done), so that two shards of uploads are
+    never held at once: a caller keeps what it needs of a shard by copying it."""
     for number in range(plan.upload_shards):
         uploads = upload_shard(ctx, plan, number)
         yield number, uploads
         uploads.clear()
 
 
-def upload_shard(ctx: JobContext, plan: CommitPlan, number: int) -> list[PendingUpload]:
+def upload_shard(ctx: JobContext, plan: CommitPlan, number: int) -> list[PlannedUpload]:
     """One shard of the plan's uploads: from memory where this call wrote it, else read."""
     store, dest = ctx.store, ctx.dest
     key = shard_key(plan.shards_prefix, "uploads", number)
@@ -179,10 +201,10 @@ def upload_shard(ctx: JobContext, plan: CommitPlan, number: int) -> list[Pending
     recalled = _recalled(dest.bucket, key, digest)
     if recalled is not None:
         return recalled
-    return read_shard(store, dest.bucket, key, PendingUpload, digest)
+    return planned(read_shard_body(store, dest.bucket, key, digest), f"s3://{dest.bucket}/{key}")
 
 
-def planned_uploads(ctx: JobContext, plan: CommitPlan) -> Iterator[PendingUpload]:
+def planned_uploads(ctx: JobContext, plan: CommitPlan) -> Iterator[PlannedUpload]:
     for _, uploads in upload_shards(ctx, plan):
         yield from uploads
 
@@ -403,14 +425,11 @@ class _ShardedUploads:
         self.ctx = ctx
         self.store, self.dest, self.prefix, self.shards = store, dest, prefix, shards
 
-    def __iter__(self) -> Iterator[PendingUpload]:
+    def __iter__(self) -> Iterator[PlannedUpload]:
         for number in range(self.shards):
-            yield from read_shard(
-                self.store,
-                self.dest.bucket,
-                shard_key(self.prefix, "uploads", number),
-                PendingUpload,
-            )
+            key = shard_key(self.prefix, "uploads", number)
+            body = read_shard_body(self.store, self.dest.bucket, key)
+            yield from planned(body, f"s3://{self.dest.bucket}/{key}")
 
 
 def _attempt_shards(

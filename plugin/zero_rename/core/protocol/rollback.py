@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zero_rename.core.data.journal import read_progress
-from zero_rename.core.data.model import JobRecord, JobSummary, PendingUpload, utcnow
+from zero_rename.core.data.model import JobRecord, JobSummary, PlannedUpload, utcnow
 from zero_rename.core.data.records import JobContext, running_ended, step_started
 from zero_rename.core.data.shards import KeySet
 from zero_rename.core.protocol import states
@@ -170,12 +170,12 @@ def commit_outlook(ctx: JobContext, record: JobRecord, steps: Steps = no_steps) 
 
 def _states(
     ctx: JobContext,
-    uploads: list[PendingUpload],
+    uploads: list[PlannedUpload],
     pending: KeySet,
     advance: Advance,
 ) -> list[str]:
 
-    def state(upload: PendingUpload) -> str:
+    def state(upload: PlannedUpload) -> str:
         if upload_digest(upload.key, upload.upload_id) in pending:
             found = "pending"
         else:

@@ -27,7 +27,7 @@ from zero_rename.core.data.layout import (
     is_job_data_key,
     partition_dir,
 )
-from zero_rename.core.data.model import JobRecord, PendingUpload, TaskManifest
+from zero_rename.core.data.model import JobRecord, PendingUpload, PlannedUpload, TaskManifest
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.data.shards import KeySet, StringRuns, digest
 from zero_rename.errors import ConfigError, ValidationError
@@ -131,7 +131,7 @@ class Validator:
         counts = Counter(t for t in self.task_ids if digest(t) in repeated)
         return Counter({t: n for t, n in counts.items() if n > 1})
 
-    def finish(self, uploads: Iterable[PendingUpload]) -> None:
+    def finish(self, uploads: Iterable[PlannedUpload]) -> None:
         """Checks across manifests; ``uploads`` re-reads them (from the plan's shards),
         only to name keys written twice."""
         for task, n in sorted(self._repeated_tasks().items()):
@@ -257,7 +257,7 @@ def _outermost(dirs: Sequence[str]) -> list[str]:
 
 
 def check_pending(
-    validator: Validator, pending: bytearray, uploads: Iterable[PendingUpload]
+    validator: Validator, pending: bytearray, uploads: Iterable[PlannedUpload]
 ) -> None:
     """Name every upload of the manifests that is no longer pending (not marked by
     :func:`mark_pending`); ``uploads`` re-reads them (from the plan's shards) only
