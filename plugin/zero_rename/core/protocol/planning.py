@@ -201,7 +201,13 @@ def upload_shard(ctx: JobContext, plan: CommitPlan, number: int) -> list[Planned
     recalled = _recalled(dest.bucket, key, digest)
     if recalled is not None:
         return recalled
-    return planned(read_shard_body(store, dest.bucket, key, digest), f"s3://{dest.bucket}/{key}")
+    return read_planned(store, dest.bucket, key, digest)
+
+
+def read_planned(store: S3Store, bucket: str, key: str, digest: str = "") -> list[PlannedUpload]:
+    """A shard of a plan's uploads read from the store (checked against ``digest``
+    where given), light (:func:`planned`)."""
+    return planned(read_shard_body(store, bucket, key, digest), f"s3://{bucket}/{key}")
 
 
 def planned_uploads(ctx: JobContext, plan: CommitPlan) -> Iterator[PlannedUpload]:
@@ -428,8 +434,7 @@ class _ShardedUploads:
     def __iter__(self) -> Iterator[PlannedUpload]:
         for number in range(self.shards):
             key = shard_key(self.prefix, "uploads", number)
-            body = read_shard_body(self.store, self.dest.bucket, key)
-            yield from planned(body, f"s3://{self.dest.bucket}/{key}")
+            yield from read_planned(self.store, self.dest.bucket, key)
 
 
 def _attempt_shards(

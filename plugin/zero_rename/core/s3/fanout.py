@@ -215,8 +215,7 @@ def _light_target(config: StoreConfig, bucket: str, owner: Any) -> LightTarget:
     if callable(known):
         target: LightTarget = known(bucket)
         return target
-    presigns = owner is not None and callable(getattr(owner, "generate_presigned_url", None))
-    return LightTarget.resolve(config, bucket, owner if presigns else None)
+    return LightTarget.resolve(config, bucket, owner)
 
 
 def choose_path(config: StoreConfig, bucket: str, request_path: str) -> str:
