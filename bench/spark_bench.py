@@ -82,6 +82,7 @@ from tests.buckets import empty_bucket
 from zero_rename.core.data.layout import Destination, is_visible, partition_dir
 from zero_rename.core.s3 import probes, profile_record
 from zero_rename.core.s3.client import S3Store, StoreConfig, make_client
+from zero_rename.spark import register_source
 from zero_rename.spark.options import FileOptions
 from zero_rename.spark.parquet import PartitionedParquetWriter
 
@@ -591,7 +592,7 @@ def run_benchmark(spark: Any, workloads: Sequence[Workload], rounds: int = 1) ->
     write right after the 1 GiB rename, whose deletes the server still works
     off, is slower), and slow spells of a shared machine spread over all
     methods. The shuffle is seeded: a run can be repeated in the same order."""
-    spark.dataSource.register(BenchSource)
+    register_source(spark, BenchSource)  # as register(spark) registers the format
     spark.dataSource.register(DirectSource)
     if BEFORE:
         register_before(spark, Path(BEFORE["path"]))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import spark_faults
+from zero_rename.spark import register_source
 
 
 @pytest.fixture(scope="session")
@@ -19,5 +20,6 @@ def spark(spark: Any) -> Any:
     # The fault-injecting data source lives in the tests, which executors cannot
     # import: ship its code inside the pickles instead.
     cloudpickle.register_pickle_by_value(spark_faults)
-    spark.dataSource.register(spark_faults.FaultyDataSource)
+    # As zero_rename.spark.register registers the format: its workers' environment.
+    register_source(spark, spark_faults.FaultyDataSource)
     return spark

@@ -13,12 +13,16 @@
 - ``fault_partitions``: the partitions whose attempts fail (default ``0``);
 - ``fault_attempts``: which attempt numbers fail, or ``all`` (default ``0``).
 
+``zero-rename-environment`` (:class:`EnvironmentProbe`) writes nothing: it
+reports what its Python workers found in their environment.
+
 Executors cannot import test modules, so the conftest ships this module's
 code by value inside the pickles.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -27,12 +31,12 @@ from typing import Any
 import pyarrow as pa
 from botocore.exceptions import ClientError
 from pyspark import TaskContext
-from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from zero_rename.core.data.model import JobSummary, TaskManifest
 from zero_rename.core.s3.completers import add_request_hook
-from zero_rename.spark import datasource
+from zero_rename.spark import WORKER_ENVIRONMENT, datasource
 from zero_rename.spark.datasource import ZeroRenameDataSource, ZeroRenameWriter
 from zero_rename.spark.options import WriteConfig, parse_writer_options
 
@@ -142,3 +146,40 @@ def _fail_after_first(client: Any, op: str, after: int = 1) -> None:
     if op == "CompleteMultipartUpload":
         # Job commit's completes go out on the light path: the same fault there.
         add_request_hook(client, lambda stage, key, context: hook() if stage == "before" else None)
+
+
+def _environment() -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in WORKER_ENVIRONMENT}
+
+
+class EnvironmentProbe(DataSource):
+    """Saves, as JSON at ``.save(path)`` (a local file), the variables of
+    ``WORKER_ENVIRONMENT`` as its job setup, tasks and job commit saw them."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "zero-rename-environment"
+
+    def writer(self, schema: StructType, overwrite: bool) -> EnvironmentWriter:
+        return EnvironmentWriter(self.options["path"], _environment())
+
+
+class EnvironmentMessage(WriterCommitMessage):
+    def __init__(self, environment: dict[str, str | None]) -> None:
+        self.environment = environment
+
+
+class EnvironmentWriter(DataSourceArrowWriter):
+    def __init__(self, path: str, setup: dict[str, str | None]) -> None:
+        self.path, self.setup = path, setup
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> EnvironmentMessage:
+        for _ in iterator:
+            pass
+        return EnvironmentMessage(_environment())
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        tasks = [m.environment for m in messages if isinstance(m, EnvironmentMessage)]
+        seen = {"setup": self.setup, "tasks": tasks, "commit": _environment()}
+        with open(self.path, "w") as out:
+            json.dump(seen, out)

@@ -10,14 +10,24 @@ Options are listed in :mod:`zero_rename.spark.options`.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from zero_rename.spark.options import FORMAT
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.datasource import DataSource
 
-__all__ = ["FORMAT", "register"]
+__all__ = ["FORMAT", "WORKER_ENVIRONMENT", "register", "register_source"]
+
+# What the format's Python workers (job setup, the tasks, job commit) are given
+# beyond the driver's environment. They run the format's code alone, whose
+# models use none of pydantic's plugins; looking the plugins up reads the
+# metadata of every distribution on the path, and Spark puts its spark-core
+# jar (thousands of entries) on that path: about 60 ms of CPU in every fresh
+# worker, twice on a write's critical path (docs/benchmarks.md).
+WORKER_ENVIRONMENT = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
 
 
 def register(spark: SparkSession) -> None:
@@ -25,4 +35,33 @@ def register(spark: SparkSession) -> None:
     # Imported here: the option parser is usable without pyspark installed.
     from zero_rename.spark.datasource import ZeroRenameDataSource
 
-    spark.dataSource.register(ZeroRenameDataSource)
+    register_source(spark, ZeroRenameDataSource)
+
+
+def register_source(spark: SparkSession, source: type[DataSource]) -> None:
+    """Register ``source`` (the format, or a subclass of it) so that its Python
+    workers run with :data:`WORKER_ENVIRONMENT`.
+
+    Spark gives a registered data source's workers the SparkContext's
+    environment as it was at registration, so it is set only around it. A
+    variable the driver's environment sets already is left as it is; a Spark
+    Connect session's registration carries no environment, and neither does
+    the registration Spark makes itself from the installed ``pyspark_*`` module.
+    """
+    from pyspark.sql.session import SparkSession as ClassicSession
+
+    if not isinstance(spark, ClassicSession):
+        spark.dataSource.register(source)
+        return
+    environment = spark.sparkContext.environment
+    added = {
+        key: value
+        for key, value in WORKER_ENVIRONMENT.items()
+        if key not in environment and key not in os.environ
+    }
+    environment.update(added)
+    try:
+        spark.dataSource.register(source)
+    finally:
+        for key in added:
+            environment.pop(key, None)
