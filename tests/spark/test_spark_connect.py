@@ -9,6 +9,7 @@ would start another, 15 s more); the client a process of its own.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -38,6 +39,14 @@ def connect_server(spark: Any) -> Iterator[str]:
     context = spark.sparkContext._jsc.sc()
     context.conf().set("spark.connect.grpc.binding.address", "127.0.0.1")
     context.conf().set("spark.connect.grpc.binding.port", str(port))
+    # The server finds a client gone when a response stream of its ends (every
+    # 2 minutes by default, where the client attaches again), then interrupts
+    # the execution left after detachedTimeout (5 minutes), looked for this often
+    # (30 s): seconds here.
+    conf = context.conf()
+    conf.set("spark.connect.execute.reattachable.senderMaxStreamDuration", "2s")
+    conf.set("spark.connect.execute.manager.detachedTimeout", "2s")
+    conf.set("spark.connect.execute.manager.maintenanceInterval", "1s")
     service = getattr(spark._jvm, "org.apache.spark.sql.connect.service.SparkConnectService")
     service.start(context)
     yield f"sc://127.0.0.1:{port}"
@@ -67,4 +76,39 @@ def test_a_connect_client_writes_and_reads_and_its_failed_write_leaves_nothing(
     while pending_in_bucket(committer) and time.monotonic() < deadline:
         time.sleep(3)
         committer.cleanup_job(aborted.job_id)
+    assert pending_in_bucket(committer) == []
+
+
+def test_a_write_whose_connect_client_is_killed_is_aborted_and_leaves_nothing(
+    connect_server: str, dest: str, committer: Committer, tmp_path: Path
+) -> None:
+    """The client dies (SIGKILL) while a task of its write runs: the server
+    interrupts the execution it left, Spark aborts the job, and the destination
+    has no file and no pending upload, the other task's uploads included."""
+    marker = tmp_path / "hanging"
+    client = subprocess.Popen(
+        [sys.executable, str(SCRIPT), connect_server, dest, str(marker)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists():
+            assert client.poll() is None, client.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the write's task never started"
+            time.sleep(0.2)
+        [job] = committer.jobs()
+        assert job.state == "setup"
+    finally:
+        client.send_signal(signal.SIGKILL)
+        client.communicate()
+    deadline = time.monotonic() + 120
+    while committer.job(job.job_id).state != "aborted":
+        assert time.monotonic() < deadline, committer.job(job.job_id).state
+        time.sleep(0.5)
+    assert data_files(committer) == []
+    deadline = time.monotonic() + 60
+    while pending_in_bucket(committer) and time.monotonic() < deadline:
+        time.sleep(3)
+        committer.cleanup_job(job.job_id)
     assert pending_in_bucket(committer) == []
