@@ -8,6 +8,6 @@ installed (a driver, ``spark-submit``, a cluster's Python), the format is
 there. ``zero_rename.spark.register`` stays for explicit registration.
 """
 
-from zero_rename.spark.datasource import ZeroRenameDataSource as DefaultSource
+from zero_rename.spark.source import ZeroRenameDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

@@ -151,6 +151,34 @@ def test_job_setup_commit_and_abort_load_no_arrow_or_parquet_code(
     assert committer.read_success() is not None
 
 
+# Spark's lookup of installed data sources, on a session's first data source call
+# whatever its format: every pyspark_* module imported, its DefaultSource pickled.
+LOOKUP = """
+import json, sys
+import pyspark.sql.worker.lookup_data_sources
+from pyspark.worker_util import pickleSer
+
+spark_loaded = set(sys.modules)
+import pyspark_zero_rename
+pickleSer.dumps(pyspark_zero_rename.DefaultSource)
+print(json.dumps({"ours": sorted(set(sys.modules) - spark_loaded)}))
+"""
+
+
+def test_sparks_lookup_of_installed_sources_loads_only_the_formats_class() -> None:
+    """Every application's first data source call pays this lookup, zero-rename's
+    or not: no committer, pydantic, botocore or pyarrow (about 0.3 s when it
+    imported the committer)."""
+    ours = run_worker(LOOKUP, {})["ours"]
+    assert "zero_rename.spark.source" in ours
+    assert [m for m in ours if m.split(".")[0] not in ("zero_rename", "pyspark_zero_rename")] == []
+    assert sorted(m for m in ours if m.startswith("zero_rename")) == [
+        "zero_rename",
+        "zero_rename.spark",
+        "zero_rename.spark.source",
+    ]
+
+
 def test_the_check_sees_a_heavy_import() -> None:
     """The same comparison, given a worker that does import pyarrow, finds it."""
     code = "import sys; before = set(sys.modules); import pyarrow.parquet\n"

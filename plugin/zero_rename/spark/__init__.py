@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from zero_rename.spark.options import FORMAT
-
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.datasource import DataSource
 
 __all__ = ["FORMAT", "WORKER_ENVIRONMENT", "register", "register_source"]
+
+# Here, where importing it loads nothing else: Spark's lookup of installed data
+# sources imports the format's class (:mod:`.source`), which needs the name only.
+FORMAT = "zero-rename"
 
 # What the format's Python workers (job setup, the tasks, job commit) are given
 # beyond the driver's environment. They run the format's code alone, whose
@@ -33,7 +35,7 @@ WORKER_ENVIRONMENT = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
 def register(spark: SparkSession) -> None:
     """Register the ``zero-rename`` format with a SparkSession."""
     # Imported here: the option parser is usable without pyspark installed.
-    from zero_rename.spark.datasource import ZeroRenameDataSource
+    from zero_rename.spark.source import ZeroRenameDataSource
 
     register_source(spark, ZeroRenameDataSource)
 

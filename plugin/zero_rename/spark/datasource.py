@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from zero_rename.core import (
@@ -58,7 +58,7 @@ from zero_rename.errors import (
     ValidationError,
     ZeroRenameError,
 )
-from zero_rename.spark.options import FORMAT, WriteConfig, parse_writer_options
+from zero_rename.spark.options import WriteConfig, parse_writer_options
 from zero_rename.spark.schema import (
     arrow_schema,
     check_partition_types,
@@ -67,13 +67,23 @@ from zero_rename.spark.schema import (
     resolve_columns,
     table_schema,
 )
+from zero_rename.spark.source import ZeroRenameDataSource
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from zero_rename.spark.reader import ZeroRenameReader
-
 log = logging.getLogger(__name__)
+
+# ZeroRenameDataSource lives in .source, which Spark imports without this module;
+# it is named here too for the code that subclasses it with its own writer().
+__all__ = [
+    "IgnoredWrite",
+    "ZeroRenameCommitMessage",
+    "ZeroRenameDataSource",
+    "ZeroRenameWriter",
+    "committer_for",
+    "new_writer",
+]
 
 ENGINE = "spark"
 # Retries of a job commit that failed after its point of no return: the core's
@@ -121,42 +131,25 @@ class ZeroRenameCommitMessage(WriterCommitMessage):
         return load_object(TaskManifest, self.manifest_json.encode("utf-8"), "Spark commit message")
 
 
-class ZeroRenameDataSource(DataSource):
-    """``df.write.format("zero-rename").mode("append" | "overwrite").save("s3://b/t")``,
-    and ``spark.read.format("zero-rename").load("s3://b/t")`` (:mod:`.reader`)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-        config = parse_writer_options(dict(self.options), overwrite)
-        if config.if_exists and destination_has_data(config):
-            if config.if_exists == "error":
-                raise ConflictError(
-                    f"{config.destination.url} already holds data and if_exists=error "
-                    "refuses to write (Spark's save mode errorifexists); nothing was written. "
-                    "Drop if_exists to append, or use mode('overwrite') to replace"
-                )
-            log.info(
-                "%s already holds data: if_exists=ignore, the write does nothing",
-                config.destination.url,
+def new_writer(
+    options: dict[str, str], schema: StructType, overwrite: bool
+) -> DataSourceArrowWriter:
+    """The format's ``writer()``: the options parsed, ``if_exists`` applied, the
+    job set up (or, orchestrated, read)."""
+    config = parse_writer_options(options, overwrite)
+    if config.if_exists and destination_has_data(config):
+        if config.if_exists == "error":
+            raise ConflictError(
+                f"{config.destination.url} already holds data and if_exists=error "
+                "refuses to write (Spark's save mode errorifexists); nothing was written. "
+                "Drop if_exists to append, or use mode('overwrite') to replace"
             )
-            return IgnoredWrite()
-        return ZeroRenameWriter(config, schema)
-
-    # The reader (and pyarrow with it) is imported by the workers that read only:
-    # Spark imports this module in the workers that set up and commit a write too.
-    def schema(self) -> StructType:
-        from zero_rename.spark.reader import infer_schema, parse_reader_options, take_snapshot
-
-        config = parse_reader_options(dict(self.options))
-        return infer_schema(config, take_snapshot(config))
-
-    def reader(self, schema: StructType) -> ZeroRenameReader:
-        from zero_rename.spark.reader import new_reader, parse_reader_options
-
-        return new_reader(parse_reader_options(dict(self.options)), schema)
+        log.info(
+            "%s already holds data: if_exists=ignore, the write does nothing",
+            config.destination.url,
+        )
+        return IgnoredWrite()
+    return ZeroRenameWriter(config, schema)
 
 
 def destination_has_data(config: WriteConfig) -> bool:

@@ -47,8 +47,7 @@ from zero_rename.core import (
     table_formats,
 )
 from zero_rename.errors import ConfigError
-
-FORMAT = "zero-rename"
+from zero_rename.spark import FORMAT
 
 # Parquet codecs pyarrow writes, and the infix Spark puts in file names for
 # each (part-00000-<job>.c000.snappy.parquet).

@@ -53,7 +53,8 @@ from zero_rename.core import (
 )
 from zero_rename.errors import ConfigError, ZeroRenameError
 from zero_rename.read import filesystem
-from zero_rename.spark.options import FORMAT, Size, StoreOptions, check_secret_keys, validated
+from zero_rename.spark import FORMAT
+from zero_rename.spark.options import Size, StoreOptions, check_secret_keys, validated
 from zero_rename.spark.pruning import called_for_pushdown, may_match, typed_value
 from zero_rename.spark.schema import (
     PARTITION_SCHEMA_KEY,

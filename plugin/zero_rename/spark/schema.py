@@ -39,7 +39,7 @@ from pyspark.sql.types import (
 )
 
 from zero_rename.errors import ConfigError
-from zero_rename.spark.options import FORMAT
+from zero_rename.spark import FORMAT
 
 if TYPE_CHECKING:
     import pyarrow as pa
