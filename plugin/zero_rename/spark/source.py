@@ -1,8 +1,9 @@
 """The ``zero-rename`` data source class: what Spark loads before it knows the work.
 
-Spark imports this class where no write or read runs: on a session's first
-data source call its lookup worker imports every installed ``pyspark_*`` module
-(``pyspark_zero_rename`` exposes this class), whatever format the session uses;
+Spark imports this class where no write or read runs: the first time an
+application names a Python data source or registers one, whichever, its lookup
+worker imports every installed ``pyspark_*`` module (``pyspark_zero_rename``
+exposes this class);
 a driver imports it to register the format; each of a write's or a read's
 Python workers unpickles it first. So this module loads pyspark's data source
 base alone, and each method imports the code of its own work: a write's
