@@ -3,12 +3,11 @@
 Spark imports this class where no write or read runs: the first time an
 application names a Python data source or registers one, whichever, its lookup
 worker imports every installed ``pyspark_*`` module (``pyspark_zero_rename``
-exposes this class);
-a driver imports it to register the format; each of a write's or a read's
-Python workers unpickles it first. So this module loads pyspark's data source
-base alone, and each method imports the code of its own work: a write's
-(:mod:`.datasource`: the committer, pydantic, the light S3 client) or a
-read's (:mod:`.reader`: pyarrow).
+exposes this class); a driver imports it to register the format; each of a
+write's or a read's Python workers unpickles it first. So this module loads
+pyspark's data source base alone, and each method imports the code of its own
+work: a write's (:mod:`.datasource`: the committer, pydantic, the light S3
+client) or a read's (:mod:`.reader`: pyarrow).
 """
 
 from __future__ import annotations
