@@ -4,19 +4,17 @@ Dagster's standard keys, plotted per partition) and its checks (GraphQL)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.dagster.conftest import DEFS, day_config, load_defs
+from tests.dagster.ui import graphql, serving
 from zero_rename.core.committer import Committer
-from zero_rename.embedded_s3 import free_ports, stop_process_group
+from zero_rename.embedded_s3 import free_ports
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 
@@ -70,49 +68,14 @@ def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def webserver(dagster_home: Path, daily: Committer, tmp_path: Path) -> Iterator[str]:
     (port,) = free_ports(1)
     env = {**os.environ, "ZERO_RENAME_DAGSTER_DESTINATION": daily.dest.url}
-    log = (tmp_path / "webserver.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "dagster-webserver"),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-f",
-            str(DEFS),
-        ],
-        env=env,
-        # -f imports the defs folder beside the file as dagster_defs.defs: from the root.
-        cwd=DEFS.parents[1],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (tmp_path / "webserver.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"dagster-webserver did not answer in {STARTUP_SECONDS} s")
+    command = [
+        str(Path(sys.executable).parent / "dagster-webserver"),
+        *("-h", "127.0.0.1", "-p", str(port), "-f", str(DEFS)),
+    ]
+    # -f imports the defs folder beside the file as dagster_defs.defs: from the root.
+    log_path = tmp_path / "webserver.log"
+    with serving(command, port, env, DEFS.parents[1], log_path, STARTUP_SECONDS) as url:
         yield url
-    finally:
-        stop_process_group(proc)
-        log.close()
-
-
-def graphql(url: str, query: str) -> Any:
-    answer = httpx.post(f"{url}/graphql", json={"query": query}, timeout=60)
-    answer.raise_for_status()
-    body = answer.json()
-    assert "errors" not in body, body
-    return body["data"]
 
 
 def test_the_webserver_shows_the_steps_and_the_materialization(

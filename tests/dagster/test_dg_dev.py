@@ -6,20 +6,18 @@ own Spark) and committed once. Opt-in (make test-extended): about a minute."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from tests.dagster.conftest import DEFS, day_config
+from tests.dagster.ui import graphql, serving
 from tests.helpers import pending_in_bucket
 from zero_rename.core.committer import Committer
-from zero_rename.embedded_s3 import free_ports, stop_process_group
+from zero_rename.embedded_s3 import free_ports
 
 pytestmark = [pytest.mark.extended, pytest.mark.dagster, pytest.mark.spark]
 
@@ -49,41 +47,9 @@ def dg_dev(tmp_path: Path, daily: Committer) -> Iterator[str]:
         "PYSPARK_PYTHON": sys.executable,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    log_path = tmp_path / "dg-dev.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "dg"), "dev", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + STARTUP_SECONDS
-            while not answers(url):
-                assert proc.poll() is None, log_path.read_text()[-3000:]
-                assert time.monotonic() < deadline, log_path.read_text()[-3000:]
-                time.sleep(0.5)
-            yield url
-        finally:
-            stop_process_group(proc)
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/server_info", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def graphql(url: str, query: str, **variables: Any) -> Any:
-    answer = httpx.post(f"{url}/graphql", json={"query": query, "variables": variables}, timeout=60)
-    answer.raise_for_status()
-    body = answer.json()
-    assert "errors" not in body, body
-    return body["data"]
+    command = [str(Path(sys.executable).parent / "dg"), "dev", "--port", str(port)]
+    with serving(command, port, env, ROOT, tmp_path / "dg-dev.log", STARTUP_SECONDS) as url:
+        yield url
 
 
 def test_dg_dev_loads_the_project_and_its_materialize_commits_the_day_once(
