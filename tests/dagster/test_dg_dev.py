@@ -1,7 +1,7 @@
 """``dg dev`` from the repository's root, as a newcomer starts Dagster: the project's
 code location loads, and a day materialized through the webserver's API, as the
 Materialize button does, is run by the instance in a process of its own (its
-own Spark) and committed once. Opt-in (make test-extended): about a minute."""
+own Spark) and committed once. Opt-in (make test-extended): about 40 s."""
 
 from __future__ import annotations
 
