@@ -48,9 +48,10 @@ from zero_rename.core.protocol.writers import (
     OutputFile,
     StagingOutput,
 )
+from zero_rename.core.s3.backoff import backoff
 from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.stats import RequestStats
-from zero_rename.core.s3.writes import backoff, create_once
+from zero_rename.core.s3.writes import create_once
 from zero_rename.errors import (
     ConfigError,
     JobDecidedError,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import re
 import threading
 import time
@@ -32,6 +31,7 @@ from botocore.exceptions import (
     UnknownCredentialError,
 )
 
+from zero_rename.core.s3.backoff import backoff
 from zero_rename.core.s3.listing import streamed_uploads, streaming_unsupported
 from zero_rename.core.s3.profiles import AUTO, StoreProfile, check_profile_name, named_profile
 from zero_rename.core.s3.redact import has_userinfo, redact, shown_url
@@ -796,7 +796,7 @@ class S3Store:
                 if attempt == BODY_ATTEMPTS:
                     raise translate(exc, "GetObject", where) from exc
                 log.info("the body of %s was cut short (%s); reading it again", where, exc)
-                time.sleep(random.uniform(0, 0.1 * 2**attempt))
+                backoff(attempt, base=0.1, cap=1.0)
                 continue
             self.stats.record(BODY_READ, 0, len(body))
             return body, str(response["ETag"])

@@ -31,9 +31,7 @@ import base64
 import hashlib
 import logging
 import os
-import random
 import threading
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +45,7 @@ import urllib3
 from botocore.exceptions import ClientError, EndpointConnectionError, HTTPClientError
 from botocore.hooks import HierarchicalEmitter
 
+from zero_rename.core.s3.backoff import backoff
 from zero_rename.core.s3.client import StoreConfig, environment_endpoint
 from zero_rename.core.s3.http import (
     aws_config_file,
@@ -322,7 +321,7 @@ class LightClient:
                 status, scale = 500, 0.05  # botocore's 200-with-an-error is a 500
             if (status and status < 300) or scale is None or attempt >= self.max_attempts:
                 break
-            time.sleep(random.random() * min(scale * 2 ** (attempt - 1), _MAX_BACKOFF))
+            backoff(attempt - 1, base=scale, cap=_MAX_BACKOFF)
             attempt += 1
         meta = {"HTTPStatusCode": status, "HTTPHeaders": headers, "RetryAttempts": attempt - 1}
         if failure is not None:

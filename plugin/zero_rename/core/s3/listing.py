@@ -16,7 +16,6 @@ constant memory.
 from __future__ import annotations
 
 import logging
-import random
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 import urllib3
 
+from zero_rename.core.s3.backoff import backoff
 from zero_rename.core.s3.http import child_text, direct_unsupported, local_name, tls_options
 from zero_rename.core.s3.stats import RequestStats
 from zero_rename.errors import StoreError
@@ -159,7 +159,7 @@ def _fetch(
             log.warning("listing pending uploads under %s failed (%s); listing again", where, exc)
             # Full jitter, as botocore's standard mode backs off: many listings
             # refused by one throttled store do not all ask again in step.
-            time.sleep(random.uniform(0, min(2.0**attempt, 20.0)))
+            backoff(attempt, base=1.0, cap=20.0)
 
 
 class _Transient(Exception):

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 
 from zero_rename.core.s3 import profile_record
+from zero_rename.core.s3.backoff import backoff
 from zero_rename.core.s3.client import S3Store, translate
 from zero_rename.core.s3.profile_record import RecordSite as ProbeSite
 from zero_rename.core.s3.profiles import (
@@ -37,7 +38,7 @@ from zero_rename.core.s3.profiles import (
 )
 from zero_rename.core.s3.progress import Steps, no_steps
 from zero_rename.core.s3.races import RACE_ROUNDS, Race, run_races
-from zero_rename.core.s3.writes import CREATE_ROUNDS, backoff
+from zero_rename.core.s3.writes import CREATE_ROUNDS
 from zero_rename.errors import ConditionalConflict, NoSuchUpload, PreconditionFailed, StoreError
 
 log = logging.getLogger(__name__)

@@ -16,11 +16,10 @@ they call for different answers:
 from __future__ import annotations
 
 import logging
-import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from zero_rename.core.s3.backoff import backoff
 from zero_rename.core.s3.client import S3Store
 from zero_rename.errors import ConditionalConflict, ContentionError, PreconditionFailed, StoreError
 
@@ -28,12 +27,6 @@ log = logging.getLogger(__name__)
 
 # Rounds of put-then-read-back before an unknown outcome is given up on.
 CREATE_ROUNDS = 5
-
-
-def backoff(round_number: int, base: float = 0.05, cap: float = 2.0) -> None:
-    """Sleep before another round: exponential with full jitter, so processes
-    that lost the same race do not meet again in step."""
-    time.sleep(random.uniform(0, min(cap, base * 2**round_number)))
 
 
 def create_once(

@@ -34,7 +34,6 @@ import hashlib
 import json
 import logging
 import math
-import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -50,8 +49,9 @@ from deltalake.transaction import CommitProperties, create_table_with_add_action
 from zero_rename.core.data.model import TableCommit
 from zero_rename.core.data.options import JobOptions
 from zero_rename.core.data.records import JobContext
+from zero_rename.core.s3.backoff import backoff
 from zero_rename.core.s3.redact import redact
-from zero_rename.core.s3.writes import backoff, create_once
+from zero_rename.core.s3.writes import create_once
 from zero_rename.core.tables import delta_features, delta_log
 from zero_rename.core.tables.base import JOB_ID_PROPERTY, Publication
 from zero_rename.core.tables.common import files_schema
@@ -220,7 +220,7 @@ class DeltaFormat:
         table = self._table if self._read else self._open()
         for attempt in range(COMMIT_ATTEMPTS):
             if attempt:
-                time.sleep(random.uniform(0, min(MAX_PAUSE, 0.05 * 2**attempt)))
+                backoff(attempt, base=0.05, cap=MAX_PAUSE)
                 table = self._fresh(self._table)
             self._table = table
             if table is None:
