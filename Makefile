@@ -151,6 +151,7 @@ soak-tables: $(STAMP)
 # from .venv-peers, reads the tables zero-rename publishes from the suite's Spark,
 # and appends to them before zero-rename commits on top. A test may wait for the
 # first run's download of the jars (bench/peers/jars.py), hence the long timeout.
+# .ci/run runs it last, after test-extended.
 test-peers: $(STAMP) $(PEERS_STAMP)
 	deploy/system-deps.sh
 	ZERO_RENAME_TEST_PEERS=1 PATH="$(abspath $(VENV))/bin:$$PATH" \
