@@ -160,9 +160,10 @@ test-peers: $(STAMP) $(PEERS_STAMP)
 # What make test leaves out of its six minutes, run by .ci/run after it: the long
 # end-to-end scenarios (marker extended, opt-in by ZERO_RENAME_TEST_EXTENDED):
 # deploy/stack.sh's plain stack running the daily DAG on a standalone Spark
-# cluster, a Spark stage whose Airflow worker is killed mid-write, and dg dev
-# materializing a day; then tests/core's and tests/cli's cases on moto's server
-# and LocalStack. About two and a half minutes on two cores.
+# cluster, a Spark stage whose Airflow worker is killed mid-write, dg dev
+# materializing a day, and a daily run under OpenLineage's Spark listener (its jar
+# from Maven Central); then tests/core's and tests/cli's cases on moto's server
+# and LocalStack. About three minutes on two cores.
 test-extended: $(STAMP) localstack-venv
 	deploy/system-deps.sh
 	ZERO_RENAME_TEST_EXTENDED=1 PATH="$(abspath $(VENV))/bin:$$PATH" \

@@ -39,6 +39,10 @@ ICEBERG_RUNTIME = (
 ICEBERG_AWS = f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"
 SQLITE_JDBC = f"org.xerial:sqlite-jdbc:{SQLITE_JDBC_VERSION}"
 DELTA = f"io.delta:delta-spark_{SPARK_VERSION.rsplit('.', 1)[0]}_{SCALA}:{DELTA_VERSION}"
+# Not a peer: OpenLineage's Spark listener, which the Airflow tests run in the daily
+# application on the suite's Spark 4.2 (tests/airflow/test_spark_lineage.py).
+OPENLINEAGE_SPARK_VERSION = "1.53.0"
+OPENLINEAGE_SPARK = f"io.openlineage:openlineage-spark_{SCALA}:{OPENLINEAGE_SPARK_VERSION}"
 
 # spark-hadoop-cloud declares every cloud connector Hadoop has (Azure, GCS,
 # Huawei, ...) as compile dependencies; only its two committer bindings and
