@@ -79,12 +79,16 @@ def test_sparks_own_lineage_hangs_under_the_stage_and_names_no_dataset(
         assert parent["root"]["job"]["name"] == DAG_ID
     assert {e["eventType"] for e in application} == {"START", "COMPLETE"}
 
-    # The write's run is the application's child; the listener cannot name
-    # a Python data source's output, so no event names a dataset.
+    # The write's run is the application's child. The listener cannot name a
+    # Python data source's output, so no Spark event names a dataset: the
+    # destination's writer in the lineage is the commit step, with what it wrote.
     writes = [e for e in spark if "zero_rename" in e["job"]["name"]]
     assert writes and {e["eventType"] for e in writes} >= {"START", "COMPLETE"}
     assert all(_parent(e)["run"]["runId"] == app_run for e in writes)
     assert all(e.get("outputs", []) == [] for e in spark)
+    (output,) = lineage.last(airflow, "commit")["outputs"]
+    assert (output["namespace"], output["name"]) == (f"s3://{daily.dest.bucket}", "events")
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == ROWS
     for secret in (s3_server.secret_key, s3_server.endpoint_url):
         assert secret not in spark_events.read_text()
 
