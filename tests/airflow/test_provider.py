@@ -207,3 +207,25 @@ def test_a_failed_submit_is_told_by_the_applications_own_error() -> None:
     assert submit_failure("Cannot execute: spark-submit x. Error code is: 1.") == (
         "spark-submit exited with code 1"
     )
+
+
+def test_the_lineage_key_reaches_spark_as_its_java_client_takes_it() -> None:
+    """Airflow's provider passes an http transport's key as its Python client's header
+    value; OpenLineage's Java client adds "Bearer " itself, so the stage takes it off
+    (the whole path, with Spark's listener: tests/airflow/test_spark_lineage.py)."""
+    from zero_rename.airflow.spark import lineage_key_unprefixed
+
+    injected = {
+        "spark.openlineage.transport.type": "http",
+        "spark.openlineage.transport.auth.type": "api_key",
+        "spark.openlineage.transport.auth.apiKey": "Bearer k-1",
+        "spark.openlineage.transport.transports.marquez.auth.apiKey": "Bearer k-2",
+        "spark.openlineage.transport.transports.other.auth.apiKey": "k-3",
+        "spark.openlineage.parentJobName": "Bearer not-a-key",
+        "spark.executor.memory": "2g",
+    }
+    assert lineage_key_unprefixed(injected) == {
+        **injected,
+        "spark.openlineage.transport.auth.apiKey": "k-1",
+        "spark.openlineage.transport.transports.marquez.auth.apiKey": "k-2",
+    }

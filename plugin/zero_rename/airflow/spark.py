@@ -28,6 +28,7 @@ from zero_rename.airflow.xcom import SUMMARY_KEY, xcom_summary
 from zero_rename.core import Committer, JobSummary, StepRunner
 
 if TYPE_CHECKING:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.providers.openlineage.extractors import OperatorLineage
 
 
@@ -67,6 +68,28 @@ def submit_failure(text: str) -> str:
     cause = next((line for line in reversed(lines) if _FAILURE_LINE.search(line)), "")
     head = f"spark-submit exited with code {code.group(1)}" if code else "spark-submit failed"
     return f"{head}: {cause}" if cause else head
+
+
+# The Spark settings that carry an OpenLineage http transport's API key: the
+# transport's own, and each of a composite transport's.
+_LINEAGE_KEY = re.compile(r"spark\.openlineage\.transport\.(transports\.[^.]+\.)?auth\.apiKey")
+_BEARER = "Bearer "
+
+
+def lineage_key_unprefixed(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` with each OpenLineage API key as OpenLineage's Java client takes it.
+
+    Airflow's OpenLineage provider (``spark_inject_transport_info``) passes the
+    Python client's header value, ``Bearer <key>``, as the key; the Java client in
+    Spark puts ``Bearer`` before its key itself, so Spark's events would carry
+    ``Bearer Bearer <key>`` and a catalog that checks the key would refuse them.
+    """
+    return {
+        name: value[len(_BEARER) :]
+        if _LINEAGE_KEY.fullmatch(name) and isinstance(value, str) and value.startswith(_BEARER)
+        else value
+        for name, value in conf.items()
+    }
 
 
 class SparkStageSubmitOperator(SparkSubmitOperator):
@@ -134,6 +157,12 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
                     job_id, lambda: applications.submit(job_id, lambda: self._submit(context))
                 )
         return self._report(context, summary)
+
+    def _get_hook(self) -> SparkSubmitHook:
+        # The parent builds its hook from self.conf right after the provider's
+        # injection of the OpenLineage transport: the key is put right first.
+        self.conf = lineage_key_unprefixed(self.conf or {})
+        return super()._get_hook()
 
     def _submit(self, context: Context) -> None:
         options = writer_options(self.options)
