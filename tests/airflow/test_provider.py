@@ -212,8 +212,9 @@ def test_a_failed_submit_is_told_by_the_applications_own_error() -> None:
 def test_the_lineage_key_reaches_spark_as_its_java_client_takes_it() -> None:
     """Airflow's provider passes an http transport's key as its Python client's header
     value; OpenLineage's Java client adds "Bearer " itself, so the stage takes it off
-    (the whole path, with Spark's listener: tests/airflow/test_spark_lineage.py)."""
-    from zero_rename.airflow.spark import lineage_key_unprefixed
+    (the whole path, with Spark's listener: tests/airflow/test_spark_lineage.py; the
+    key masked in the task's log: tests/deploy/test_plain_stack.py)."""
+    from zero_rename.airflow.spark import lineage_key_unprefixed, lineage_secrets
 
     injected = {
         "spark.openlineage.transport.type": "http",
@@ -229,3 +230,7 @@ def test_the_lineage_key_reaches_spark_as_its_java_client_takes_it() -> None:
         "spark.openlineage.transport.auth.apiKey": "k-1",
         "spark.openlineage.transport.transports.marquez.auth.apiKey": "k-2",
     }
+    # What the task log must not show (the provider's hook masks only settings
+    # named for a secret or a password): the keys, and headers, which may carry one.
+    headers = {"spark.openlineage.transport.headers.X-Api-Key": "h-4"}
+    assert lineage_secrets({**injected, **headers}) == ["Bearer k-1", "Bearer k-2", "k-3", "h-4"]

@@ -19,10 +19,8 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from bench.peers.jars import MAVEN_CENTRAL, OPENLINEAGE_SPARK, cache_dir, spark_
 from tests.airflow.environment import SPARK_CONF_DIR
 from tests.airflow.test_daily_dag import DAG_ID, REPO, daily, rows_by_file
 from tests.helpers import pending
+from tests.lineage_catalog import Catalog, running_catalog
 from zero_rename.core.committer import Committer
 from zero_rename.embedded_s3 import EmbeddedS3
 
@@ -44,43 +43,10 @@ LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 API_KEY = "lineage-key-4f1c"  # the catalog's key: it must reach Spark, and no event
 
 
-class Catalog(ThreadingHTTPServer):
-    """Keeps every lineage event posted to it, with the key it came with."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Receive)
-        self.events: list[tuple[str, dict[str, Any]]] = []  # (Authorization, event)
-        self.bodies: list[bytes] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Receive(BaseHTTPRequestHandler):
-    server: Catalog
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if self.path == "/api/v1/lineage":
-            self.server.bodies.append(body)
-            self.server.events.append((self.headers.get("Authorization", ""), json.loads(body)))
-        self.send_response(201 if self.path == "/api/v1/lineage" else 404)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def catalog() -> Iterator[Catalog]:
-    server = Catalog()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with running_catalog() as server:
+        yield server
 
 
 @pytest.fixture
@@ -103,12 +69,7 @@ def test_sparks_lineage_reaches_the_catalog_under_the_stage_and_names_no_dataset
     listener_conf: Path,
     s3_server: EmbeddedS3,
 ) -> None:
-    transport = {
-        "type": "http",
-        "url": catalog.url,
-        "endpoint": "api/v1/lineage",
-        "auth": {"type": "api_key", "apiKey": API_KEY},
-    }
+    transport = catalog.transport(API_KEY)
     # A fresh interpreter: the provider reads its transport once per process.
     ran = subprocess.run(
         [sys.executable, "-m", "tests.airflow.run_day", "2024-04-01", str(ROWS)],

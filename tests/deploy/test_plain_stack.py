@@ -29,11 +29,14 @@ import pytest
 
 from tests.deploy.support import DEPLOY, VENV_BIN
 from tests.jvm import JAVA_OPTIONS
+from tests.lineage_catalog import running_catalog
 
 pytestmark = pytest.mark.extended
 
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1"}
 DAG_ID = "daily_partitioned_write"
+# The lineage catalog's key: it must reach the catalog, and no log or event.
+LINEAGE_KEY = "stack-lineage-key-93d1"
 # The run's end is seen within a second; a poll is one cheap API request.
 POLL_SECONDS = 1.0
 
@@ -46,9 +49,12 @@ class Stack:
         self.seen: dict[int, psutil.Process] = {}
         self.seen_ports: set[int] = set()
 
-    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 120, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         # The caller's ZERO_RENAME_* would move the stack; the script filters the rest.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ZERO_RENAME_")}
+        caller = {k: v for k, v in os.environ.items() if not k.startswith("ZERO_RENAME_")}
+        env = {**caller, **(env or {})}
         env["PYTHON"] = sys.executable
         # The suite's options for short-lived JVMs (tests/jvm.py), through the
         # variable every JVM reads: the stack hands it to its services.
@@ -61,8 +67,8 @@ class Stack:
             timeout=timeout,
         )
 
-    def up(self, *services: str) -> None:
-        result = self.run("up", *services, "--timeout", "400", timeout=900)
+    def up(self, *services: str, env: dict[str, str] | None = None) -> None:
+        result = self.run("up", *services, "--timeout", "400", timeout=900, env=env)
         assert result.returncode == 0, f"{result.stderr}\n{self.logs()}"
 
     def status(self) -> dict[str, Any]:
@@ -174,8 +180,33 @@ def test_airflow_runs_the_daily_dag_on_the_stack(stack: Stack) -> None:
     scheduled run (created when it is unpaused) submits the daily application to
     the standalone master (the writer's endpoint as an option, credentials from
     the environment) and commits. The one Spark submit of this module: the
-    application's other runs are the daily DAG's and the Spark tests'."""
-    stack.up("airflow")
+    application's other runs are the daily DAG's and the Spark tests'. Its
+    lineage goes to a catalog with a key (deploy/airflow.env's transport), which
+    the stage hands Spark on its command line: the task's log, written by
+    Airflow's supervisor, shows that line with the key masked."""
+    with running_catalog() as catalog:
+        transport = json.dumps(catalog.transport(LINEAGE_KEY))
+        stack.up("airflow", env={"AIRFLOW__OPENLINEAGE__TRANSPORT": transport})
+        run = run_the_day(stack)
+        log = "".join(p.read_text(errors="replace") for p in task_logs(stack, run, "stage"))
+    assert "Spark-Submit cmd:" in log and "spark.openlineage.transport.auth.apiKey=***" in log
+    assert LINEAGE_KEY not in log
+    # Every task's events reached the catalog with its key; none carries the key.
+    tasks = {e["job"]["name"].rsplit(".", 1)[-1] for _, e in catalog.events}
+    assert {"setup_job", "stage", "commit"} <= tasks, tasks
+    assert {key for key, _ in catalog.events} == {f"Bearer {LINEAGE_KEY}"}
+    assert not [b for b in catalog.bodies if LINEAGE_KEY.encode() in b]
+
+    env = shell_env(stack.env())
+    success = zero_rename(env, "success", "show", "s3://warehouse/daily_events")
+    assert success.returncode == 0, success.stderr
+    assert json.loads(success.stdout)["partitions"] == [f"dt={run['partition_key']}"]
+    assert zero_rename(env, "validate", "s3://warehouse/daily_events").returncode == 0
+
+
+def run_the_day(stack: Stack) -> dict[str, Any]:
+    """Airflow healthy on loopback, the DAG unpaused: its first scheduled run, done
+    on the cluster."""
     api = stack.status()["services"]["airflow"]["url"]
     health = get_json(f"{api}/api/v2/monitor/health")
     assert {k: v["status"] for k, v in health.items()} == {
@@ -214,12 +245,7 @@ def test_airflow_runs_the_daily_dag_on_the_stack(stack: Stack) -> None:
     assert "FINISHED" in [
         a["state"] for a in apps if a["name"].startswith("daily_partitioned_write")
     ], apps
-
-    env = shell_env(stack.env())
-    success = zero_rename(env, "success", "show", "s3://warehouse/daily_events")
-    assert success.returncode == 0, success.stderr
-    assert json.loads(success.stdout)["partitions"] == [f"dt={run['partition_key']}"]
-    assert zero_rename(env, "validate", "s3://warehouse/daily_events").returncode == 0
+    return run
 
 
 def wait_for_run(api: str, timeout: float) -> dict[str, Any]:
@@ -239,12 +265,14 @@ def wait_for_run(api: str, timeout: float) -> dict[str, Any]:
     raise AssertionError(f"no run of {DAG_ID} finished in {timeout:.0f}s: {runs}")
 
 
+def task_logs(stack: Stack, run: dict[str, Any], task: str = "*") -> list[Path]:
+    """The log files Airflow's supervisor wrote for the run's tasks."""
+    pattern = f"dag_id={DAG_ID}/run_id={run['dag_run_id']}/task_id={task}/attempt=*.log"
+    return sorted((stack.root / "airflow" / "logs").glob(pattern))
+
+
 def stage_log(stack: Stack, run: dict[str, Any]) -> str:
-    logs = sorted(
-        (stack.root / "airflow" / "logs").glob(
-            f"dag_id={DAG_ID}/run_id={run['dag_run_id']}/task_id=*/attempt=*.log"
-        )
-    )
+    logs = task_logs(stack, run)
     return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in logs)
 
 

@@ -70,9 +70,12 @@ def submit_failure(text: str) -> str:
     return f"{head}: {cause}" if cause else head
 
 
-# The Spark settings that carry an OpenLineage http transport's API key: the
-# transport's own, and each of a composite transport's.
-_LINEAGE_KEY = re.compile(r"spark\.openlineage\.transport\.(transports\.[^.]+\.)?auth\.apiKey")
+# The Spark settings that carry an OpenLineage http transport's API key, and its
+# custom headers (which may carry one): the transport's own, and each of a
+# composite transport's.
+_LINEAGE_TRANSPORT = r"spark\.openlineage\.transport\.(transports\.[^.]+\.)?"
+_LINEAGE_KEY = re.compile(_LINEAGE_TRANSPORT + r"auth\.apiKey")
+_LINEAGE_SECRET = re.compile(_LINEAGE_TRANSPORT + r"(auth\.apiKey|headers\..+)")
 _BEARER = "Bearer "
 
 
@@ -90,6 +93,13 @@ def lineage_key_unprefixed(conf: Mapping[str, Any]) -> dict[str, Any]:
         else value
         for name, value in conf.items()
     }
+
+
+def lineage_secrets(conf: Mapping[str, Any]) -> list[str]:
+    """The values of ``conf`` that Airflow's task log must not show: an OpenLineage
+    transport's key and headers. The provider's hook logs the whole spark-submit
+    command and masks only settings named for a secret or a password."""
+    return [str(v) for name, v in conf.items() if _LINEAGE_SECRET.fullmatch(name) and str(v)]
 
 
 class SparkStageSubmitOperator(SparkSubmitOperator):
@@ -160,8 +170,13 @@ class SparkStageSubmitOperator(SparkSubmitOperator):
 
     def _get_hook(self) -> SparkSubmitHook:
         # The parent builds its hook from self.conf right after the provider's
-        # injection of the OpenLineage transport: the key is put right first.
+        # injection of the OpenLineage transport: the key is put right first, and
+        # kept out of the task log, where the hook writes the command line.
+        from airflow.sdk.log import mask_secret
+
         self.conf = lineage_key_unprefixed(self.conf or {})
+        for secret in lineage_secrets(self.conf):
+            mask_secret(secret)
         return super()._get_hook()
 
     def _submit(self, context: Context) -> None:
