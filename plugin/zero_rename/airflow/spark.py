@@ -5,7 +5,10 @@ The application receives ``--destination``, ``--job-id`` and one
 connection among them) after its own arguments. In orchestrated mode its
 driver saves the job's stage manifest and publishes nothing; the commit step
 does that later. Credentials are never passed: the Spark cluster has its own,
-and a local ``spark-submit`` inherits the worker's environment.
+and a local ``spark-submit`` inherits the worker's environment. The one secret
+on its command line is an OpenLineage transport's API key, which Airflow's
+provider adds with ``spark_inject_transport_info``: it is handed over as Spark's
+OpenLineage client takes it, and masked in the task's log.
 """
 
 from __future__ import annotations
