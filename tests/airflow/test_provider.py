@@ -232,5 +232,8 @@ def test_the_lineage_key_reaches_spark_as_its_java_client_takes_it() -> None:
     }
     # What the task log must not show (the provider's hook masks only settings
     # named for a secret or a password): the keys, and headers, which may carry one.
-    headers = {"spark.openlineage.transport.headers.X-Api-Key": "h-4"}
+    headers = {
+        "spark.openlineage.transport.headers.X-Api-Key": "h-4",
+        "spark.openlineage.transport.headers.X-Empty": None,  # no "None" masked everywhere
+    }
     assert lineage_secrets({**injected, **headers}) == ["Bearer k-1", "Bearer k-2", "k-3", "h-4"]

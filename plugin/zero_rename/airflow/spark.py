@@ -102,7 +102,11 @@ def lineage_secrets(conf: Mapping[str, Any]) -> list[str]:
     """The values of ``conf`` that Airflow's task log must not show: an OpenLineage
     transport's key and headers. The provider's hook logs the whole spark-submit
     command and masks only settings named for a secret or a password."""
-    return [str(v) for name, v in conf.items() if _LINEAGE_SECRET.fullmatch(name) and str(v)]
+    return [
+        str(v)
+        for name, v in conf.items()
+        if _LINEAGE_SECRET.fullmatch(name) and v is not None and str(v)
+    ]
 
 
 class SparkStageSubmitOperator(SparkSubmitOperator):
