@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from bench.peers.jars import MAVEN_CENTRAL, OPENLINEAGE_SPARK, cache_dir, spark_conf
+from tests.airflow import lineage
 from tests.airflow.environment import SPARK_CONF_DIR
 from tests.airflow.test_daily_dag import DAG_ID, REPO, daily, rows_by_file
 from tests.helpers import pending
@@ -92,7 +93,7 @@ def test_sparks_lineage_reaches_the_catalog_under_the_stage_and_names_no_dataset
     # Spark's events came with the catalog's key, passed on by the stage's submit.
     assert {key for key, e in catalog.events} == {f"Bearer {API_KEY}"}
 
-    stage = _first(airflow, f"{DAG_ID}.stage")
+    stage = lineage.first(airflow, "stage")
     dag_run = stage["run"]["facets"]["parent"]["run"]["runId"]
     stage_job = {"namespace": stage["job"]["namespace"], "name": stage["job"]["name"]}
     application = [e for e in spark if _parent(e).get("job") == stage_job]
@@ -112,8 +113,7 @@ def test_sparks_lineage_reaches_the_catalog_under_the_stage_and_names_no_dataset
     assert writes and {e["eventType"] for e in writes} >= {"START", "COMPLETE"}
     assert all(_parent(e)["run"]["runId"] == app_run for e in writes)
     assert all(e.get("outputs", []) == [] for e in spark)
-    commit = [e for e in airflow if e["job"]["name"] == f"{DAG_ID}.commit"][-1]
-    (output,) = commit["outputs"]
+    (output,) = lineage.last(airflow, "commit")["outputs"]
     assert (output["namespace"], output["name"]) == (f"s3://{daily.dest.bucket}", "events")
     assert output["outputFacets"]["outputStatistics"]["rowCount"] == ROWS
     # Neither the key nor the store's credentials or endpoint are in any event.
@@ -124,10 +124,6 @@ def test_sparks_lineage_reaches_the_catalog_under_the_stage_and_names_no_dataset
 def _engine(event: dict[str, Any]) -> str:
     facet = event["run"]["facets"].get("processing_engine", {})
     return str(facet.get("name", "")).lower()
-
-
-def _first(events: list[dict[str, Any]], job: str) -> dict[str, Any]:
-    return next(e for e in events if e["job"]["name"] == job)
 
 
 def _parent(event: dict[str, Any]) -> dict[str, Any]:
