@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import datetime
 import io
+import os
+import pathlib
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -458,3 +462,55 @@ def test_schemas_convert_on_spark_4_0_and_4_1_as_on_4_2(monkeypatch: pytest.Monk
     assert current.field("t").type == pa.timestamp("us", tz="UTC")
     naive = pa.schema([("t", pa.timestamp("us"))])
     assert arrow_to_spark(naive).fields[0].dataType.typeName() == "timestamp_ntz"
+
+
+PLUGIN_PROBE = '''
+import os
+
+
+class Probe:
+    """A pydantic plugin that notes every model it is offered."""
+
+    def new_schema_validator(self, schema, schema_type, path, kind, config, settings):
+        with open(os.environ["PROBE_SEEN"], "a") as seen:
+            seen.write(f"{path.module}.{path.name}\\n")
+        return None, None, None
+
+
+plugin = Probe()
+'''
+
+IMPORTS_AS_A_WORKER = """
+import os
+import pydantic
+import zero_rename.spark.datasource as datasource
+import zero_rename.spark.reader
+
+datasource._import_table_format("iceberg")  # as job setup or commit with Iceberg
+assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
+
+
+class UsersModel(pydantic.BaseModel):
+    value: int
+"""
+
+
+def test_worker_modules_build_their_models_without_plugins_and_leave_them_to_the_rest(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Where Spark's own lookup registered the format (no register(spark), no
+    worker environment), a fresh worker importing the write's or the read's
+    module, or PyIceberg for a job with Iceberg, looks up no pydantic plugin
+    (about 65 ms of CPU a worker, with spark-core's jar on the path); a model
+    built after them in the same process gets the plugins installed."""
+    (tmp_path / "probe_plugin.py").write_text(PLUGIN_PROBE)
+    info = tmp_path / "probe_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pydantic]\nprobe = probe_plugin:plugin\n")
+    seen = tmp_path / "seen.txt"
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    env["PROBE_SEEN"] = str(seen)
+    subprocess.run([sys.executable, "-c", IMPORTS_AS_A_WORKER], env=env, check=True)
+    assert seen.read_text().split() == ["__main__.UsersModel"]

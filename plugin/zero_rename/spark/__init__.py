@@ -11,13 +11,15 @@ Options are listed in :mod:`zero_rename.spark.options`.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.datasource import DataSource
 
-__all__ = ["FORMAT", "WORKER_ENVIRONMENT", "register", "register_source"]
+__all__ = ["FORMAT", "WORKER_ENVIRONMENT", "register", "register_source", "worker_imports"]
 
 # Here, where importing it loads nothing else: Spark's lookup of installed data
 # sources imports the format's class (:mod:`.source`), which needs the name only.
@@ -30,6 +32,28 @@ FORMAT = "zero-rename"
 # jar (thousands of entries) on that path: about 60 ms of CPU in every fresh
 # worker, twice on a write's critical path (docs/benchmarks.md).
 WORKER_ENVIRONMENT = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
+
+
+@contextmanager
+def worker_imports() -> Iterator[None]:
+    """:data:`WORKER_ENVIRONMENT`'s variables, where unset, while the format's
+    worker modules import the committer (and build its models).
+
+    Where the format was not registered by :func:`register` (Spark's own lookup
+    of ``pyspark_zero_rename``, a Spark Connect server's workers) its workers
+    run without them, and the first model built would look pydantic's plugins
+    up. Set only for the import, and then removed, they leave the worker's
+    environment as Spark gave it: pydantic caches no lookup while they are set,
+    so a model built later in the process (a UDF's, in a reused task worker)
+    still gets the plugins installed.
+    """
+    added = [key for key in WORKER_ENVIRONMENT if key not in os.environ]
+    os.environ.update({key: WORKER_ENVIRONMENT[key] for key in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 def register(spark: SparkSession) -> None:

@@ -38,39 +38,45 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from zero_rename.core import (
-    Committer,
-    JobOptions,
-    JobRecord,
-    JobSummary,
-    S3Store,
-    StepRunner,
-    StoreConfig,
-    TaskAttempt,
-    TaskManifest,
-    load_object,
-    utcnow,
-)
-from zero_rename.errors import (
-    ConfigError,
-    ConflictError,
-    JobDecidedError,
-    ValidationError,
-    ZeroRenameError,
-)
-from zero_rename.spark.options import WriteConfig, parse_writer_options
-from zero_rename.spark.schema import (
-    arrow_schema,
-    check_partition_types,
-    check_writable,
-    footer_metadata,
-    resolve_columns,
-    table_schema,
-)
-from zero_rename.spark.source import ZeroRenameDataSource
-
 if TYPE_CHECKING:
     import pyarrow as pa
+
+from zero_rename.spark import worker_imports
+
+# The committer's models built without pydantic's plugin lookup, however the
+# format was registered: this module is what every write's worker unpickles.
+with worker_imports():
+    from zero_rename.core import (
+        Committer,
+        JobOptions,
+        JobRecord,
+        JobSummary,
+        S3Store,
+        StepRunner,
+        StoreConfig,
+        TaskAttempt,
+        TaskManifest,
+        load_object,
+        utcnow,
+    )
+    from zero_rename.core.tables.registry import format_plugin
+    from zero_rename.errors import (
+        ConfigError,
+        ConflictError,
+        JobDecidedError,
+        ValidationError,
+        ZeroRenameError,
+    )
+    from zero_rename.spark.options import WriteConfig, parse_writer_options
+    from zero_rename.spark.schema import (
+        arrow_schema,
+        check_partition_types,
+        check_writable,
+        footer_metadata,
+        resolve_columns,
+        table_schema,
+    )
+    from zero_rename.spark.source import ZeroRenameDataSource
 
 log = logging.getLogger(__name__)
 
@@ -212,10 +218,12 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         """The worker's committer for this destination; on the driver (``driver``),
         over the light client unless a table format's library needs botocore's."""
         job = getattr(self, "job", None)
-        if job is None and self.config.orchestrated:
-            light = False  # the job's table format is in its record, not read yet
-        else:
-            light = driver and (job.options if job else self.config.job).table_format == "none"
+        # An orchestrated job's options, its table format among them, are in its
+        # record, not read yet.
+        options = job.options if job else None if self.config.orchestrated else self.config.job
+        if options is not None:
+            _import_table_format(options.table_format)
+        light = driver and options is not None and options.table_format == "none"
         return committer_for(self.config.destination.url, self.config.store, light)
 
     def _orchestrated_job(self, options: JobOptions) -> JobRecord:
@@ -235,6 +243,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
                     "at job setup"
                 )
         check_partition_types(self.schema, record.options.partition_columns)
+        _import_table_format(record.options.table_format)
         if record.options.table_format != "none":
             # The orchestrator's setup could not know the DataFrame's schema.
             self.table_schema = table_schema(self.schema)
@@ -379,6 +388,17 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             "the failing task's error is in the Spark application's log",
             cleanup=False,
         )
+
+
+def _import_table_format(name: str) -> None:
+    """The job's table format's library imported as this module imports the
+    committer (:func:`~zero_rename.spark.worker_imports`): PyIceberg's models
+    would otherwise look pydantic's plugins up in a worker that has no use for
+    them. Once a process; a later import finds the modules loaded."""
+    plugin = format_plugin(name)
+    if plugin is not None:
+        with worker_imports():
+            plugin.load()
 
 
 def _manifests(messages: Sequence[WriterCommitMessage | None]) -> list[TaskManifest]:

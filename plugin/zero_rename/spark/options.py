@@ -195,6 +195,19 @@ class StoreOptions(_Options):
         )
 
 
+# Spark's spark.sql.files.maxPartitionBytes: small files are read together up to this.
+DEFAULT_MAX_PARTITION_BYTES = 128 << 20
+
+
+class ReaderOptions(StoreOptions):
+    """Every option of ``spark.read.format("zero-rename")`` (:mod:`.reader`)."""
+
+    BLANK_IS_UNSET = StoreOptions.BLANK_IS_UNSET | {"as_of_job"}
+
+    as_of_job: str | None = None
+    max_partition_bytes: Size = DEFAULT_MAX_PARTITION_BYTES
+
+
 # Each table format's job options (iceberg_catalog, iceberg_table...), as the table
 # formats' registry declares them; the core's JobOptions checks their values.
 FORMAT_OPTIONS = tuple(name for plugin in table_formats().values() for name in plugin.option_help)

@@ -43,30 +43,37 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from zero_rename.core import (
-    Committer,
-    Destination,
-    SnapshotFile,
-    StoreConfig,
-    TableSnapshot,
-    check_job_id,
-)
-from zero_rename.errors import ConfigError, ZeroRenameError
-from zero_rename.read import filesystem
-from zero_rename.spark import FORMAT
-from zero_rename.spark.options import Size, StoreOptions, check_secret_keys, validated
-from zero_rename.spark.pruning import called_for_pushdown, may_match, typed_value
-from zero_rename.spark.schema import (
-    PARTITION_SCHEMA_KEY,
-    SPARK_SCHEMA_KEY,
-    arrow_to_spark,
-    spark_to_arrow,
-)
+from zero_rename.spark import FORMAT, worker_imports
+
+# The committer's models built without pydantic's plugin lookup, however the
+# format was registered: this module is what every read's worker unpickles.
+with worker_imports():
+    from zero_rename.core import (
+        Committer,
+        Destination,
+        SnapshotFile,
+        StoreConfig,
+        TableSnapshot,
+        check_job_id,
+    )
+    from zero_rename.errors import ConfigError, ZeroRenameError
+    from zero_rename.read import filesystem
+    from zero_rename.spark.options import (
+        DEFAULT_MAX_PARTITION_BYTES,
+        ReaderOptions,
+        check_secret_keys,
+        validated,
+    )
+    from zero_rename.spark.pruning import called_for_pushdown, may_match, typed_value
+    from zero_rename.spark.schema import (
+        PARTITION_SCHEMA_KEY,
+        SPARK_SCHEMA_KEY,
+        arrow_to_spark,
+        spark_to_arrow,
+    )
 
 log = logging.getLogger(__name__)
 
-# Spark's spark.sql.files.maxPartitionBytes: small files are read together up to this.
-DEFAULT_MAX_PARTITION_BYTES = 128 << 20
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _INT32 = 2**31
 
@@ -77,15 +84,6 @@ class ReadConfig:
     store: StoreConfig
     as_of_job: str | None = None
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
-
-
-class ReaderOptions(StoreOptions):
-    """Every option of ``spark.read.format("zero-rename")``."""
-
-    BLANK_IS_UNSET = StoreOptions.BLANK_IS_UNSET | {"as_of_job"}
-
-    as_of_job: str | None = None
-    max_partition_bytes: Size = DEFAULT_MAX_PARTITION_BYTES
 
 
 READ_OPTIONS = frozenset(ReaderOptions.model_fields)

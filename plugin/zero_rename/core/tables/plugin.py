@@ -65,13 +65,17 @@ class FormatPlugin(Generic[Options]):
     # The job's table, for people (``zero-rename jobs show``): the format's options.
     describe: Callable[[Any], str] | None = None
 
-    def open(self, ctx: JobContext, options: JobOptions) -> TableFormat:
-        """The format at the job's destination; its library is imported here."""
+    def load(self) -> Callable[[JobContext, JobOptions], TableFormat]:
+        """The format's class; its library is imported here, on first use."""
         module, name = self.implementation.split(":")
         cls: Callable[[JobContext, JobOptions], TableFormat] = getattr(
             importlib.import_module(module), name
         )
-        return cls(ctx, options)
+        return cls
+
+    def open(self, ctx: JobContext, options: JobOptions) -> TableFormat:
+        """The format at the job's destination."""
+        return self.load()(ctx, options)
 
     def described(self, options: BaseModel) -> str:
         return self.describe(options) if self.describe is not None else self.name
