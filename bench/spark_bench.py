@@ -102,6 +102,10 @@ LABELS = {
 BEFORE_SUFFIX = "@before"
 # --before: the tree's path and its commit, once given.
 BEFORE: dict[str, str] = {}
+# --unregistered: the format registered as Spark's own lookup of installed
+# pyspark_* modules registers it (the daily DAG's application, Dagster's): its
+# workers get no environment of the format's (no PYDANTIC_DISABLE_PLUGINS).
+UNREGISTERED: list[bool] = [False]
 # More methods: name -> (zero-rename method, more writer options), from --variant
 # (say magic-sync=zero-rename-magic:upload_threads=0), so that a writer option
 # is measured interleaved with the methods it is compared with.
@@ -592,7 +596,10 @@ def run_benchmark(spark: Any, workloads: Sequence[Workload], rounds: int = 1) ->
     write right after the 1 GiB rename, whose deletes the server still works
     off, is slower), and slow spells of a shared machine spread over all
     methods. The shuffle is seeded: a run can be repeated in the same order."""
-    register_source(spark, BenchSource)  # as register(spark) registers the format
+    if UNREGISTERED[0]:
+        spark.dataSource.register(BenchSource)  # as Spark's lookup registers the format
+    else:
+        register_source(spark, BenchSource)  # as register(spark) registers the format
     spark.dataSource.register(DirectSource)
     if BEFORE:
         register_before(spark, Path(BEFORE["path"]))
@@ -1212,6 +1219,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"Python path of the {BEFORE_SUFFIX} methods' workers)",
     )
     parser.add_argument(
+        "--unregistered",
+        action="store_true",
+        help="register the format as Spark's lookup of installed pyspark_* modules does, "
+        "its workers without the environment register(spark) gives them",
+    )
+    parser.add_argument(
         "--variant",
         action="append",
         type=parse_variant,
@@ -1242,6 +1255,8 @@ def command_line(args: argparse.Namespace) -> str:
             text += f" --{name.replace('_', '-')} {getattr(args, name)}"
     if args.before:
         text += " --before ../before"
+    if args.unregistered:
+        text += " --unregistered"
     for name, (base, extra) in args.variant:
         text += f" --variant {name}={base}:" + ",".join(f"{k}={v}" for k, v in extra.items())
     if list(args.methods) != list(METHODS):
@@ -1298,6 +1313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_methods(args)
     if args.before:
         BEFORE.update(path=str(args.before.resolve()), commit=tree_commit(args.before))
+    UNREGISTERED[0] = args.unregistered
     logging.basicConfig(level=logging.WARNING)
     compile_packages()
     load_before = os.getloadavg()[0]
