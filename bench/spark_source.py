@@ -18,17 +18,26 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench.process import cpu_seconds, peak_rss, process_started
-from zero_rename.core.s3.completers import OPERATION as LIGHT_OP
-from zero_rename.core.s3.completers import add_request_hook
-from zero_rename.spark.datasource import (
-    ZeroRenameCommitMessage,
-    ZeroRenameDataSource,
-    ZeroRenameWriter,
-)
-from zero_rename.spark.options import WriteConfig, parse_writer_options
+
+try:
+    from zero_rename.spark import worker_imports
+except ImportError:  # a --before tree from before it: its models built as it builds them
+    from contextlib import nullcontext as worker_imports  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+# As the format's own modules import the committer (its models built without
+# pydantic's plugin lookup): this module is what the benchmark's workers unpickle.
+with worker_imports():
+    from zero_rename.core.s3.completers import OPERATION as LIGHT_OP
+    from zero_rename.core.s3.completers import add_request_hook
+    from zero_rename.spark.datasource import (
+        ZeroRenameCommitMessage,
+        ZeroRenameDataSource,
+        ZeroRenameWriter,
+    )
+    from zero_rename.spark.options import WriteConfig, parse_writer_options
 
 BENCH_FORMAT = "zero-rename-bench"
 # The same format, registered with another tree's package first on the Python
