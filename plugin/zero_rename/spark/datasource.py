@@ -57,9 +57,9 @@ with worker_imports():
         TaskAttempt,
         TaskManifest,
         load_object,
+        table_formats,
         utcnow,
     )
-    from zero_rename.core.tables.registry import format_plugin
     from zero_rename.errors import (
         ConfigError,
         ConflictError,
@@ -395,7 +395,7 @@ def _import_table_format(name: str) -> None:
     committer (:func:`~zero_rename.spark.worker_imports`): PyIceberg's models
     would otherwise look pydantic's plugins up in a worker that has no use for
     them. Once a process; a later import finds the modules loaded."""
-    plugin = format_plugin(name)
+    plugin = table_formats().get(name)  # none for "none"
     if plugin is not None:
         with worker_imports():
             plugin.load()
