@@ -91,7 +91,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "History": ("zero_rename.core.views.history", "History"),
     "HistoryEntry": ("zero_rename.core.views.history", "HistoryEntry"),
     "PARTITIONS_NAMED": ("zero_rename.core.views.history", "PARTITIONS_NAMED"),
-    "STUCK_AFTER": ("zero_rename.core.views.history", "STUCK_AFTER"),
+    "STUCK_AFTER": ("zero_rename.core.protocol.states", "STUCK_AFTER"),
     "is_stuck": ("zero_rename.core.views.history", "is_stuck"),
     "partition_count": ("zero_rename.core.views.history", "partition_count"),
     "stuck_advice": ("zero_rename.core.views.history", "stuck_advice"),
@@ -232,6 +232,7 @@ if TYPE_CHECKING:
     )
     from zero_rename.core.protocol import states
     from zero_rename.core.protocol.states import (
+        STUCK_AFTER,
         JobState,
     )
     from zero_rename.core.protocol.task import (
@@ -296,7 +297,6 @@ if TYPE_CHECKING:
     )
     from zero_rename.core.views.history import (
         PARTITIONS_NAMED,
-        STUCK_AFTER,
         History,
         HistoryEntry,
         is_stuck,

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zero_rename.core.data import manifests
 from zero_rename.core.data.layout import Destination
@@ -37,10 +37,7 @@ from zero_rename.core.data.records import (
     step_finished,
     step_started,
 )
-from zero_rename.core.data.success import committed_files, plan_summary
-from zero_rename.core.protocol import abort as abort_mod
-from zero_rename.core.protocol import commit as commit_mod
-from zero_rename.core.protocol import planning, rollback, states
+from zero_rename.core.protocol import states
 from zero_rename.core.protocol.jobs import setup_job, visible_objects
 from zero_rename.core.protocol.states import JobState
 from zero_rename.core.protocol.task import TaskAttempt
@@ -56,11 +53,6 @@ from zero_rename.core.s3.profiles import AUTO, check_profile_name
 from zero_rename.core.s3.progress import Advance, Steps, ignore, no_steps
 from zero_rename.core.s3.redact import error_line
 from zero_rename.core.tables.registry import open_format
-from zero_rename.core.views import history as history_mod
-from zero_rename.core.views.output_check import Problem, check_failed, check_job, check_output
-from zero_rename.core.views.partitions import PartitionView, partition_view
-from zero_rename.core.views.pending import PendingUploads
-from zero_rename.core.views.snapshot import TableSnapshot, table_snapshot
 from zero_rename.errors import (
     AbortRefusedError,
     ConfigError,
@@ -69,6 +61,19 @@ from zero_rename.errors import (
     ManifestError,
     ZeroRenameError,
 )
+
+# The commit's, the abort's and the views' modules are imported by the methods that
+# run them: Spark runs job setup and each task in a fresh Python worker, which
+# loads this module and would otherwise load them too (some 30 ms of CPU a worker,
+# docs/benchmarks.md).
+if TYPE_CHECKING:
+    from zero_rename.core.protocol.commit import Progress
+    from zero_rename.core.protocol.rollback import CommitOutlook
+    from zero_rename.core.views.history import History
+    from zero_rename.core.views.output_check import Problem
+    from zero_rename.core.views.partitions import PartitionView
+    from zero_rename.core.views.pending import PendingUploads
+    from zero_rename.core.views.snapshot import TableSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +152,8 @@ class Committer:
         table = open_format(self.ctx, options)
         if table is None:
             raise ConfigError(f"no table format to expire at {self.dest.url}")
+        from zero_rename.core.protocol import abort as abort_mod
+
         deleted = table.expire(older_than)
         # What the expiry's own metadata writes left pending (a lost answer's leftover).
         abort_mod.end_table_uploads(self.ctx, options.table_format)
@@ -189,13 +196,15 @@ class Committer:
         limit: int | None = None,
         newest_first: bool = False,
         known: Mapping[str, JobRecord] | None = None,
-        stuck_after: timedelta = history_mod.STUCK_AFTER,
-    ) -> history_mod.History:
+        stuck_after: timedelta = states.STUCK_AFTER,
+    ) -> History:
         """Every job (or the newest ``limit``) with what its commit did: state,
         when, commit seconds, files, rows, bytes, partitions, replaced files,
         mode, why it was aborted; from the job records alone. ``known``: records
         read before (those in a final state are not read again). Cost:
         :mod:`zero_rename.core.views.history`."""
+        from zero_rename.core.views import history as history_mod
+
         return history_mod.job_history(
             JobContext(self._job_store(), self.dest), limit, newest_first, known, stuck_after
         )
@@ -203,13 +212,15 @@ class Committer:
     def partitions(
         self,
         known: Mapping[str, JobRecord] | None = None,
-        stuck_after: timedelta = history_mod.STUCK_AFTER,
+        stuck_after: timedelta = states.STUCK_AFTER,
         max_objects: int | None = None,
     ) -> PartitionView:
         """Every partition: its files, bytes and rows as readers read them, the job
         that last wrote it, and the running or stuck jobs whose claims hold it;
         none past ``max_objects`` objects listed (``complete`` is then False).
         Cost: :mod:`zero_rename.core.views.partitions`."""
+        from zero_rename.core.views.partitions import partition_view
+
         return partition_view(
             JobContext(self._job_store(), self.dest), known, stuck_after, max_objects
         )
@@ -270,6 +281,8 @@ class Committer:
         record = self.records.get(job_id)
         if record.committed_attempts or not record.plan_key:
             return record.committed_attempts
+        from zero_rename.core.protocol import planning
+
         plan = planning.decided_plan(self.ctx, record)
         return tuple(planning.plan_attempts(self.ctx, plan))
 
@@ -283,6 +296,8 @@ class Committer:
             key, digest = record.prepared_plan, record.prepared_plan_digest
         if not key:
             return ""
+        from zero_rename.core.protocol import planning
+
         return planning.load_plan(self.ctx, record.job_id, key, digest).table_schema
 
     def stage_summary(self, job_id: str, state: JobState = states.SETUP) -> JobSummary | None:
@@ -336,6 +351,10 @@ class Committer:
         expected: Expected,
         resolve: bool,
     ) -> JobSummary:
+        from zero_rename.core.data.success import plan_summary
+        from zero_rename.core.protocol import commit as commit_mod
+        from zero_rename.core.protocol import planning
+
         source = commit_mod.manifest_source(JobContext(store, self.dest), record, task_manifests)
         plan, key = planning.prepared_for(
             JobContext(store, self.dest), record, source, expected, resolve
@@ -374,10 +393,12 @@ class Committer:
         job_id: str,
         task_manifests: Sequence[TaskManifest] | None = None,
         expected: Expected = None,
-        progress: commit_mod.Progress | None = None,
+        progress: Progress | None = None,
     ) -> JobSummary:
         """Job commit (:func:`zero_rename.core.protocol.commit.commit_job`); an error
         it raises is recorded as the commit step's (:meth:`record_failure`)."""
+        from zero_rename.core.protocol import commit as commit_mod
+
         try:
             return commit_mod.commit_job(
                 JobContext(self._job_store(), self.dest), job_id, task_manifests, expected, progress
@@ -428,6 +449,8 @@ class Committer:
         finish is rolled back instead of refused (:meth:`rollback_job`, ``force``
         as there); without it that job's abort raises AbortRefusedError. ``steps``
         shows its progress (:mod:`zero_rename.core.s3.progress`)."""
+        from zero_rename.core.protocol import abort as abort_mod
+
         try:
             return abort_mod.abort_job(
                 JobContext(self._job_store(), self.dest), job_id, reason, steps
@@ -449,21 +472,29 @@ class Committer:
         (RollbackRefusedError) a job that can still finish, unless ``force``, and
         always one whose every file is complete. See :mod:`zero_rename.core.protocol.rollback`.
         ``steps`` shows the check of each planned file and the rollback."""
+        from zero_rename.core.protocol import rollback
+
         return rollback.rollback_job(
             JobContext(self._job_store(), self.dest), job_id, force, reason, steps
         )
 
-    def commit_outlook(self, job_id: str) -> rollback.CommitOutlook:
+    def commit_outlook(self, job_id: str) -> CommitOutlook:
         """For a committing job: how many planned files are complete, pending or lost."""
+        from zero_rename.core.protocol import rollback
+
         return rollback.commit_outlook(
             JobContext(self._job_store(), self.dest), self.records.get(job_id)
         )
 
     def cleanup_job(self, job_id: str) -> JobSummary:
+        from zero_rename.core.protocol import abort as abort_mod
+
         return abort_mod.cleanup_job(JobContext(self._job_store(), self.dest), job_id)
 
     def pending_uploads(self, job_id: str | None = None) -> list[UploadInfo]:
         """Pending uploads under the destination, or those of one job."""
+        from zero_rename.core.protocol import abort as abort_mod
+
         store = self.listing_store(job_id)
         if job_id is not None:
             return abort_mod.job_uploads(JobContext(store, self.dest), job_id)
@@ -472,6 +503,8 @@ class Committer:
     def uploads(self) -> PendingUploads:
         """The destination's pending uploads with their owners, for ``uploads list``
         and ``uploads abort`` (:mod:`zero_rename.core.views.pending`)."""
+        from zero_rename.core.views.pending import PendingUploads
+
         return PendingUploads(JobContext(self.store, self.dest))
 
     def listing_store(self, job_id: str | None = None) -> S3Store:
@@ -504,6 +537,8 @@ class Committer:
     def snapshot(self, as_of_job: str | None = None) -> TableSnapshot:
         """The committed state readers read: every file of committed jobs, now or right
         after ``as_of_job`` committed (:mod:`zero_rename.core.views.snapshot`)."""
+        from zero_rename.core.views.snapshot import table_snapshot
+
         return table_snapshot(self.ctx, as_of_job)
 
     def read_success(self) -> SuccessData | None:
@@ -514,6 +549,8 @@ class Committer:
 
     def committed_files(self, success: SuccessData) -> Iterator[CommittedFile]:
         """Every file ``success`` (this destination's ``_SUCCESS``) stands for, streamed."""
+        from zero_rename.core.data.success import committed_files
+
         return committed_files(self.ctx, success)
 
     def check_output(
@@ -526,6 +563,8 @@ class Committer:
         its size and ETag, none carrying its job id missing from it; ``advance``
         counts the files listed (in the directories
         :func:`~zero_rename.core.views.output_check.scan_dirs` names)."""
+        from zero_rename.core.views.output_check import check_output
+
         return check_output(self.ctx, success, threads, advance)
 
     def validate_output(self, job_id: str, threads: int | None = None) -> OutputCheck:
@@ -540,6 +579,8 @@ class Committer:
             OutputCheckError: a problem was found; the record holds the result.
             ConfigError: the job is not committed.
         """
+        from zero_rename.core.views.output_check import check_failed, check_job
+
         started = utcnow()
         record = self.records.get(job_id)
         if record.state != states.COMMITTED:

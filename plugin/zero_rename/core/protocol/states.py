@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Generic, TypeVar
 
 from zero_rename.errors import (
@@ -35,6 +36,14 @@ from zero_rename.errors import (
     JobDecidedError,
     ZeroRenameError,
 )
+
+# A job whose record has not changed for this long in setup, sealed, committing
+# or rolling_back is stuck: a run whose writers or commit stopped, a rollback
+# that crashed, or one still running that a person should look at. The commit
+# journals its progress in other objects, so a big commit's record keeps its
+# time from its decision; task commits do not touch the record either, so a
+# stage writing for longer than this is marked too (--stuck-after says when).
+STUCK_AFTER = timedelta(minutes=15)
 
 
 class _State(enum.StrEnum):

@@ -23,16 +23,9 @@ from typing import Any
 from zero_rename.core.data.model import JobRecord, JobSummary, utcnow
 from zero_rename.core.data.records import JobContext
 from zero_rename.core.protocol import states
-from zero_rename.core.protocol.states import JobState
+from zero_rename.core.protocol.states import STUCK_AFTER, JobState
 from zero_rename.core.views.snapshot import committed_at
 
-# A job whose record has not changed for this long in setup, sealed, committing
-# or rolling_back is stuck: a run whose writers or commit stopped, a rollback
-# that crashed, or one still running that a person should look at. The commit
-# journals its progress in other objects, so a big commit's record keeps its
-# time from its decision; task commits do not touch the record either, so a
-# stage writing for longer than this is marked too (--stuck-after says when).
-STUCK_AFTER = timedelta(minutes=15)
 # Partitions each history entry names (the count says how many in all).
 PARTITIONS_NAMED = 10
 

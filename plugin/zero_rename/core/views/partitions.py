@@ -44,8 +44,8 @@ from zero_rename.core.data.records import RECORD_THREADS, JobContext
 from zero_rename.core.data.shards import SHARD_SIZE, read_shard
 from zero_rename.core.data.success import file_shard_key
 from zero_rename.core.protocol.claims import Claim, Claims
-from zero_rename.core.protocol.states import LIVE
-from zero_rename.core.views.history import STUCK_AFTER, is_stuck, iso, partition_count
+from zero_rename.core.protocol.states import LIVE, STUCK_AFTER
+from zero_rename.core.views.history import is_stuck, iso, partition_count
 from zero_rename.core.views.snapshot import CommittedState, SnapshotFile, gather
 from zero_rename.errors import ZeroRenameError
 
