@@ -199,6 +199,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             self.job = self._orchestrated_job(options)
         else:
             if options.table_format != "none":
+                _import_table_format(options.table_format)
                 self.table_schema = table_schema(schema)
             self.job = self._committer(driver=True).setup_job(
                 options, table_schema=self.table_schema
@@ -218,12 +219,10 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         """The worker's committer for this destination; on the driver (``driver``),
         over the light client unless a table format's library needs botocore's."""
         job = getattr(self, "job", None)
-        # An orchestrated job's options, its table format among them, are in its
-        # record, not read yet.
-        options = job.options if job else None if self.config.orchestrated else self.config.job
-        if options is not None:
-            _import_table_format(options.table_format)
-        light = driver and options is not None and options.table_format == "none"
+        if job is None and self.config.orchestrated:
+            light = False  # the job's table format is in its record, not read yet
+        else:
+            light = driver and (job.options if job else self.config.job).table_format == "none"
         return committer_for(self.config.destination.url, self.config.store, light)
 
     def _orchestrated_job(self, options: JobOptions) -> JobRecord:
@@ -243,8 +242,8 @@ class ZeroRenameWriter(DataSourceArrowWriter):
                     "at job setup"
                 )
         check_partition_types(self.schema, record.options.partition_columns)
-        _import_table_format(record.options.table_format)
         if record.options.table_format != "none":
+            _import_table_format(record.options.table_format)
             # The orchestrator's setup could not know the DataFrame's schema.
             self.table_schema = table_schema(self.schema)
             self._committer().check_table(record.options, self.table_schema)
@@ -350,6 +349,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
                 where,
             )
             return
+        _import_table_format(self.job.options.table_format)
         summary = self._commit_job(manifests, {f"{i:05d}" for i in range(len(messages))})
         log.info(
             "job %s committed: %d file(s), %d row(s), %d byte(s) in %d partition(s)",
@@ -392,9 +392,11 @@ class ZeroRenameWriter(DataSourceArrowWriter):
 
 def _import_table_format(name: str) -> None:
     """The job's table format's library imported as this module imports the
-    committer (:func:`~zero_rename.spark.worker_imports`): PyIceberg's models
-    would otherwise look pydantic's plugins up in a worker that has no use for
-    them. Once a process; a later import finds the modules loaded."""
+    committer (:func:`~zero_rename.spark.worker_imports`), where a step is about
+    to open the format (job setup, job commit; tasks and the abort need only its
+    name): PyIceberg's models would otherwise look pydantic's plugins up in a
+    worker that has no use for them. Once a process; a later import finds the
+    modules loaded."""
     plugin = table_formats().get(name)  # none for "none"
     if plugin is not None:
         with worker_imports():
