@@ -161,8 +161,9 @@ test-peers: $(STAMP) $(PEERS_STAMP)
 # end-to-end scenarios (marker extended, opt-in by ZERO_RENAME_TEST_EXTENDED):
 # deploy/stack.sh's plain stack running the daily DAG on a standalone Spark
 # cluster, a Spark stage whose Airflow worker is killed mid-write, dg dev
-# materializing a day, and a daily run under OpenLineage's Spark listener (its jar
-# from Maven Central); then tests/core's and tests/cli's cases on moto's server
+# materializing a day, dagster-webserver and dg's own commands on the component,
+# and a daily run under OpenLineage's Spark listener (its jar from Maven
+# Central); then tests/core's and tests/cli's cases on moto's server
 # and LocalStack. About three minutes on two cores.
 test-extended: $(STAMP) localstack-venv
 	deploy/system-deps.sh

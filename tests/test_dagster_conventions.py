@@ -148,7 +148,9 @@ def finished(proc: subprocess.Popen[str]) -> str:
     return out
 
 
+# dg's own processes, three of them: under make test-extended, with `dg dev`.
 @pytest.mark.dagster
+@pytest.mark.extended
 def test_dg_lists_the_component_scaffolds_its_defs_yaml_and_loads_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

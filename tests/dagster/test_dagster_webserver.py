@@ -16,7 +16,8 @@ from tests.dagster.ui import graphql, serving
 from zero_rename.core.committer import Committer
 from zero_rename.embedded_s3 import free_ports
 
-pytestmark = [pytest.mark.dagster, pytest.mark.spark]
+# A webserver of its own and a run: under make test-extended, with `dg dev`.
+pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.extended]
 
 STARTUP_SECONDS = 120
 RUN_QUERY = """{ runsOrError { ... on Runs { results { runId jobName status
