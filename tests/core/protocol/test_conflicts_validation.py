@@ -8,6 +8,7 @@ from tests.faults import clear, inject
 from tests.helpers import pending_in_bucket, visible, write_task
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import TaskManifest, dump
+from zero_rename.core.s3 import probes
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import (
     CommitRolledBackError,
@@ -258,9 +259,15 @@ def test_stage_manifest_is_the_engine_choice(committer: Committer) -> None:
 
 # -- bad input --------------------------------------------------------------
 def test_destination_that_is_a_file(committer: Committer) -> None:
+    """Refused; and the store's profile, read beside the destination's checks, is
+    neither probed nor kept under the file's name (a fresh process, no record)."""
     committer.store.put_object(committer.dest.bucket, committer.dest.prefix, b"a file")
+    probes._DETECTED.clear()
     with pytest.raises(DestinationError, match="is a file"):
         committer.setup_job({})
+    listed = committer.store.list_objects(committer.dest.bucket, committer.dest.prefix)
+    assert [o.key for o in listed] == [committer.dest.prefix]
+    assert pending_in_bucket(committer) == []
 
 
 def test_missing_bucket(store_config: StoreConfig) -> None:

@@ -220,3 +220,37 @@ def test_a_second_write_in_a_fresh_process_sends_no_probe(
         committer.setup_job({})
         kept = store.get_object(site.bucket, key)
         assert kept is not None and json.loads(kept[0])["kind"] == RECORD_KIND
+
+
+DELAY = 0.2  # a store's answer time, at the proxy: rounds stand apart by it
+
+
+def _rounds(arrivals: list[tuple[float, str]]) -> list[list[str]]:
+    """The requests grouped by round trip: a new round where the proxy heard nothing
+    for half a delay (none can come sooner after an answer)."""
+    grouped: list[list[str]] = []
+    last = None
+    for at, op in sorted(arrivals):
+        if last is None or at - last > DELAY / 2:
+            grouped.append([])
+        grouped[-1].append(op)
+        last = at
+    return [sorted(ops) for ops in grouped]
+
+
+@pytest.mark.s3
+def test_job_setup_sends_the_destinations_checks_beside_the_records_read(
+    proxy: S3Proxy, dest: str
+) -> None:
+    """A daily job's setup (its profile record kept, a fresh process): the bucket's
+    and the destination's HEADs and the record's GET in one round trip, then the
+    job record's conditional PUT. Two rounds where there were four."""
+    committer = Committer(dest, StoreConfig(endpoint_url=proxy.endpoint_url))
+    daily = {"partition_columns": "dt", "conflict_mode": "replace"}
+    committer.setup_job(daily)  # the day before's: it keeps the profile record
+    probes._DETECTED.clear()  # as a fresh process starts
+    proxy.add("*", "delay", times=None, seconds=DELAY)
+    proxy.record_arrivals()
+    proxy.reset_counts()
+    committer.setup_job(daily)
+    assert _rounds(proxy.arrivals) == [["GetObject", "HeadBucket", "HeadObject"], ["PutObject"]]

@@ -92,6 +92,7 @@ from zero_rename.core.protocol.rollback import roll_back
 from zero_rename.core.protocol.states import Course
 from zero_rename.core.protocol.validate import Expected
 from zero_rename.core.s3.client import UploadInfo
+from zero_rename.core.s3.rounds import one_round
 from zero_rename.core.s3.writes import Version, swap
 from zero_rename.errors import (
     CommitRolledBackError,
@@ -313,7 +314,7 @@ def _record_committed(
     success = build_success(dest, record, plan, done.first_files, store.stats, plan.created)
     summary = success_summary(dest, plan, store.stats, time.monotonic() - done.started)
     try:
-        swapped = _all(
+        swapped = one_round(
             done.file_list_done,
             lambda: _write_success(ctx, success, done.success_before),
             lambda: _leftovers(ctx, record, plan),
@@ -352,15 +353,6 @@ def _record_committed(
         dest.url,
     )
     return summary
-
-
-def _all(*calls: Callable[[], Any]) -> list[Any]:
-    """Independent requests in one round trip: each call on a thread of its own (the
-    last on this one); their values once all are done (the first error raised)."""
-    with ThreadPoolExecutor(len(calls) - 1) as pool:
-        running = [pool.submit(call) for call in calls[:-1]]
-        last = calls[-1]()
-        return [*(r.result() for r in running), last]
 
 
 def _refused(ctx: JobContext, record: JobRecord, refused: UploadRefusedError) -> JobSummary:

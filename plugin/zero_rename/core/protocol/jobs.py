@@ -17,6 +17,7 @@ from zero_rename.core.protocol import states
 from zero_rename.core.s3.client import ObjectInfo
 from zero_rename.core.s3.probes import resolve_profile
 from zero_rename.core.s3.profiles import AUTO
+from zero_rename.core.s3.rounds import one_round
 from zero_rename.core.tables.registry import open_format
 from zero_rename.errors import (
     ConfigError,
@@ -28,10 +29,15 @@ log = logging.getLogger(__name__)
 
 
 def check_destination(ctx: JobContext) -> None:
-    """The bucket exists and is ours, and the destination is not a file."""
+    """The bucket exists and is ours, and the destination is not a file: both
+    HEADs in one round trip, the bucket's answer first (a HEAD of a key in a
+    missing bucket says only 404)."""
     store, dest = ctx.store, ctx.dest
-    store.check_bucket(dest.bucket)
-    if store.head_object(dest.bucket, dest.prefix) is not None:
+    found, _ = one_round(
+        lambda: store.head_object(dest.bucket, dest.prefix),
+        lambda: store.check_bucket(dest.bucket),
+    )
+    if found is not None:
         raise DestinationError(f"destination {dest.url} is a file, not a directory")
 
 
@@ -81,8 +87,11 @@ def setup_job(
     store, dest = ctx.store, ctx.dest
     job_id = dest.job(job_id or new_job_id()).job_id
     _check_expected_tasks(expected_tasks)
-    check_destination(ctx)
-    store_profile = resolve_profile(store, dest, profile).require_safe(dest.url)
+    # The destination's checks beside the read of the store's profile record: one
+    # round trip where there were three, and no probe before they pass.
+    store_profile = resolve_profile(
+        store, dest, profile, checks=lambda: check_destination(ctx)
+    ).require_safe(dest.url)
     table = open_format(ctx, options)
     table_base = table.check(table_schema, options.partition_columns) if table else ""
     if options.conflict_mode == "fail" and not options.partition_columns:

@@ -38,6 +38,7 @@ from zero_rename.core.s3.profiles import (
 )
 from zero_rename.core.s3.progress import Steps, no_steps
 from zero_rename.core.s3.races import RACE_ROUNDS, Race, run_races
+from zero_rename.core.s3.rounds import one_round
 from zero_rename.core.s3.writes import CREATE_ROUNDS
 from zero_rename.errors import ConditionalConflict, NoSuchUpload, PreconditionFailed, StoreError
 
@@ -70,30 +71,44 @@ def scratch_prefix(dest: ProbeSite) -> str:
     return f"{dest.hidden_dir}probe-{uuid.uuid4().hex}/"
 
 
-def resolve_profile(store: S3Store, dest: ProbeSite, setting: str) -> StoreProfile:
+def resolve_profile(
+    store: S3Store,
+    dest: ProbeSite,
+    setting: str,
+    checks: Callable[[], object] = lambda: None,
+) -> StoreProfile:
     """The profile a job at ``dest`` runs with: a named one as declared, or (``auto``)
     the store's probed behaviour, cached per process, endpoint and bucket, and
     kept beside the destination (:mod:`zero_rename.core.s3.profile_record`) for
-    ``StoreConfig.profile_max_age`` (0: probed once a process, as before)."""
+    ``StoreConfig.profile_max_age`` (0: probed once a process, as before).
+
+    ``checks``: the caller's checks of the destination (job setup's), sent in the
+    same round trip as the record's read; their error wins over the read's, and
+    nothing is probed or written before they pass."""
     if setting != AUTO:
+        checks()
         return named_profile(setting)
     cache_key = (store.endpoint_url, dest.bucket)
     with _CACHE_LOCK:
         cached = _DETECTED.get(cache_key)
     if cached is not None:
+        checks()
         return cached
-    profile = _kept_or_probed(store, dest)
+    profile = _kept_or_probed(store, dest, checks)
     with _CACHE_LOCK:
         _DETECTED[cache_key] = profile
     return profile
 
 
-def _kept_or_probed(store: S3Store, dest: ProbeSite) -> StoreProfile:
+def _kept_or_probed(store: S3Store, dest: ProbeSite, checks: Callable[[], object]) -> StoreProfile:
     """The profile the destination's record keeps, else a probe's, then kept."""
     if not profile_record.max_age(store):
+        checks()
         return detect(store, dest)
     now = datetime.now(UTC)
-    kept, etag = profile_record.read_record(store, dest, PROBE_VERSION, now)
+    read, _ = one_round(lambda: profile_record.read_record(store, dest, PROBE_VERSION, now), checks)
+    kept: StoreProfile | None = read[0]
+    etag: str | None = read[1]
     if kept is not None:
         log.info("the S3 store's profile for %s, as probed before: %s", dest.url, kept)
         return kept
