@@ -44,13 +44,16 @@ from bench.commit_results import BenchConfig
 from bench.objects import complete_upload, visible_files
 from bench.page import load_note, seaweedfs_version, write_section
 from tests.s3proxy import S3Proxy, S3Request, proxy_for
+from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import PendingUpload
+from zero_rename.core.s3 import probes
 from zero_rename.core.s3.client import make_client
 from zero_rename.embedded_s3 import EmbeddedS3
 
 HEADER = "## Job commit behind a slow store"
 DEFAULT_FILES = (10, 10_000)
 DEFAULT_REPEATS = (5, 1)
+DEFAULT_SETUP_REPEAT = 5
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,21 @@ print(time.perf_counter() - start, summary.files)
 """
 HERE = Path(__file__).resolve().parents[1] / "plugin"
 
+# Job setup of a daily job in a fresh process, as Spark's setup worker runs it: the
+# profile record its day before left is read, not probed. It prints the setup's seconds.
+_SETUP_CHILD = """
+import sys, time
+import zero_rename
+from zero_rename.core.committer import Committer
+from zero_rename.core.s3.client import StoreConfig
+print("zero_rename from", zero_rename.__file__, file=sys.stderr)
+dest, endpoint = sys.argv[1:3]
+committer = Committer(dest, StoreConfig(endpoint_url=endpoint))
+start = time.perf_counter()
+committer.setup_job({"partition_columns": "dt", "conflict_mode": "replace"})
+print(time.perf_counter() - start)
+"""
+
 
 def committer_run(cfg: BenchConfig, slow: Slow, files: int, plugin: Path = HERE) -> Timed:
     committer, job, _, _ = prepared_job(cfg, f"commit-{files}-{uuid.uuid4().hex[:8]}", files)
@@ -154,6 +172,72 @@ def committer_run(cfg: BenchConfig, slow: Slow, files: int, plugin: Path = HERE)
         raise RuntimeError(f"job {job.job_id}: {committed} of {files} files visible")
     method = "committer" if plugin == HERE else "baseline"
     return Timed(method, files, float(seconds), len(times), rounds(times, slow.delay), committed)
+
+
+def setup_run(cfg: BenchConfig, slow: Slow, plugin: Path = HERE) -> Timed:
+    """One daily job's setup behind the delay, at a destination whose day before
+    (untimed, through the same endpoint: the record names the store it describes)
+    left the store's profile record."""
+    dest = f"s3://{cfg.bucket}/setup-{uuid.uuid4().hex[:8]}"
+    daily = {"partition_columns": "dt", "conflict_mode": "replace"}
+    # Forget this process's profile of the store, so that the day before writes the
+    # record beside the new destination, as a fresh process would.
+    probes._DETECTED.clear()
+    Committer(dest, slow.cfg.store_config()).setup_job(daily)
+    with slow.arrivals.watching() as times:
+        done = subprocess.run(
+            [sys.executable, "-c", _SETUP_CHILD, dest, slow.cfg.endpoint_url],
+            env={**os.environ, "PYTHONPATH": str(plugin)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode or f"zero_rename from {plugin}" not in done.stderr:
+        raise RuntimeError(f"the setup with {plugin} failed:\n{done.stderr[-2000:]}")
+    method = "committer" if plugin == HERE else "baseline"
+    seconds = float(done.stdout.split()[-1])
+    return Timed(method, 0, seconds, len(times), rounds(times, slow.delay), 0)
+
+
+def setup_runs(
+    cfg: BenchConfig, proxy: S3Proxy, seconds: float, repeat: int, baseline: Path | None
+) -> dict[str, list[Timed]]:
+    """Job setup, ``repeat`` times by each tree, alternating, behind the delay."""
+    arrivals = Arrivals()
+    proxy.add("*", "delay", times=None, seconds=seconds, when=arrivals)
+    slow = Slow(
+        BenchConfig(proxy.endpoint_url, cfg.bucket, cfg.threads, cfg.files_per_task),
+        seconds,
+        arrivals,
+    )
+    plugins = [HERE, *([baseline] if baseline is not None else [])]
+    runs: dict[str, list[Timed]] = {}
+    for _ in range(repeat):
+        for plugin in plugins:
+            timed = setup_run(cfg, slow, plugin)
+            runs.setdefault(timed.method, []).append(timed)
+    return runs
+
+
+def setup_lines(runs: dict[str, list[Timed]], baseline: str) -> list[str]:
+    """The setup's table: median seconds, fewest (median) rounds, requests."""
+    lines = [
+        "Job setup of a daily job (partitioned, `replace`) in a fresh process, as Spark's "
+        "setup worker runs it, at a destination whose day before left the store's profile "
+        "record:",
+        "",
+        "| tree | runs | job setup (s) | rounds, fewest (median) | requests |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for method, label in (("committer", "this one"), ("baseline", f"before ({baseline})")):
+        ts = runs.get(method)
+        if ts:
+            lines.append(
+                f"| {label} | {len(ts)} | {statistics.median(t.seconds for t in ts):.3f} "
+                f"| {min(t.rounds for t in ts)} ({round(statistics.median(t.rounds for t in ts))}) "
+                f"| {round(statistics.median(t.requests for t in ts))} |"
+            )
+    return [*lines, ""]
 
 
 def completes_run(cfg: BenchConfig, slow: Slow, files: int) -> Timed:
@@ -262,6 +346,7 @@ def section(
     command: str,
     load: tuple[float, float],
     baseline: str,
+    setup: Sequence[str] = (),
 ) -> str:
     ms = round(seconds * 1000)
     lines = [
@@ -301,7 +386,7 @@ def section(
             + (_cell(r, "baseline") if baseline else "")
             + "|"
         )
-    return "\n".join(lines + ["", *reading(rows, ms)]) + "\n"
+    return "\n".join(lines + ["", *reading(rows, ms), "", *setup]).rstrip("\n") + "\n"
 
 
 def reading(rows: Sequence[Row], ms: int) -> list[str]:
@@ -370,6 +455,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--threads", type=int, default=64, help="(default: 64)")
     parser.add_argument(
+        "--setup-repeat",
+        type=int,
+        default=DEFAULT_SETUP_REPEAT,
+        help=f"job setups by each tree, after the commits (default: {DEFAULT_SETUP_REPEAT})",
+    )
+    parser.add_argument(
         "--baseline",
         type=Path,
         default=None,
@@ -386,6 +477,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"Markdown file whose '{HEADER}' section is replaced; '-' for none",
     )
     args = parser.parse_args(argv)
+    if args.setup_repeat < 0:
+        parser.error("--setup-repeat takes a number of runs, 0 for none")
     if args.delay_ms < 1 or not args.files or min(args.files) < 1:
         parser.error("--delay-ms and --files take positive numbers")
     if args.repeat is None:
@@ -406,6 +499,8 @@ def command_line(args: argparse.Namespace) -> str:
         parts.append(f"--repeat {','.join(map(str, args.repeat))}")
     if args.threads != 64:
         parts.append(f"--threads {args.threads}")
+    if args.setup_repeat != DEFAULT_SETUP_REPEAT:
+        parts.append(f"--setup-repeat {args.setup_repeat}")
     if args.baseline is not None:
         parts.append("--baseline CHECKOUT")
     return " ".join(parts)
@@ -430,6 +525,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = BenchConfig(server.endpoint_url, bucket, args.threads)
         with proxy_for(server) as proxy:
             timed = run(cfg, proxy, args.delay_ms / 1000, args.files, args.repeat, plugin, progress)
+        with proxy_for(server) as proxy:
+            setups = setup_runs(cfg, proxy, args.delay_ms / 1000, args.setup_repeat, plugin)
+    for method, ts in setups.items():
+        progress.info(
+            "job setup, %s: %s s, rounds %s",
+            method,
+            ", ".join(f"{t.seconds:.3f}" for t in ts),
+            ", ".join(str(t.rounds) for t in ts),
+        )
     rows = summarize(timed)
     for r in rows:
         progress.info(
@@ -443,7 +547,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output != "-":
         load = (load_before, os.getloadavg()[0])
         name = args.baseline_name or (str(args.baseline) if args.baseline else "")
-        body = section(rows, args.delay_ms / 1000, command_line(args), load, name)
+        setup = setup_lines(setups, name)
+        body = section(rows, args.delay_ms / 1000, command_line(args), load, name, setup)
         write_section(args.output, HEADER, body)
         progress.info("wrote the '%s' section of %s", HEADER, args.output)
     return 0
