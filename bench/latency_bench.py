@@ -174,6 +174,17 @@ def committer_run(cfg: BenchConfig, slow: Slow, files: int, plugin: Path = HERE)
     return Timed(method, files, float(seconds), len(times), rounds(times, slow.delay), committed)
 
 
+def slowed(cfg: BenchConfig, proxy: S3Proxy, seconds: float) -> Slow:
+    """Every request through ``proxy`` delayed by ``seconds``, its arrivals noted."""
+    arrivals = Arrivals()
+    proxy.add("*", "delay", times=None, seconds=seconds, when=arrivals)
+    return Slow(
+        BenchConfig(proxy.endpoint_url, cfg.bucket, cfg.threads, cfg.files_per_task),
+        seconds,
+        arrivals,
+    )
+
+
 def setup_run(cfg: BenchConfig, slow: Slow, plugin: Path = HERE) -> Timed:
     """One daily job's setup behind the delay, at a destination whose day before
     (untimed, through the same endpoint: the record names the store it describes)
@@ -203,13 +214,7 @@ def setup_runs(
     cfg: BenchConfig, proxy: S3Proxy, seconds: float, repeat: int, baseline: Path | None
 ) -> dict[str, list[Timed]]:
     """Job setup, ``repeat`` times by each tree, alternating, behind the delay."""
-    arrivals = Arrivals()
-    proxy.add("*", "delay", times=None, seconds=seconds, when=arrivals)
-    slow = Slow(
-        BenchConfig(proxy.endpoint_url, cfg.bucket, cfg.threads, cfg.files_per_task),
-        seconds,
-        arrivals,
-    )
+    slow = slowed(cfg, proxy, seconds)
     plugins = [HERE, *([baseline] if baseline is not None else [])]
     runs: dict[str, list[Timed]] = {}
     for _ in range(repeat):
@@ -265,13 +270,7 @@ def run(
     baseline: Path | None,
     progress: logging.Logger,
 ) -> list[Timed]:
-    arrivals = Arrivals()
-    proxy.add("*", "delay", times=None, seconds=seconds, when=arrivals)
-    slow = Slow(
-        BenchConfig(proxy.endpoint_url, cfg.bucket, cfg.threads, cfg.files_per_task),
-        seconds,
-        arrivals,
-    )
+    slow = slowed(cfg, proxy, seconds)
     methods: list[Callable[[BenchConfig, Slow, int], Timed]] = [committer_run, completes_run]
     if baseline is not None:
         methods.insert(1, partial(committer_run, plugin=baseline))
