@@ -102,10 +102,6 @@ LABELS = {
 BEFORE_SUFFIX = "@before"
 # --before: the tree's path and its commit, once given.
 BEFORE: dict[str, str] = {}
-# --unregistered: the format registered as Spark's own lookup of installed
-# pyspark_* modules registers it (the daily DAG's application, Dagster's): its
-# workers get no environment of the format's (no PYDANTIC_DISABLE_PLUGINS).
-UNREGISTERED: list[bool] = [False]
 # More methods: name -> (zero-rename method, more writer options), from --variant
 # (say magic-sync=zero-rename-magic:upload_threads=0), so that a writer option
 # is measured interleaved with the methods it is compared with.
@@ -590,14 +586,19 @@ def daily_config(cfg: BenchConfig, rows: int, tasks: int, files: int) -> BenchCo
     )
 
 
-def run_benchmark(spark: Any, workloads: Sequence[Workload], rounds: int = 1) -> list[Result]:
+def run_benchmark(
+    spark: Any, workloads: Sequence[Workload], rounds: int = 1, unregistered: bool = False
+) -> list[Result]:
     """Every method of every workload once a round, in an order shuffled each
     round, so that no method always runs first or after the same neighbour (a
     write right after the 1 GiB rename, whose deletes the server still works
     off, is slower), and slow spells of a shared machine spread over all
     methods. The shuffle is seeded: a run can be repeated in the same order."""
-    if UNREGISTERED[0]:
-        spark.dataSource.register(BenchSource)  # as Spark's lookup registers the format
+    if unregistered:
+        # As Spark's own lookup of installed pyspark_* modules registers the format
+        # (the daily DAG's application, Dagster's): its workers get no environment
+        # of the format's (no PYDANTIC_DISABLE_PLUGINS).
+        spark.dataSource.register(BenchSource)
     else:
         register_source(spark, BenchSource)  # as register(spark) registers the format
     spark.dataSource.register(DirectSource)
@@ -1313,7 +1314,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_methods(args)
     if args.before:
         BEFORE.update(path=str(args.before.resolve()), commit=tree_commit(args.before))
-    UNREGISTERED[0] = args.unregistered
     logging.basicConfig(level=logging.WARNING)
     compile_packages()
     load_before = os.getloadavg()[0]
@@ -1338,7 +1338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = start_spark(cfg)
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            results = run_benchmark(spark, workloads, args.rounds)
+            results = run_benchmark(spark, workloads, args.rounds, args.unregistered)
         finally:
             spark.stop()
     load = (load_before, os.getloadavg()[0])

@@ -64,7 +64,7 @@ from zero_rename.errors import (
 
 # The commit's, the abort's and the views' modules are imported by the methods that
 # run them: Spark runs job setup and each task in a fresh Python worker, which
-# loads this module and would otherwise load them too (some 30 ms of CPU a worker,
+# loads this module and would otherwise load them too (about 25 ms of CPU a worker,
 # docs/benchmarks.md).
 if TYPE_CHECKING:
     from zero_rename.core.protocol.commit import Progress
