@@ -481,18 +481,50 @@ plugin = Probe()
 '''
 
 IMPORTS_AS_A_WORKER = """
+import gc
 import os
 import pydantic
+import pyspark.sql.datasource  # what Spark's worker had loaded
+
+passes = []
+gc.callbacks.append(lambda phase, info: phase == "start" and passes.append(gc.get_freeze_count()))
 import zero_rename.spark.datasource as datasource
 import zero_rename.spark.reader
 
 datasource._import_table_format("iceberg")  # as job setup or commit with Iceberg
 assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
+# No collector pass before the committer's import froze what it made (the
+# module's own classes after it are collected as usual); the collector on.
+assert passes and min(passes) > 50_000, passes[:3]
+assert gc.isenabled()
 
 
 class UsersModel(pydantic.BaseModel):
     value: int
 """
+
+
+def test_worker_imports_leave_a_users_process_collector_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outside Spark's workers nothing is frozen, and a collector the caller
+    paused stays paused; inside the scope it is paused."""
+    import gc
+
+    from zero_rename.spark import worker_imports
+
+    monkeypatch.delenv("SPARK_PYTHON_RUNTIME", raising=False)
+    frozen = gc.get_freeze_count()
+    try:
+        with worker_imports():
+            assert not gc.isenabled()
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+        gc.disable()
+        with worker_imports(), worker_imports():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_worker_modules_build_their_models_without_plugins_and_leave_them_to_the_rest(
@@ -501,8 +533,9 @@ def test_worker_modules_build_their_models_without_plugins_and_leave_them_to_the
     """Where Spark's own lookup registered the format (no register(spark), no
     worker environment), a fresh worker importing the write's or the read's
     module, or PyIceberg for a job with Iceberg, looks up no pydantic plugin
-    (about 65 ms of CPU a worker, with spark-core's jar on the path); a model
-    built after them in the same process gets the plugins installed."""
+    (about 65 ms of CPU a worker, with spark-core's jar on the path) and runs
+    no collector pass; a model built after them in the same process gets the
+    plugins installed, and the collector runs again."""
     (tmp_path / "probe_plugin.py").write_text(PLUGIN_PROBE)
     info = tmp_path / "probe_plugin-1.0.dist-info"
     info.mkdir()
@@ -512,5 +545,6 @@ def test_worker_modules_build_their_models_without_plugins_and_leave_them_to_the
     env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     env["PROBE_SEEN"] = str(seen)
+    env["SPARK_PYTHON_RUNTIME"] = "PYTHON_WORKER"  # as Spark's daemon gives its workers
     subprocess.run([sys.executable, "-c", IMPORTS_AS_A_WORKER], env=env, check=True)
     assert seen.read_text().split() == ["__main__.UsersModel"]
