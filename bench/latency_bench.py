@@ -36,14 +36,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from itertools import pairwise
 from pathlib import Path
 
 from bench.commit_bench import prepared_job
 from bench.commit_results import BenchConfig
 from bench.objects import complete_upload, visible_files
 from bench.page import load_note, seaweedfs_version, write_section
-from tests.s3proxy import S3Proxy, S3Request, proxy_for
+from tests.s3proxy import S3Proxy, S3Request, proxy_for, round_trips
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import PendingUpload
 from zero_rename.core.s3 import probes
@@ -94,19 +93,9 @@ class Arrivals:
 
 
 def rounds(times: Sequence[float], delay: float) -> int:
-    """Sequential round trips: one more wherever the proxy heard nothing for more
-    than half a delay, so that some request must have waited for an answer; but
-    only a request that came a whole delay after its round's first one can have
-    waited for an answer of that round (none comes sooner), so a client held up
-    by a busy machine between requests it sends together adds no round."""
-    ordered = sorted(times)
-    if not ordered:
-        return 0
-    count, began = 1, ordered[0]
-    for before, at in pairwise(ordered):
-        if at - before > delay / 2 and at - began >= delay:
-            count, began = count + 1, at
-    return count
+    """Sequential round trips among requests that arrived at ``times``
+    (:func:`tests.s3proxy.round_trips`)."""
+    return len(round_trips([(at, "") for at in times], delay))
 
 
 @dataclass(frozen=True)

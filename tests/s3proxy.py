@@ -22,7 +22,7 @@ For benchmarks it can also measure what a client makes the store do, off by
 default: ``measure_copies`` sums the bytes each CopyObject and UploadPartCopy
 copied inside the store (``copied_bytes``), and ``record_arrivals`` keeps when
 each request arrived (``arrivals``), so that requests can be told apart by the
-phase of a job they fell in.
+phase of a job they fell in, or grouped into round trips (:func:`round_trips`).
 
 Limits: path-style addressing, plain HTTP, and whole bodies held in memory
 (requests and responses are read completely before being passed on, so a
@@ -61,7 +61,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -132,6 +132,25 @@ def s3_operations() -> frozenset[str]:
     """The S3 operation names in botocore's service model."""
     model = botocore.session.get_session().get_service_model("s3")
     return frozenset(model.operation_names)
+
+
+def round_trips(arrivals: Sequence[tuple[float, str]], delay: float) -> list[list[str]]:
+    """Requests (arrival time, operation) grouped into sequential round trips,
+    behind a proxy that delays every request by ``delay``: a new round wherever
+    the proxy heard nothing for more than half a delay, so that some request must
+    have waited for an answer; but only a request that came a whole delay after
+    its round's first one can have waited for an answer of that round (none
+    comes sooner), so a client held up by a busy machine between requests it
+    sends together adds no round. Each round's operations sorted."""
+    grouped: list[list[str]] = []
+    began = last = 0.0
+    for at, op in sorted(arrivals):
+        if not grouped or (at - last > delay / 2 and at - began >= delay):
+            grouped.append([])
+            began = at
+        grouped[-1].append(op)
+        last = at
+    return [sorted(ops) for ops in grouped]
 
 
 class ProxyError(Exception):

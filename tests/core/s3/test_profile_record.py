@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.s3proxy import S3Proxy
+from tests.s3proxy import S3Proxy, round_trips
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.layout import Destination
 from zero_rename.core.s3 import probes, profile_record
@@ -225,19 +225,6 @@ def test_a_second_write_in_a_fresh_process_sends_no_probe(
 DELAY = 0.2  # a store's answer time, at the proxy: rounds stand apart by it
 
 
-def _rounds(arrivals: list[tuple[float, str]]) -> list[list[str]]:
-    """The requests grouped by round trip: a new round where the proxy heard nothing
-    for half a delay (none can come sooner after an answer)."""
-    grouped: list[list[str]] = []
-    last = None
-    for at, op in sorted(arrivals):
-        if last is None or at - last > DELAY / 2:
-            grouped.append([])
-        grouped[-1].append(op)
-        last = at
-    return [sorted(ops) for ops in grouped]
-
-
 @pytest.mark.s3
 def test_job_setup_sends_the_destinations_checks_beside_the_records_read(
     proxy: S3Proxy, dest: str
@@ -253,4 +240,7 @@ def test_job_setup_sends_the_destinations_checks_beside_the_records_read(
     proxy.record_arrivals()
     proxy.reset_counts()
     committer.setup_job(daily)
-    assert _rounds(proxy.arrivals) == [["GetObject", "HeadBucket", "HeadObject"], ["PutObject"]]
+    assert round_trips(proxy.arrivals, DELAY) == [
+        ["GetObject", "HeadBucket", "HeadObject"],
+        ["PutObject"],
+    ]
