@@ -9,6 +9,7 @@ committed state. pyarrow reads the destination on S3 itself.
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,16 @@ def assert_nothing(c: Committer) -> None:
     assert data_files(c) == []
     assert pending_in_bucket(c) == []
     assert pending(c) == []
+
+
+def wait_for_killed_tasks(spark: Any, timeout: float = 60.0) -> None:
+    """Wait until no task of the application runs, as an orchestrator's next step
+    does by waiting for the application to end. A failed write returns to its
+    caller once Spark has asked its other tasks to stop, and a task still writing
+    then may begin an upload after the format's abort has swept the job's: the
+    abort step that follows must find it."""
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout
+    while any(e.numRunningTasks() for e in tracker.getExecutorInfos()):
+        assert time.monotonic() < deadline, "a killed task still runs"
+        time.sleep(0.1)

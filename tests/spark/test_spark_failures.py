@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import pending_in_bucket
 from zero_rename.core.committer import Committer
 
-from spark_support import assert_exactly, assert_nothing, data_files
+from spark_support import assert_exactly, assert_nothing, data_files, wait_for_killed_tasks
 
 pytestmark = pytest.mark.spark
 
@@ -152,6 +152,7 @@ def test_orchestrated_failure_aborts_the_job_and_the_orchestrator_finds_nothing(
             fault_attempts="all",
         )
     assert committer.job(job.job_id).state == "aborted"
+    wait_for_killed_tasks(spark)  # the DAG's next step waits for the application's end
     committer.abort_job(job.job_id)  # the DAG's abort step: idempotent
     committer.cleanup_job(job.job_id)
     assert_nothing(committer)

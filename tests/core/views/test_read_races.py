@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from collections import Counter
 
 import pyarrow as pa
@@ -95,10 +96,20 @@ def test_every_read_is_a_committed_state(
         except BaseException as exc:  # reported by the test's thread
             errors.append(exc)
 
+    def one_more_read() -> None:
+        # On a busy machine a read (a listing, then every file) can take longer
+        # than a job: let one end between jobs, so that reads keep falling
+        # across the next job's commit instead of a few spanning them all.
+        before = sum(seen.values())
+        deadline = time.monotonic() + 60
+        while sum(seen.values()) == before and not errors and time.monotonic() < deadline:
+            time.sleep(0.01)
+
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     try:
         for job_mode, tag, days in jobs:
+            one_more_read()
             run_job(c, job_mode, tag, days)
     finally:
         stop.set()
