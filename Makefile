@@ -163,8 +163,11 @@ test-peers: $(STAMP) $(PEERS_STAMP)
 # cluster, a Spark stage whose Airflow worker is killed mid-write, dg dev
 # materializing a day, dagster-webserver and dg's own commands on the component,
 # and a daily run under OpenLineage's Spark listener (its jar from Maven
-# Central); then tests/core's and tests/cli's cases on moto's server
-# and LocalStack. About three minutes on two cores.
+# Central), the daily DAG's run killed half-way through its commit, Spark
+# Connect's client, the commit benchmark's run of every method, and the cells
+# of a few crossed cases that make test samples; then tests/core's and
+# tests/cli's cases on moto's server and LocalStack. About six minutes on two
+# cores of the slower machines.
 test-extended: $(STAMP) localstack-venv
 	deploy/system-deps.sh
 	ZERO_RENAME_TEST_EXTENDED=1 PATH="$(abspath $(VENV))/bin:$$PATH" \

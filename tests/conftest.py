@@ -15,6 +15,7 @@ every test (ZERO_RENAME_TESTS_REQUIRE_ALL), they fail instead.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import re
@@ -117,6 +118,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: _group_rank(worker_group(item.nodeid, full)))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A test process holds Airflow, Dagster, Spark's and the formats' modules
+    from collection on, and the cyclic collector's passes walked them again and
+    again: 4.5 s of 40 s of CPU in a sample of tests/core's and Airflow's tests,
+    about 2 s once what collection made is frozen and the young generation is
+    10,000 objects (700 by default), which makes a pass about a fourteenth as
+    often; garbage is still collected. Spark's, the orchestrators' and the
+    benchmarks' own processes keep Python's defaults."""
+    gc.freeze()
+    gc.set_threshold(10_000, *gc.get_threshold()[1:])
+
+
 # Tests run only when asked for, by an environment variable: marker -> (variable, why).
 # Ceph RGW 16: its packages (about 15 s to install) and its start (about 12 s)
 # cost more than the default suite can spend; the fault proxy plays its If-Match.
@@ -138,10 +151,11 @@ _OPT_IN = {
         "ZERO_RENAME_TEST_PEERS",
         "the JVM engines' reads and writes (make test-peers builds .venv-peers and runs them)",
     ),
-    # The two scenarios that each start more JVMs and daemons than the rest of an
-    # Airflow group: the plain stack (a standalone Spark cluster and Airflow's four
-    # services) and a stage killed mid-write (two Spark submits side by side).
-    # Together about a sixth of the default suite's CPU; CI runs them after it.
+    # The long end-to-end scenarios (the plain stack, a stage killed mid-write,
+    # the daily DAG's commit killed half-way, Spark Connect's client, dg dev and
+    # dagster-webserver, OpenLineage's listener, the commit benchmark's run) and
+    # the cells of crossed cases that make test samples: what would take make
+    # test past its six minutes on two cores. CI runs them after it.
     "extended": (
         "ZERO_RENAME_TEST_EXTENDED",
         "the long end-to-end scenarios (make test-extended; .ci/run runs them after make test)",
@@ -271,7 +285,15 @@ def s3_server() -> Iterator[EmbeddedS3]:
     session so that boto3's standard chain, pyarrow and Spark executors (whose
     JVM reads them once, at start) all find them. Tests on another backend
     replace them for their own duration only (see :func:`_backend_environment`)."""
-    with EmbeddedS3() as server:
+    server = EmbeddedS3()
+    # Each worker's SeaweedFS shares two cores with the other workers', Spark and
+    # the tests. Given both, Go's scheduler keeps a thread spinning for work after
+    # each request; on one, SeaweedFS spends 25 to 40 % less CPU a request here
+    # (a put, an upload part, a complete) at the same answer times on loopback.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GOMAXPROCS", "1")  # read once, at the server's start
+        server.start()
+    with server:
         saved = {k: os.environ.get(k) for k in server.environment()}
         os.environ.update(server.environment())
         yield server

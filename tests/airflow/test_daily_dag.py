@@ -91,6 +91,9 @@ def run_id_of(day: str) -> str:
     return f"manual__{day}T00:00:00+00:00"
 
 
+# A fresh interpreter with Airflow and a Spark submit, then the retry's run: about a
+# tenth of make test's CPU on two cores, so make test-extended's.
+@pytest.mark.extended
 @pytest.mark.timeout(1200)
 def test_a_day_killed_half_way_through_its_commit_is_committed_once_and_checked(
     daily: Committer,

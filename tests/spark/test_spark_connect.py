@@ -26,7 +26,10 @@ from zero_rename.embedded_s3 import free_ports
 
 from spark_support import data_files
 
-pytestmark = pytest.mark.spark
+# Under make test-extended: the Connect service's start and its client's
+# process (pyspark's Connect client, gRPC and pandas) take about 50 s of the Spark
+# group, the longest chain of make test's workers.
+pytestmark = [pytest.mark.spark, pytest.mark.extended]
 
 SCRIPT = Path(__file__).with_name("connect_write.py")
 
