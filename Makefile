@@ -166,7 +166,7 @@ test-peers: $(STAMP) $(PEERS_STAMP)
 # Central), the daily DAG's run killed half-way through its commit, Spark
 # Connect's client, the commit benchmark's run of every method, and the cells
 # of a few crossed cases that make test samples; then tests/core's and
-# tests/cli's cases on moto's server and LocalStack. About six minutes on two
+# tests/cli's cases on moto's server and LocalStack. About seven minutes on two
 # cores of the slower machines.
 test-extended: $(STAMP) localstack-venv
 	deploy/system-deps.sh
