@@ -23,12 +23,11 @@ pytestmark = pytest.mark.s3
 
 FILES = 20
 
+
 # The benchmark's run of every method (about 20 s on two cores, a method's child
-# process each) under make test-extended; the latency benchmark's, a tenth of it,
-# and the checks of the page's sections under make test.
-bench_run = pytest.mark.extended
-
-
+# process each): the tests reading it are under make test-extended (marker
+# extended); the latency benchmark's run, a tenth of it, and the checks of the
+# page's sections under make test.
 @pytest.fixture(scope="module")
 def bench_runs(s3_server: EmbeddedS3) -> tuple[BenchConfig, list[Run]]:
     bucket = f"bench-{uuid.uuid4().hex[:8]}"
@@ -53,7 +52,7 @@ def _run(runs: list[Run], method: str) -> Run:
     return run
 
 
-@bench_run
+@pytest.mark.extended
 def test_every_method_commits_every_file(bench_runs: tuple[BenchConfig, list[Run]]) -> None:
     _, runs = bench_runs
     scale = ["committer-scale", "committer-scale@before"]  # --before: the scale run's too
@@ -65,7 +64,7 @@ def test_every_method_commits_every_file(bench_runs: tuple[BenchConfig, list[Run
         assert run.seconds > 0
 
 
-@bench_run
+@pytest.mark.extended
 def test_request_counts_match_each_method(bench_runs: tuple[BenchConfig, list[Run]]) -> None:
     _, runs = bench_runs
     floor = _run(runs, "floor")
@@ -107,7 +106,7 @@ def test_request_counts_match_each_method(bench_runs: tuple[BenchConfig, list[Ru
     assert bulk.requests_per_file > 1
 
 
-@bench_run
+@pytest.mark.extended
 def test_committer_memory_is_its_own_process(bench_runs: tuple[BenchConfig, list[Run]]) -> None:
     _, runs = bench_runs
     for method in ("committer", "committer-noverify", "committer-scale"):
@@ -117,7 +116,7 @@ def test_committer_memory_is_its_own_process(bench_runs: tuple[BenchConfig, list
     assert _run(runs, "floor").peak_rss == 0
 
 
-@bench_run
+@pytest.mark.extended
 def test_table_format_methods_publish_once_and_count_the_formats_requests(
     bench_runs: tuple[BenchConfig, list[Run]],
 ) -> None:
@@ -149,7 +148,7 @@ def test_table_format_methods_publish_once_and_count_the_formats_requests(
     )
 
 
-@bench_run
+@pytest.mark.extended
 def test_steps_account_for_every_request(bench_runs: tuple[BenchConfig, list[Run]]) -> None:
     _, runs = bench_runs
     for run in runs:
@@ -160,7 +159,7 @@ def test_steps_account_for_every_request(bench_runs: tuple[BenchConfig, list[Run
         assert starts == sorted(starts)
 
 
-@bench_run
+@pytest.mark.extended
 def test_summary_and_section(bench_runs: tuple[BenchConfig, list[Run]], tmp_path: Path) -> None:
     cfg, runs = bench_runs
     rows = summarize(runs)
