@@ -111,13 +111,13 @@ class FaultyWriter(ZeroRenameWriter):
             raise InjectedFault("injected failure after every task succeeded, before job commit")
         if self.fault == "complete_fault":
             datasource.COMMIT_RETRY_SECONDS = 0.05
-            _fail_after_first(self._committer(driver=True).store.client, "CompleteMultipartUpload")
+            _fail_after_first(self._committer().store.client, "CompleteMultipartUpload")
         super().commit(messages)
 
     def _commit_job(self, manifests: list[TaskManifest], expected: set[str]) -> JobSummary:
         summary = super()._commit_job(manifests, expected)
         if self.fault == "tamper_output":
-            committer = self._committer(driver=True)
+            committer = self._committer()
             success = committer.read_success()
             assert success is not None
             first = next(iter(committer.committed_files(success)))

@@ -100,19 +100,17 @@ COMMIT_RETRY_SECONDS = 2.0
 # Python workers are reused across tasks and jobs: a few destinations' clients
 # are kept, the least recently used dropped.
 _CACHED_COMMITTERS = 8
-_committers: OrderedDict[tuple[str, StoreConfig, bool], Committer] = OrderedDict()
+_committers: OrderedDict[tuple[str, StoreConfig], Committer] = OrderedDict()
 
 
-def committer_for(destination: str, store: StoreConfig, light: bool = False) -> Committer:
+def committer_for(destination: str, store: StoreConfig) -> Committer:
     """One Committer (and S3 connection pool) per destination in each Python worker,
-    shared by the tasks a reused worker runs. ``light``: over the light client
-    where it can send (:mod:`zero_rename.core.s3.light`), for the driver-side steps,
-    whose fresh workers would otherwise load botocore's S3 model for a few requests."""
-    key = (destination, store, light)
+    shared by the tasks a reused worker runs."""
+    key = (destination, store)
     if key in _committers:
         _committers.move_to_end(key)
         return _committers[key]
-    _committers[key] = Committer(destination, store, S3Store.connect(store, light=light))
+    _committers[key] = Committer(destination, store, S3Store.connect(store))
     while len(_committers) > _CACHED_COMMITTERS:
         _committers.popitem(last=False)
     return _committers[key]
@@ -201,9 +199,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             if options.table_format != "none":
                 _import_table_format(options.table_format)
                 self.table_schema = table_schema(schema)
-            self.job = self._committer(driver=True).setup_job(
-                options, table_schema=self.table_schema
-            )
+            self.job = self._committer().setup_job(options, table_schema=self.table_schema)
         self.metadata = footer_metadata(schema, self.job.options.partition_columns)
         log.info(
             "zero-rename write to %s: job %s (%s committer, conflict mode %s%s)",
@@ -215,15 +211,9 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         )
 
     # -- driver: job setup ---------------------------------------------------
-    def _committer(self, *, driver: bool = False) -> Committer:
-        """The worker's committer for this destination; on the driver (``driver``),
-        over the light client unless a table format's library needs botocore's."""
-        job = getattr(self, "job", None)
-        if job is None and self.config.orchestrated:
-            light = False  # the job's table format is in its record, not read yet
-        else:
-            light = driver and (job.options if job else self.config.job).table_format == "none"
-        return committer_for(self.config.destination.url, self.config.store, light)
+    def _committer(self) -> Committer:
+        """The worker's committer for this destination."""
+        return committer_for(self.config.destination.url, self.config.store)
 
     def _orchestrated_job(self, options: JobOptions) -> JobRecord:
         """The job an orchestrator set up; the options given here must agree with it."""
@@ -338,7 +328,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         manifests = _manifests(messages)
         if self.config.orchestrated:
-            where = self._committer(driver=True).save_stage_manifest(
+            where = self._committer().save_stage_manifest(
                 self.job_id, manifests, ENGINE, self.stage_started
             )
             log.info(
@@ -361,14 +351,14 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         )
         if self.config.validate_output:
             # Raises OutputCheckError naming the problems; the job stays committed.
-            check = self._committer(driver=True).validate_output(self.job_id)
+            check = self._committer().validate_output(self.job_id)
             log.info("job %s: output check: %s", self.job_id, check.describe())
 
     def _commit_job(self, manifests: list[TaskManifest], expected: set[str]) -> JobSummary:
         """Job commit, retried past its point of no return (Spark has no retries of
         its own for the driver's commit); before it, an error stands and Spark
         aborts the job."""
-        return StepRunner(self._committer(driver=True)).commit(
+        return StepRunner(self._committer()).commit(
             self.job_id, manifests, expected, COMMIT_RETRIES, COMMIT_RETRY_SECONDS
         )
 
@@ -382,7 +372,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         )
         # A committed job (a step after the commit failed: the output check) or one
         # past its point of no return is left alone; the abort cleans up itself.
-        StepRunner(self._committer(driver=True)).abort_job(
+        StepRunner(self._committer()).abort_job(
             self.job_id,
             f"Spark aborted the write ({finished} of {len(messages)} task(s) had finished); "
             "the failing task's error is in the Spark application's log",

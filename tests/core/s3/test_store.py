@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from botocore.awsrequest import AWSResponse
 
 from tests.s3proxy import S3Proxy
 from zero_rename.core.s3.client import S3Store, StoreConfig
@@ -218,23 +217,17 @@ def test_bad_credentials(
     assert "wrong-secret" not in str(err.value) and is_final(err.value)
 
 
-def test_slowdown_and_5xx_are_retried_with_backoff(store: S3Store, bucket: str) -> None:
-    replies = iter([503, 500])
-
-    def throttle(request, **_):  # noqa: ANN001, ANN003
-        status = next(replies, None)
-        if status is None:
-            return None  # send for real
-        body = b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
-        return AWSResponse(request.url, status, {}, _Raw(body))
-
-    store.client.meta.events.register("before-send.s3.PutObject", throttle, unique_id="throttle")
-    try:
-        store.put_object(bucket, "k", b"x")
-    finally:
-        store.client.meta.events.unregister("before-send.s3.PutObject", unique_id="throttle")
+@pytest.mark.parametrize("light", [False, True], ids=["botocore", "light"])
+def test_slowdown_and_5xx_are_retried_with_backoff(
+    proxy: S3Proxy, bucket: str, light: bool
+) -> None:
+    store = S3Store.connect(StoreConfig(endpoint_url=proxy.endpoint_url), light=light)
+    proxy.add("PutObject", "error", status=503, code="SlowDown")
+    proxy.add("PutObject", "error", nth=2)
+    store.put_object(bucket, "k", b"x")
     snap = store.stats.snapshot()["counters"]
     assert snap["s3.PutObject"] == 1 and snap["s3.PutObject.retries"] == 2
+    assert proxy.counts["PutObject"] == 3
     assert store.get_object(bucket, "k") is not None
 
 
@@ -252,18 +245,6 @@ def test_scoped_stats_count_separately(store: S3Store, bucket: str) -> None:
     assert task.stats.requests("PutObject") == 1
     assert store.stats.requests("PutObject") == 0
     assert task.stats.snapshot()["counters"]["s3.PutObject.bytes"] == 5
-
-
-class _Raw:
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    def stream(self, **_):  # noqa: ANN003, ANN201
-        yield self.body
-
-    def read(self, *_):  # noqa: ANN002, ANN201
-        b, self.body = self.body, b""
-        return b
 
 
 def test_a_repeated_upload_is_listed_once_unless_repeats_are_fine(

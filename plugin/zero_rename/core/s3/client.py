@@ -105,12 +105,13 @@ class StoreConfig:
     no retries). ``profile`` is ``auto`` (probe the store at job setup) or a
     store family from :data:`zero_rename.core.s3.profiles.PROFILES`.
 
-    How job commit sends its CompleteMultipartUpload requests (see
-    :mod:`zero_rename.core.s3.fanout`): ``request_path`` ``auto`` (the light path
+    How requests are sent: ``request_path`` ``auto`` (the light client,
+    :mod:`zero_rename.core.s3.light`, for every call, and the light path for job
+    commit's CompleteMultipartUpload requests, :mod:`zero_rename.core.s3.fanout`,
     unless something in the configuration needs botocore), ``light`` or
-    ``botocore``; ``complete_processes`` 0 to choose by the host (worker
-    processes only where cores are free and the store is not on this machine),
-    1 for none, more for that many.
+    ``botocore`` (botocore's client for every call); ``complete_processes`` 0 to
+    choose by the host (worker processes only where cores are free and the store
+    is not on this machine), 1 for none, more for that many.
 
     ``profile_max_age``: seconds a probed profile is kept beside a destination
     (:mod:`zero_rename.core.s3.profile_record`) for later jobs in any process;
@@ -423,11 +424,16 @@ class S3Store:
         self.server = ""
 
     @classmethod
-    def connect(cls, config: StoreConfig | None = None, *, light: bool = False) -> S3Store:
+    def connect(cls, config: StoreConfig | None = None, *, light: bool = True) -> S3Store:
         """A store over a new client for ``config``, behaving as its ``profile``
         names (a declared family; ``auto``: as a job's record or a probe says).
-        ``light``: over a :class:`~zero_rename.core.s3.light.LightClient` where it
-        sends as botocore would, for a short-lived process's few requests."""
+
+        The client is a :class:`~zero_rename.core.s3.light.LightClient` wherever it
+        sends as botocore would (``config.request_path`` not ``botocore``, and
+        :func:`~zero_rename.core.s3.light.light_client_unsupported`): a third of
+        botocore's client CPU a request and a twentieth to build, which every
+        step pays, a fresh Spark worker's most. ``light=False``: botocore's
+        client whatever the configuration."""
         config = config or StoreConfig()
         profile = declared_profile(config.profile)
         if light:

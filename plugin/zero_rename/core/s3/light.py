@@ -1,28 +1,30 @@
-"""A light S3 client for the driver-side steps: botocore's signer over urllib3.
+"""A light S3 client: the store's calls signed as botocore signs them, over urllib3.
 
-Spark runs every write's job setup and job commit in Python workers it starts
-afresh on the driver. A botocore client costs such a worker its S3 model (some
-tens of milliseconds of CPU to load, at each of the two steps) and the import
-of botocore's session and client machinery, for a few dozen small requests.
+Every step makes a store, and a botocore client costs a fresh process its S3
+model and its session and client machinery (some tens of milliseconds of CPU,
+at each of Spark's driver-side steps, in each task's worker, at each command),
+and each request some twenty event handlers, endpoint rules, a validator, a
+serializer and a parser: about three times this client's CPU a request.
 :class:`LightClient` answers the calls :class:`~zero_rename.core.s3.client.S3Store`
 makes with the same arguments and the same shapes botocore would (a dict per
 answer, ``ClientError`` for an S3 error, ``BotoCoreError`` for no answer), so
 the store layer and everything above it runs unchanged; the requests are
-signed by botocore's ``S3SigV4Auth`` and sent over urllib3
-(:class:`~zero_rename.core.s3.signing.SignedPool`), retried as botocore's
-standard mode retries (:func:`zero_rename.core.s3.completers.retry_scale`).
+signed as botocore's ``S3SigV4Auth`` signs them (:mod:`.sigv4`) and sent over
+urllib3 (:class:`~zero_rename.core.s3.signing.SignedPool`), retried as
+botocore's standard mode retries (:func:`zero_rename.core.s3.completers.retry_scale`).
 
 It is used only where it reaches the store exactly where botocore would
 (:func:`light_client_unsupported`): an http(s) endpoint given in the
 configuration, path-style addressing, no proxy, no AWS config file (which may
 set what botocore alone reads: a region, an addressing style, a CA bundle),
-no FIPS or dual-stack setting. Credentials come from the environment where
-they are set (the first source of botocore's chain), else from botocore's
-chain itself. Its ``meta.events`` emits ``before-parameter-build``,
-``before-call``, ``before-send`` and ``after-call`` as botocore's does, for
-whoever counts or fails requests through them. A call it does not make itself
-(a bucket's lifecycle rules, the presigned URLs of the streamed upload listing)
-goes to a botocore client made on first need.
+no FIPS or dual-stack setting, ``request_path`` not ``botocore``. Credentials
+come from the environment where a whole static set is there (the first source
+of botocore's chain), else from botocore's chain itself. Its ``meta.events``
+emits ``before-parameter-build``, ``before-call``, ``before-send`` and
+``after-call`` as botocore's does, for whoever counts or fails requests through
+them. A call it does not make itself (a bucket's lifecycle rules, the presigned
+URLs of the streamed upload listing) goes to a botocore client made on first
+need, whose events are emitted on this client's as well.
 """
 
 from __future__ import annotations
@@ -38,11 +40,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, unquote_plus, urlencode, urlsplit
 from xml.sax.saxutils import escape
 
 import urllib3
-from botocore.exceptions import ClientError, EndpointConnectionError, HTTPClientError
+from botocore.exceptions import (
+    ClientError,
+    EndpointConnectionError,
+    HTTPClientError,
+    NoCredentialsError,
+)
 from botocore.hooks import HierarchicalEmitter
 
 from zero_rename.core.s3.backoff import backoff
@@ -60,6 +67,8 @@ log = logging.getLogger(__name__)
 _NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 _MAX_BACKOFF = 20.0
 _FLAGS = ("AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT")
+# The events this client emits around each call, as botocore's client does.
+_EVENTS = ("before-parameter-build", "before-call", "before-send", "after-call")
 
 
 def light_client_unsupported(config: StoreConfig) -> str | None:
@@ -92,6 +101,7 @@ class _Config:
     connect_timeout: float
     read_timeout: float
     retries: Mapping[str, Any]
+    s3: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -153,6 +163,7 @@ class LightClient:
                 config.connect_timeout,
                 config.read_timeout,
                 {"mode": "standard", "total_max_attempts": config.max_attempts},
+                {"addressing_style": "path"},  # light_client_unsupported: never virtual
             ),
             HierarchicalEmitter(),
         )
@@ -160,6 +171,14 @@ class LightClient:
     def light_target(self, bucket: str) -> Any:
         """Where job commit's light completes go (:class:`~.completers.LightTarget`)."""
         return type(self.target)(self.origin, "/" + quote(bucket, safe=""), self.meta.region_name)
+
+    def _get_credentials(self) -> Any:
+        """The credentials this client signs with, as botocore's client names
+        the method (the table formats' libraries are given them); None for none."""
+        try:
+            return self.requests.credentials
+        except NoCredentialsError:
+            return None
 
     def close(self) -> None:
         self.requests.close()
@@ -180,8 +199,19 @@ class LightClient:
         with self._fallback_lock:
             if self._fallback is None:
                 log.info("the light client hands a call to botocore's client")
-                self._fallback = make_client(self.config)
+                fallback = make_client(self.config)
+                for stage in _EVENTS:
+                    fallback.meta.events.register(f"{stage}.s3", self._forward)
+                self._fallback = fallback
             return self._fallback
+
+    def _forward(self, event_name: str, **kwargs: Any) -> Any:
+        """botocore's client's event, emitted on this client's events too: a hook
+        on this client sees every call, whichever client sends it."""
+        for _handler, response in self.meta.events.emit(event_name, **kwargs):
+            if response is not None:
+                return response
+        return None
 
     # -- the calls ------------------------------------------------------------
     def head_bucket(self, *, Bucket: str) -> dict[str, Any]:
@@ -270,10 +300,16 @@ class LightClient:
         Prefix: str = "",
         MaxKeys: int = 1000,
         ContinuationToken: str | None = None,
+        StartAfter: str | None = None,
     ) -> dict[str, Any]:
+        # As botocore asks: keys URL-encoded in the answer, which XML 1.0 could
+        # not carry otherwise (a control character in a partition value).
         query = {"list-type": "2", "prefix": Prefix, "max-keys": str(MaxKeys)}
+        query["encoding-type"] = "url"
         if ContinuationToken:
             query["continuation-token"] = ContinuationToken
+        if StartAfter:
+            query["start-after"] = StartAfter
         request = _Request("GET", None, query, {})
         return self._call("ListObjectsV2", Bucket, request, _objects, {"Prefix": Prefix})
 
@@ -422,9 +458,13 @@ def _uploads(status: int, headers: Mapping[str, str], root: ET.Element | None) -
 
 
 def _objects(status: int, headers: Mapping[str, str], root: ET.Element | None) -> dict[str, Any]:
+    # Decoded only where the store says it encoded (as botocore does): one that
+    # ignores encoding-type sends keys as they are, '%' and '+' included.
+    encoded = root is not None and child_text(root, "EncodingType") == "url"
+    key = unquote_plus if encoded else str
     contents = [
         {
-            "Key": child_text(o, "Key"),
+            "Key": key(child_text(o, "Key")),
             "Size": int(child_text(o, "Size") or 0),
             "ETag": child_text(o, "ETag"),
             "LastModified": _iso_date(child_text(o, "LastModified")),

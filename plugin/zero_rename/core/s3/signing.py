@@ -1,12 +1,14 @@
 """S3 requests signed as botocore signs them, sent over a urllib3 connection pool.
 
-For requests whose client CPU matters (job commit's completes, see
+For requests whose client CPU matters (every request of the light client,
+:mod:`zero_rename.core.s3.light`, and job commit's completes,
 :mod:`zero_rename.core.s3.completers`): botocore runs some twenty event handlers,
 endpoint rules, a validator, a serializer and a parser per request, where a
-fixed request of a few hundred bytes needs none of them. botocore still
-resolves the credentials (environment, profile, instance role, refreshing
-ones) and signs; only the sending is done here, one attempt per call.
-Retrying, and reading the answer, is the caller's.
+fixed request of a few hundred bytes needs none of them. The signature is
+:mod:`zero_rename.core.s3.sigv4`'s; the credentials the environment's static
+set, else botocore's chain's (a profile, an instance role, refreshing ones).
+Only the sending is done here, one attempt per call. Retrying, and reading the
+answer, is the caller's.
 """
 
 from __future__ import annotations
@@ -16,12 +18,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import urllib3
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.exceptions import NoCredentialsError
 
 from zero_rename.core.s3.client import StoreConfig, botocore_session
 from zero_rename.core.s3.http import tls_options
+from zero_rename.core.s3.sigv4 import Signer, environment_credentials, signed_host
 
 
 class SignedPool:
@@ -32,11 +33,12 @@ class SignedPool:
     """
 
     def __init__(self, config: StoreConfig, origin: str, region: str) -> None:
-        credentials = environment_credentials() or botocore_session().get_credentials()
-        if credentials is None:
-            raise NoCredentialsError()
-        self.credentials = credentials
+        # Found now, as botocore's client finds them when it is made (an
+        # incomplete set raises here); none at all fails each request instead,
+        # whose error then names it, as botocore's client does.
+        self._credentials = environment_credentials() or botocore_session().get_credentials()
         self.origin, self.region = origin, region
+        self.signer = Signer(signed_host(origin), region)
         self.pool = urllib3.connection_from_url(
             origin,
             maxsize=config.max_pool_connections,
@@ -45,6 +47,17 @@ class SignedPool:
             timeout=urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout),
             **tls_options(urlsplit(origin).scheme),
         )
+
+    @property
+    def credentials(self) -> Any:
+        """The credentials requests are signed with.
+
+        Raises:
+            NoCredentialsError: where the chain had none.
+        """
+        if self._credentials is None:
+            raise NoCredentialsError()
+        return self._credentials
 
     def send(
         self, method: str, path: str, body: bytes = b"", headers: Mapping[str, str] | None = None
@@ -55,17 +68,17 @@ class SignedPool:
         with (refreshing ones that could not be refreshed), and urllib3's
         ``HTTPError`` when no whole answer came: only the second is worth a retry.
         """
-        request = AWSRequest(method, self.origin + path, data=body, headers=dict(headers or {}))
         # Signed afresh each attempt, as botocore does: X-Amz-Date moves on. A
         # frozen copy of the credentials per signature, as botocore's
         # RequestSigner takes: refreshing ones then refresh when due, and a
         # refresh cannot fall between reading the key and the secret.
-        S3SigV4Auth(self.credentials.get_frozen_credentials(), "s3", self.region).add_auth(request)
+        frozen = self.credentials.get_frozen_credentials()
+        signed = self.signer.headers(frozen, method, path, headers or {}, body)
         response: urllib3.BaseHTTPResponse = self.pool.urlopen(
             method,
             path,
             body=body,
-            headers=dict(request.headers.items()),
+            headers=signed,
             retries=False,
             redirect=False,
             assert_same_host=False,
@@ -74,12 +87,3 @@ class SignedPool:
 
     def close(self) -> None:
         self.pool.close()
-
-
-def environment_credentials() -> Any:
-    """The credentials in the environment, if a whole set is there: the first
-    source of botocore's chain (a session names no profile of its own here), read
-    without a session, which costs a fresh process botocore's client machinery."""
-    from botocore.credentials import EnvProvider
-
-    return EnvProvider().load()
