@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from tests.buckets import pending_uploads
 from zero_rename.core.committer import Committer
 from zero_rename.core.data.layout import is_visible
 from zero_rename.core.data.model import JobRecord, TaskManifest
@@ -56,12 +57,7 @@ def pending(c: Committer, job_id: str | None = None) -> list[str]:
 
 def pending_in_bucket(c: Committer) -> list[str]:
     """Every pending upload in the destination's bucket, whatever its prefix."""
-    paginator = c.store.client.get_paginator("list_multipart_uploads")
-    return sorted(
-        u["Key"]
-        for page in paginator.paginate(Bucket=c.dest.bucket)
-        for u in page.get("Uploads", [])
-    )
+    return sorted(u["Key"] for u in pending_uploads(c.store.client, c.dest.bucket))
 
 
 def write_task(

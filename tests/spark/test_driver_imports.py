@@ -105,8 +105,20 @@ def too_heavy(modules: list[str]) -> list[str]:
     ]
 
 
+# botocore's client machinery, and what the light client's own signer and proxy
+# check spare a fresh worker: its signer, credential providers and utils.
+BOTOCORE_CLIENT = (
+    "botocore.client",
+    "botocore.session",
+    "botocore.waiter",
+    "botocore.auth",
+    "botocore.credentials",
+    "botocore.utils",
+)
+
+
 def botocore_client(modules: list[str]) -> list[str]:
-    return [m for m in modules if m in ("botocore.client", "botocore.session", "botocore.waiter")]
+    return [m for m in modules if m in BOTOCORE_CLIENT]
 
 
 def test_job_setup_commit_and_abort_load_no_arrow_or_parquet_code(

@@ -1,7 +1,8 @@
 """Requests the core sends beside botocore, over urllib3, the way botocore would.
 
 Two paths send their own requests: signed ones over a pool of their own
-(:mod:`zero_rename.core.s3.signing`, for the light CompleteMultipartUpload path)
+(:mod:`zero_rename.core.s3.signing`, for the light client and the light
+CompleteMultipartUpload path)
 and the streamed upload listing (:mod:`zero_rename.core.s3.listing`). Both must
 reach the store exactly where and how botocore does; where the configuration
 says something urllib3 alone would not honour, they step aside and botocore
@@ -15,8 +16,6 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from botocore.utils import get_environ_proxies
-
 
 def direct_unsupported(url: str) -> str | None:
     """Why a request to ``url`` sent over urllib3 could go elsewhere than botocore's,
@@ -24,7 +23,7 @@ def direct_unsupported(url: str) -> str | None:
     for its scheme, its host not excepted by ``NO_PROXY`` (which alone, as many
     company environments set it, configures no proxy at all)."""
     scheme = urllib.parse.urlsplit(url).scheme
-    if get_environ_proxies(url).get(scheme):
+    if _environment_proxies(url).get(scheme):
         return f"an {scheme.upper()} proxy is configured for {urllib.parse.urlsplit(url).hostname}"
     if os.environ.get("AWS_CA_BUNDLE") or aws_config_file() is None:
         return None  # then no CA bundle is configured but the environment's
@@ -33,6 +32,22 @@ def direct_unsupported(url: str) -> str | None:
     if botocore.session.Session().get_config_variable("ca_bundle"):
         return "a CA bundle is set in the AWS configuration"
     return None
+
+
+def _environment_proxies(url: str) -> dict[str, str]:
+    """The proxies botocore takes from the environment for ``url``
+    (``botocore.utils.get_environ_proxies``, whose module would cost a fresh
+    process some forty of botocore's modules): urllib's reading of the proxy
+    variables, none where ``NO_PROXY`` (or the system's setting) exempts the host."""
+    import socket
+    import urllib.request
+
+    try:
+        if urllib.request.proxy_bypass(urllib.parse.urlsplit(url).netloc):
+            return {}
+    except (TypeError, socket.gaierror):  # botocore's own allowance for urllib's quirks
+        pass
+    return urllib.request.getproxies()
 
 
 def aws_config_file() -> str | None:

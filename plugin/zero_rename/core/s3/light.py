@@ -142,7 +142,12 @@ class LightClient:
     """The S3 calls of :class:`~zero_rename.core.s3.client.S3Store`, without botocore's
     client; thread-safe. See the module's documentation."""
 
-    def __init__(self, config: StoreConfig, region: str | None = None) -> None:
+    def __init__(
+        self, config: StoreConfig, region: str | None = None, credentials: Any = None
+    ) -> None:
+        """``credentials``: a set of its own (an access key, its secret and a
+        session token, as :class:`~.sigv4.StaticCredentials` or botocore's hold
+        them); by default boto3's standard chain's, as botocore's client finds them."""
         from zero_rename.core.s3.completers import LightTarget
         from zero_rename.core.s3.signing import SignedPool
 
@@ -153,7 +158,8 @@ class LightClient:
         region = region or config.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         self.origin = config.endpoint_url.rstrip("/")
         self.target = LightTarget(self.origin, "", region)
-        self.requests = SignedPool(config, self.origin, region)
+        self.requests = SignedPool(config, self.origin, region, credentials)
+        self._own_credentials = credentials is not None
         self.max_attempts = config.max_attempts
         self.meta = _Meta(
             config.endpoint_url,
@@ -199,11 +205,23 @@ class LightClient:
         with self._fallback_lock:
             if self._fallback is None:
                 log.info("the light client hands a call to botocore's client")
-                fallback = make_client(self.config)
+                fallback = make_client(self.config, self._session())
                 for stage in _EVENTS:
                     fallback.meta.events.register(f"{stage}.s3", self._forward)
                 self._fallback = fallback
             return self._fallback
+
+    def _session(self) -> Any:
+        """A botocore session for the fallback client: with this client's own
+        credentials where it was given some, else boto3's chain's (None)."""
+        if not self._own_credentials:
+            return None
+        from zero_rename.core.s3.client import botocore_session
+
+        session = botocore_session()
+        frozen = self.requests.credentials.get_frozen_credentials()
+        session.set_credentials(frozen.access_key, frozen.secret_key, frozen.token)
+        return session
 
     def _forward(self, event_name: str, **kwargs: Any) -> Any:
         """botocore's client's event, emitted on this client's events too: a hook

@@ -32,11 +32,17 @@ class SignedPool:
     connections and blocks a thread that would open one more.
     """
 
-    def __init__(self, config: StoreConfig, origin: str, region: str) -> None:
+    def __init__(
+        self, config: StoreConfig, origin: str, region: str, credentials: Any = None
+    ) -> None:
+        """``credentials``: those to sign with (frozen or refreshing, as botocore's
+        have them); by default boto3's standard chain's."""
         # Found now, as botocore's client finds them when it is made (an
         # incomplete set raises here); none at all fails each request instead,
         # whose error then names it, as botocore's client does.
-        self._credentials = environment_credentials() or botocore_session().get_credentials()
+        self._credentials = (
+            credentials or environment_credentials() or botocore_session().get_credentials()
+        )
         self.origin, self.region = origin, region
         self.signer = Signer(signed_host(origin), region)
         self.pool = urllib3.connection_from_url(
