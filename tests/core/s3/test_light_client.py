@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -149,3 +150,32 @@ def test_requests_are_signed_as_botocore_signs_them() -> None:
                 )
                 assert ours["authorization"] == theirs.headers["Authorization"], (origin, path)
     assert "SECRET" not in repr(StaticCredentials("AKID", "SECRET"))
+
+
+@pytest.mark.unit
+def test_events_are_heard_as_botocores_emitter_has_them_heard() -> None:
+    from botocore.hooks import HierarchicalEmitter
+
+    from zero_rename.core.s3.events import Events
+
+    for events in (Events(), HierarchicalEmitter()):
+        heard: list[str] = []
+
+        def hook(name: str, heard: list[str] = heard) -> Any:
+            return lambda event_name, **_: heard.append(f"{name}:{event_name}")
+
+        events.register("before-call.s3", hook("s3"), unique_id="s3")
+        events.register("before-call.s3", hook("again"), unique_id="s3")  # once per id
+        events.register("before-call.s3.PutObject", hook("put"))
+        events.register_first("before-call.s3", hook("first"))
+        events.register("before-call.*.GetObject", hook("any"))
+        events.emit("before-call.s3.PutObject", params={})
+        events.emit("before-call.s3.GetObject")
+        events.unregister("before-call.s3", unique_id="s3")
+        events.emit("before-call.s3.HeadObject")
+        assert heard == [
+            *("put:before-call.s3.PutObject", "first:before-call.s3.PutObject"),
+            "s3:before-call.s3.PutObject",
+            *("any:before-call.s3.GetObject", "first:before-call.s3.GetObject"),
+            *("s3:before-call.s3.GetObject", "first:before-call.s3.HeadObject"),
+        ], type(events).__name__

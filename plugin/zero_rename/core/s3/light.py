@@ -20,8 +20,8 @@ set what botocore alone reads: a region, an addressing style, a CA bundle),
 no FIPS or dual-stack setting, ``request_path`` not ``botocore``. Credentials
 come from the environment where a whole static set is there (the first source
 of botocore's chain), else from botocore's chain itself. Its ``meta.events``
-emits ``before-parameter-build``, ``before-call``, ``before-send`` and
-``after-call`` as botocore's does, for whoever counts or fails requests through
+(:mod:`.events`) emits ``before-parameter-build``, ``before-call``,
+``before-send`` and ``after-call`` as botocore's does, for whoever counts or fails requests through
 them. A call it does not make itself (a bucket's lifecycle rules, the presigned
 URLs of the streamed upload listing) goes to a botocore client made on first
 need, whose events are emitted on this client's as well.
@@ -50,10 +50,10 @@ from botocore.exceptions import (
     HTTPClientError,
     NoCredentialsError,
 )
-from botocore.hooks import HierarchicalEmitter
 
 from zero_rename.core.s3.backoff import backoff
 from zero_rename.core.s3.client import StoreConfig, environment_endpoint
+from zero_rename.core.s3.events import Events
 from zero_rename.core.s3.http import (
     aws_config_file,
     child_text,
@@ -109,7 +109,7 @@ class _Meta:
     endpoint_url: str
     region_name: str
     config: _Config
-    events: HierarchicalEmitter
+    events: Events
 
 
 class _Body:
@@ -171,7 +171,7 @@ class LightClient:
                 {"mode": "standard", "total_max_attempts": config.max_attempts},
                 {"addressing_style": "path"},  # light_client_unsupported: never virtual
             ),
-            HierarchicalEmitter(),
+            Events(),
         )
 
     def light_target(self, bucket: str) -> Any:
