@@ -2,8 +2,9 @@
 
 - :class:`BotocoreCompleter` calls ``complete_multipart_upload`` on a boto3
   client, as :class:`zero_rename.core.s3.client.S3Store` does.
-- :class:`LightCompleter` builds the small request itself, signs it with
-  botocore's own ``S3SigV4Auth`` and sends it over a urllib3 connection pool
+- :class:`LightCompleter` builds the small request itself, signs it as
+  botocore's ``S3SigV4Auth`` signs (:mod:`zero_rename.core.s3.sigv4`) and sends
+  it over a urllib3 connection pool
   (:class:`zero_rename.core.s3.signing.SignedPool`). Measured by
   ``bench/fanout_probe.py`` (docs/benchmarks.md) it takes well under half the
   client CPU of a botocore call: botocore runs some twenty event handlers,
@@ -13,16 +14,17 @@
 The light path keeps what matters from botocore: the endpoint, region and
 credentials are resolved by botocore once (so ``AWS_ENDPOINT_URL``, profiles,
 instance roles and refreshing credentials work as for every other call), the
-signature is botocore's, and retries follow botocore's "standard" mode:
-connection errors, 500/502/503/504, 429 and the transient or throttling error
-codes are retried with truncated exponential backoff and full jitter, up to
-``StoreConfig.max_attempts`` attempts in all; a 200 whose body is an ``Error``
-document or unparsable is a 500, as botocore's ``_handle_200_error`` makes it
-for this operation. What it does not do is covered by falling back to the
-botocore path (see :func:`light_path_unsupported`): proxies, a CA bundle set
-in the AWS configuration rather than the environment, directory buckets.
-It sends no checksums, SSE-C or expected-bucket-owner headers: the
-committer's uploads use none (checksums are "when required").
+signature is botocore's (checked against it by the suite), and retries follow
+botocore's "standard" mode: connection errors, 500/502/503/504, 429 and the
+transient or throttling error codes are retried with truncated exponential
+backoff and full jitter, up to ``StoreConfig.max_attempts`` attempts in all; a
+200 whose body is an ``Error`` document or unparsable is a 500, as botocore's
+``_handle_200_error`` makes it for this operation. What it does not do is
+covered by falling back to the botocore path (see
+:func:`light_path_unsupported`): proxies, a CA bundle set in the AWS
+configuration rather than the environment, directory buckets. It sends no
+checksums, SSE-C or expected-bucket-owner headers: the committer's uploads use
+none (checksums are "when required").
 
 Both return an :class:`Outcome` and never raise for an S3 answer: the failure
 carries the S3 error code and the HTTP status, so the caller can tell a
@@ -267,7 +269,7 @@ class LightTarget:
 
 
 class LightCompleter:
-    """CompleteMultipartUpload signed by botocore, sent over urllib3, parsed here."""
+    """CompleteMultipartUpload signed as botocore signs it, sent over urllib3, parsed here."""
 
     def __init__(
         self, config: StoreConfig, target: LightTarget, stats: RequestStats, owner: Any = None
