@@ -16,15 +16,16 @@ botocore's standard mode retries (:func:`zero_rename.core.s3.completers.retry_sc
 It is used only where it reaches the store exactly where botocore would
 (:func:`light_client_unsupported`): an http(s) endpoint given in the
 configuration, path-style addressing, no proxy, no AWS config file (which may
-set what botocore alone reads: a region, an addressing style, a CA bundle),
-no FIPS or dual-stack setting, ``request_path`` not ``botocore``. Credentials
-come from the environment where a whole static set is there (the first source
-of botocore's chain), else from botocore's chain itself. Its ``meta.events``
+set what botocore alone reads: a region, an addressing style, a CA bundle), no
+FIPS or dual-stack setting, ``request_path`` not ``botocore``. Credentials come
+from the environment where a whole static set is there (the first source of
+botocore's chain), else from botocore's chain itself. Its ``meta.events``
 (:mod:`.events`) emits ``before-parameter-build``, ``before-call``,
-``before-send`` and ``after-call`` as botocore's does, for whoever counts or fails requests through
-them. A call it does not make itself (a bucket's lifecycle rules, the presigned
-URLs of the streamed upload listing) goes to a botocore client made on first
-need, whose events are emitted on this client's as well.
+``before-send`` and ``after-call`` as botocore's does, for whoever counts or
+fails requests through them. A call it does not make itself (a bucket's
+lifecycle rules, the presigned URLs of the streamed upload listing) goes to a
+botocore client made on first need, whose events are emitted on this client's
+as well.
 """
 
 from __future__ import annotations
