@@ -48,9 +48,13 @@ venv: $(STAMP) localstack-venv
 # common in containers), every process would compile what it imports, so there
 # they are compiled at install.
 COMPILE_BYTECODE := $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode,)
+# The venv is made without pip and uv installed into it by the host's pip (4 s
+# on two cores, against 11 s for ensurepip's pip first); a host without pip
+# (or one older than 22.3, without --python) gets the venv's own, as before.
 $(STAMP): requirements.txt constraints.txt pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet uv==$(UV_VERSION)
+	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(PY) install --quiet uv==$(UV_VERSION) 2>/dev/null || \
+		{ $(PY) -m ensurepip --upgrade >/dev/null && $(PY) -m pip install --quiet uv==$(UV_VERSION); }
 	$(UV) pip install --python $(PY) --quiet $(COMPILE_BYTECODE) -r requirements.txt -c constraints.txt
 	$(UV) pip install --python $(PY) --quiet --no-deps -e .
 	# The build leaves plugin/zero_rename.egg-info beside the sources; with
