@@ -202,6 +202,11 @@ def test_missing_or_refused_credentials_are_a_configuration_error(
             {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": "wrong-secret"},
             "refused the credentials (SignatureDoesNotMatch on ListObjectsV2",
         ),
+        (
+            "pasted with its line end",
+            {"AWS_ACCESS_KEY_ID": f"{key}\r\nX-Injected: 1", "AWS_SECRET_ACCESS_KEY": secret},
+            "access key id holds a character no request can carry",
+        ),
     ):
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
             monkeypatch.delenv(name, raising=False)
@@ -212,7 +217,7 @@ def test_missing_or_refused_credentials_are_a_configuration_error(
         assert says in ran.err and "Credentials come from boto3's standard chain" in ran.err
         assert len(ran.err.strip().splitlines()) == 1, case
         assert "Unable to locate" not in ran.err and "wrong-secret" not in ran.err
-        assert "AKIAUNKNOWNKEY000000" not in ran.err
+        assert "AKIAUNKNOWNKEY000000" not in ran.err and "X-Injected" not in ran.err
 
 
 def test_commit_finishes_a_committing_job_and_refuses_the_rest(

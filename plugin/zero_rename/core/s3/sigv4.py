@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -26,11 +27,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from zero_rename.core.s3.client import CREDENTIALS_HELP
+from zero_rename.errors import CredentialsError
+
 ALGORITHM = "AWS4-HMAC-SHA256"
 # Headers botocore leaves out of the signature: a proxy or the HTTP library may
 # change them on the way.
 _UNSIGNED = frozenset({"expect", "transfer-encoding", "user-agent", "x-amzn-trace-id"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# What a key id or a session token may hold to be sent in a header: printable
+# ASCII without spaces (base64 tokens hold '+', '/' and '=').
+_SENDABLE = re.compile(r"[\x21-\x7e]+")
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,7 @@ class Signer:
     ) -> dict[str, str]:
         """``headers`` with the signature's added: ``path`` is quoted, its query
         included; ``credentials`` frozen (access_key, secret_key, token)."""
+        _check_sendable(credentials)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
         day = stamp[:8]
         signed = {k.lower(): " ".join(str(v).split()) for k, v in headers.items()}
@@ -137,6 +145,19 @@ class Signer:
             with self._lock:
                 self._keys = {(secret, day): key}  # one day's key is all a store needs
         return key
+
+
+def _check_sendable(credentials: Any) -> None:
+    """Raises CredentialsError, naming neither value, for a key id or session
+    token no HTTP header can carry: a control character or a space (a value
+    pasted with its line end) would be refused by the HTTP library with the
+    header quoted in its message, or split the header."""
+    for what, value in (("access key id", credentials.access_key), ("token", credentials.token)):
+        if value and not _SENDABLE.fullmatch(value):
+            raise CredentialsError(
+                f"the S3 credentials' {what} holds a character no request can carry (a "
+                f"space, a line end or another control character). {CREDENTIALS_HELP}"
+            )
 
 
 def _hmac(key: bytes, text: str) -> bytes:
