@@ -9,8 +9,8 @@ never needs otherwise. :class:`Events` keeps the part of botocore's
 
 - a handler registered for ``before-call.s3`` is called for
   ``before-call.s3.PutObject`` too; the most specific handlers first, in the
-  order they were registered (``register_first`` ahead, ``register_last``
-  behind), and ``*`` matches any one part of a name;
+  order they were registered (``register_first`` ahead), and ``*`` matches any
+  one part of a name;
 - every handler gets the event's name as ``event_name`` with the arguments;
 - a ``unique_id`` registers a handler once, and unregisters it.
 """
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 Handler = Callable[..., Any]
-_FIRST, _MIDDLE, _LAST = 0, 1, 2
+_FIRST, _MIDDLE = 0, 1
 
 
 class Events:
@@ -42,11 +42,6 @@ class Events:
     ) -> None:
         self._add(event_name, handler, unique_id, _FIRST)
 
-    def register_last(
-        self, event_name: str, handler: Handler, unique_id: str | None = None
-    ) -> None:
-        self._add(event_name, handler, unique_id, _LAST)
-
     def unregister(
         self, event_name: str, handler: Handler | None = None, unique_id: str | None = None
     ) -> None:
@@ -60,15 +55,6 @@ class Events:
                     self._handlers.remove(entry)
                     return
 
-    def emit(self, event_name: str, **kwargs: Any) -> list[tuple[Handler, Any]]:
-        """Call every handler of ``event_name``; their (handler, response) pairs."""
-        return self._emit(event_name, kwargs, stop_on_response=False)
-
-    def emit_until_response(self, event_name: str, **kwargs: Any) -> tuple[Handler | None, Any]:
-        """Call handlers until one answers something other than None."""
-        responses = self._emit(event_name, kwargs, stop_on_response=True)
-        return responses[-1] if responses else (None, None)
-
     def _add(self, event_name: str, handler: Handler, unique_id: str | None, where: int) -> None:
         parts = tuple(event_name.split("."))
         with self._lock:
@@ -79,22 +65,15 @@ class Events:
             self._sequence += 1
             self._handlers.append((parts, where, self._sequence, handler, unique_id))
 
-    def _emit(
-        self, event_name: str, kwargs: dict[str, Any], stop_on_response: bool
-    ) -> list[tuple[Handler, Any]]:
+    def emit(self, event_name: str, **kwargs: Any) -> list[tuple[Handler, Any]]:
+        """Call every handler of ``event_name``; their (handler, response) pairs."""
         parts = event_name.split(".")
         with self._lock:
             matching = [e for e in self._handlers if _matches(e[0], parts)]
         # Most specific first (the longest name), then by position and order.
         matching.sort(key=lambda e: (-len(e[0]), e[1], e[2]))
         kwargs["event_name"] = event_name
-        responses: list[tuple[Handler, Any]] = []
-        for entry in matching:
-            response = entry[3](**kwargs)
-            responses.append((entry[3], response))
-            if stop_on_response and response is not None:
-                break
-        return responses
+        return [(entry[3], entry[3](**kwargs)) for entry in matching]
 
 
 def _matches(registered: tuple[str, ...], parts: list[str]) -> bool:
