@@ -23,13 +23,15 @@ PACKAGE = PLUGIN / "zero_rename"
 # layer -> the package's other layers it may import ("__init__": the package itself)
 LOWER: dict[str, tuple[str, ...]] = {
     "errors": (),
+    # The typed values' pydantic configuration (frozen, built on first use).
+    "frozen": (),
     "formatting": (),
     "embedded_s3": ("errors",),
-    "core": ("errors",),
+    "core": ("errors", "frozen"),
     # The Arrow reader, for pandas, DuckDB and Polars users.
     "read": ("core", "errors"),
     "__init__": ("read",),  # read_table and read_dataset, imported on first use
-    "spark": ("read", "core", "errors"),
+    "spark": ("read", "core", "errors", "frozen"),
     "cli": ("__init__", "read", "core", "errors", "formatting", "embedded_s3"),
     # Two orchestrator front ends side by side; neither knows the other.
     "airflow": ("spark", "read", "core", "errors", "formatting"),

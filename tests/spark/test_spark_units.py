@@ -494,6 +494,7 @@ gc.callbacks.append(
 )
 import zero_rename.spark.datasource as datasource
 import zero_rename.spark.reader
+from zero_rename.spark import worker_step
 
 datasource._import_table_format("iceberg")  # as job setup or commit with Iceberg
 assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
@@ -504,6 +505,25 @@ assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
 during = [frozen for frozen, begun in passes if begun]
 assert during and min(during) > 50_000, passes[:3]
 assert gc.isenabled()
+
+
+def subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from subclasses(sub)
+
+
+@worker_step
+def first_uses():
+    # Every model of the committer built as a step's first use of it builds it.
+    models = {m for m in subclasses(pydantic.BaseModel) if m.__module__.startswith("zero_rename")}
+    assert len(models) > 20, models
+    for model in models:
+        model.model_rebuild(force=True)
+
+
+first_uses()
+assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
 
 
 class UsersModel(pydantic.BaseModel):
@@ -541,8 +561,9 @@ def test_worker_modules_build_their_models_without_plugins_and_leave_them_to_the
     worker environment), a fresh worker importing the write's or the read's
     module, or PyIceberg for a job with Iceberg, looks up no pydantic plugin
     (about 65 ms of CPU a worker, with spark-core's jar on the path) and runs
-    no collector pass; a model built after them in the same process gets the
-    plugins installed, and the collector runs again."""
+    no collector pass, and neither does building the committer's models on
+    their first use in one of the format's steps; a model built after them in
+    the same process gets the plugins installed, and the collector runs again."""
     (tmp_path / "probe_plugin.py").write_text(PLUGIN_PROBE)
     info = tmp_path / "probe_plugin-1.0.dist-info"
     info.mkdir()

@@ -10,17 +10,28 @@ Options are listed in :mod:`zero_rename.spark.options`.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.datasource import DataSource
 
-__all__ = ["FORMAT", "WORKER_ENVIRONMENT", "register", "register_source", "worker_imports"]
+__all__ = [
+    "FORMAT",
+    "WORKER_ENVIRONMENT",
+    "register",
+    "register_source",
+    "worker_imports",
+    "worker_step",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Here, where importing it loads nothing else: Spark's lookup of installed data
 # sources imports the format's class (:mod:`.source`), which needs the name only.
@@ -36,18 +47,31 @@ WORKER_ENVIRONMENT = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
 
 
 @contextmanager
-def worker_imports() -> Iterator[None]:
-    """The format's worker modules import the committer (and build its models)
-    inside this: with :data:`WORKER_ENVIRONMENT`'s variables, where unset, and
-    without the cyclic garbage collector.
+def _worker_environment() -> Iterator[None]:
+    """:data:`WORKER_ENVIRONMENT`'s variables, where unset, for the block alone.
 
     Where the format was not registered by :func:`register` (Spark's own lookup
     of ``pyspark_zero_rename``, a Spark Connect server's workers) its workers
     run without the variables, and the first model built would look pydantic's
-    plugins up. Set only for the import, and then removed, they leave the
-    worker's environment as Spark gave it: pydantic caches no lookup while they
-    are set, so a model built later in the process (a UDF's, in a reused task
-    worker) still gets the plugins installed.
+    plugins up. Set only for the format's own code, and then removed, they
+    leave the worker's environment as Spark gave it: pydantic caches no lookup
+    while they are set, so a model built later in the process (a UDF's, in a
+    reused task worker) still gets the plugins installed.
+    """
+    added = [key for key in WORKER_ENVIRONMENT if key not in os.environ]
+    os.environ.update({key: WORKER_ENVIRONMENT[key] for key in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+@contextmanager
+def worker_imports() -> Iterator[None]:
+    """The format's worker modules import the committer inside this: with
+    :data:`WORKER_ENVIRONMENT`'s variables (:func:`_worker_environment`) and
+    without the cyclic garbage collector.
 
     The import makes some 70,000 objects that live as long as the process and
     almost no garbage (about 300 unreachable objects), yet the collector ran
@@ -57,19 +81,30 @@ def worker_imports() -> Iterator[None]:
     then frozen (:func:`gc.freeze`), so that the step's own collections do not
     walk it again; a process of the user's keeps its collector as it was.
     """
-    added = [key for key in WORKER_ENVIRONMENT if key not in os.environ]
-    os.environ.update({key: WORKER_ENVIRONMENT[key] for key in added})
     collecting = gc.isenabled()  # nested, or paused by the caller: left paused
     gc.disable()
     try:
-        yield
+        with _worker_environment():
+            yield
     finally:
         if collecting:
             if os.environ.get("SPARK_PYTHON_RUNTIME") == "PYTHON_WORKER":
                 gc.freeze()
             gc.enable()
-        for key in added:
-            os.environ.pop(key, None)
+
+
+def worker_step(method: Callable[P, R]) -> Callable[P, R]:
+    """One of the format's calls from Spark (``writer()``, ``write()``, ``commit()``,
+    ``abort()``, a read's planning), run with :data:`WORKER_ENVIRONMENT`'s variables
+    (:func:`_worker_environment`): the committer's models are built on their first
+    use (:mod:`zero_rename.frozen`), inside these calls rather than at import."""
+
+    @functools.wraps(method)
+    def step(*args: P.args, **kwargs: P.kwargs) -> R:
+        with _worker_environment():
+            return method(*args, **kwargs)
+
+    return step
 
 
 def register(spark: SparkSession) -> None:

@@ -41,7 +41,7 @@ from pyspark.sql.types import StructType
 if TYPE_CHECKING:
     import pyarrow as pa
 
-from zero_rename.spark import worker_imports
+from zero_rename.spark import worker_imports, worker_step
 
 # The committer's models built without pydantic's plugin lookup, however the
 # format was registered: this module is what every write's worker unpickles.
@@ -244,6 +244,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         return self.job.job_id
 
     # -- executors: one task attempt -----------------------------------------
+    @worker_step
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
         context = TaskContext.get()
         if context is None:
@@ -325,6 +326,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
         )
 
     # -- driver: job commit and abort ----------------------------------------
+    @worker_step
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         manifests = _manifests(messages)
         if self.config.orchestrated:
@@ -362,6 +364,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):
             self.job_id, manifests, expected, COMMIT_RETRIES, COMMIT_RETRY_SECONDS
         )
 
+    @worker_step
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         finished = sum(1 for m in messages if m is not None)
         log.warning(

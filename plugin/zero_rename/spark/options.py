@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 from pydantic import (
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     ValidationError,
     create_model,
     model_validator,
@@ -47,6 +46,7 @@ from zero_rename.core import (
     table_formats,
 )
 from zero_rename.errors import ConfigError
+from zero_rename.frozen import frozen
 from zero_rename.spark import FORMAT
 
 # Parquet codecs pyarrow writes, and the infix Spark puts in file names for
@@ -157,7 +157,7 @@ IfExists = Annotated[
 class _Options(BaseModel):
     """Options as Spark hands them over (strings, keys lower-cased), typed."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = frozen()
 
     # Options whose empty value means "not given", as it always has. None never
     # comes from Spark; from Python it means "not given" for every option.

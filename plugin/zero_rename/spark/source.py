@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter
 
-from zero_rename.spark import FORMAT
+from zero_rename.spark import FORMAT, worker_step
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -32,17 +32,20 @@ class ZeroRenameDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
+    @worker_step
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         from zero_rename.spark.datasource import new_writer
 
         return new_writer(dict(self.options), schema, overwrite)
 
+    @worker_step
     def schema(self) -> StructType:
         from zero_rename.spark.reader import infer_schema, parse_reader_options, take_snapshot
 
         config = parse_reader_options(dict(self.options))
         return infer_schema(config, take_snapshot(config))
 
+    @worker_step
     def reader(self, schema: StructType) -> ZeroRenameReader:
         from zero_rename.spark.reader import new_reader, parse_reader_options
 

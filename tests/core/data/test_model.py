@@ -115,3 +115,17 @@ def test_an_error_line_is_one_line_with_its_secrets_masked() -> None:
     )
     assert error_line("x" * 2000).endswith("...") and len(error_line("x" * 2000)) == 500
     assert error_line(ValueError()) == "ValueError"
+
+
+@pytest.mark.parametrize(
+    ("version", "deferred"),
+    [("2.6.0", False), ("2.13.4", False), ("2.14.0b1", True), ("2.14.3", True), ("3.0.0", True)],
+)
+def test_models_are_built_on_first_use_only_where_pydantic_builds_under_a_lock(
+    version: str, deferred: bool
+) -> None:
+    """Deferred, a model's first use from two threads could validate with its parent's
+    validator before pydantic 2.14 (pydantic #13419): there every model is built at import."""
+    from zero_rename.frozen import _builds_under_a_lock
+
+    assert _builds_under_a_lock(version) is deferred

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, TypeVar
 from pydantic import (
     AfterValidator,
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -29,6 +28,7 @@ from zero_rename.core.protocol.states import JobState
 from zero_rename.core.s3.profiles import StoreProfile
 from zero_rename.core.tables import registry
 from zero_rename.errors import ManifestError
+from zero_rename.frozen import frozen
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -58,7 +58,7 @@ def hostname() -> str:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = frozen(populate_by_name=True)
 
 
 class Part(_Frozen):

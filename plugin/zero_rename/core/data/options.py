@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from zero_rename.core.data.layout import check_key_text
 from zero_rename.core.tables import registry
 from zero_rename.errors import ConfigError
+from zero_rename.frozen import frozen
 
 MIB = 1024 * 1024
 # S3: every part but the last must be at least 5 MiB, and at most 5 GiB.
@@ -44,7 +45,7 @@ else:
 class _CoreOptions(BaseModel):
     """The job options of the protocol itself."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = frozen()
 
     committer: CommitterMode = "magic"
     conflict_mode: ConflictMode = "fail"
@@ -91,7 +92,7 @@ class JobOptions(_FormatOptions, _CoreOptions):
     """Options fixed at job setup and stored in the job record: the protocol's own,
     then each table format's (``iceberg_catalog``...)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = frozen()
 
 
 def parse_options(options: Mapping[str, Any] | None = None, **overrides: Any) -> JobOptions:

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from zero_rename.core.data.layout import Destination
 from zero_rename.core.data.model import JobRecord, Timestamp, dump, hostname, load, utcnow
@@ -46,6 +46,7 @@ from zero_rename.errors import (
     ManifestError,
     PartitionClaimConflict,
 )
+from zero_rename.frozen import frozen
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ WAIT_POLL_SECONDS = 2.0
 
 
 class Claim(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = frozen()
 
     job_id: str
     conflict_mode: ConflictMode
@@ -71,7 +72,7 @@ class Claim(BaseModel):
 class ClaimTable(BaseModel):
     """The claims held at one destination."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = frozen()
 
     kind: Literal["zero-rename/claims"] = "zero-rename/claims"
     version: Literal[1] = 1

@@ -26,12 +26,13 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from zero_rename.core.s3.client import S3Store
 from zero_rename.core.s3.profiles import AUTO, StoreProfile
 from zero_rename.core.s3.redact import shown_url
 from zero_rename.errors import PreconditionFailed, StoreError
+from zero_rename.frozen import frozen
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class RecordSite(Protocol):
 class StoreIdentity(BaseModel):
     """Which store answered: what a record must match to be this store's."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = frozen()
 
     endpoint: str = Field(max_length=1000)
     region: str = Field(max_length=100)
@@ -75,7 +76,7 @@ class StoreIdentity(BaseModel):
 class ProfileRecord(BaseModel):
     """The record's content, as written and as validated on reading."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = frozen()
 
     kind: str
     version: int

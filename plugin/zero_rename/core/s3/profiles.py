@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializationInfo, model_serializer
+from pydantic import BaseModel, SerializationInfo, model_serializer
 
 from zero_rename.errors import ConfigError, StoreCapabilityError
+from zero_rename.frozen import frozen
 
 IfMatchMissing = Literal["404", "412", "ignored", "unknown"]
 Recomplete = Literal["same-etag", "no-such-upload", "error", "unknown"]
@@ -55,7 +56,7 @@ class StoreProfile(BaseModel):
     profile needs to say so.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = frozen()
 
     name: str
     conditional_create: bool = True
