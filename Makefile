@@ -51,11 +51,16 @@ COMPILE_BYTECODE := $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode,)
 # The venv is made without pip and uv installed into it by the host's pip (4 s
 # on two cores, against 11 s for ensurepip's pip first); a host without pip
 # (or one older than 22.3, without --python) gets the venv's own, as before.
+# PySpark is published as source only, so uv builds its wheel on every fresh
+# install, and a wheel is a zip: deflating its 400 MB of jars, compressed
+# already, took 33 s of a fresh clone's setup against 12 s stored as they are.
+PYSPARK_BUILD := --config-settings-package "pyspark:--build-option=--compression=stored"
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
 	$(PYTHON) -m pip --python $(PY) install --quiet uv==$(UV_VERSION) 2>/dev/null || \
 		{ $(PY) -m ensurepip --upgrade >/dev/null && $(PY) -m pip install --quiet uv==$(UV_VERSION); }
-	$(UV) pip install --python $(PY) --quiet $(COMPILE_BYTECODE) -r requirements.txt -c constraints.txt
+	$(UV) pip install --python $(PY) --quiet $(COMPILE_BYTECODE) $(PYSPARK_BUILD) \
+		-r requirements.txt -c constraints.txt
 	$(UV) pip install --python $(PY) --quiet --no-deps -e .
 	# The build leaves plugin/zero_rename.egg-info beside the sources; with
 	# plugin/ on sys.path Airflow would see the distribution twice.
@@ -92,7 +97,7 @@ peers-venv: $(PEERS_STAMP)
 
 $(PEERS_STAMP): requirements-peers.txt constraints-peers.txt pyproject.toml $(STAMP)
 	test -x $(PEERS_VENV)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(PEERS_VENV)
-	$(UV) pip install --python $(PEERS_VENV)/bin/python --quiet --compile-bytecode \
+	$(UV) pip install --python $(PEERS_VENV)/bin/python --quiet --compile-bytecode $(PYSPARK_BUILD) \
 		-r requirements-peers.txt -c constraints-peers.txt
 	$(UV) pip install --python $(PEERS_VENV)/bin/python --quiet --no-deps -e .
 	rm -rf plugin/*.egg-info
