@@ -297,6 +297,7 @@ def s3_server() -> Iterator[EmbeddedS3]:
         saved = {k: os.environ.get(k) for k in server.environment()}
         os.environ.update(server.environment())
         yield server
+        buckets.finish_emptying()  # before the server stops under it
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
