@@ -128,7 +128,7 @@ lint: $(STAMP)
 
 # Java and Chromium are installed when missing and possible (see the script);
 # tests needing what could not be installed are skipped, saying why. The lint
-# of `make lint`, with mypy (20 s of one core on a fresh clone) beside the
+# of `make lint`, with mypy (about 30 s of one core on a fresh clone) beside the
 # tests, which seldom keep every core busy: its report follows theirs, and
 # either failing fails the target.
 test: $(STAMP)
