@@ -8,8 +8,8 @@ is named as wrong rather than read in part.
 Its validator is built when the model is first used, not when its module is
 imported (pydantic's ``defer_build``). Each of a Spark write's driver-side
 steps runs in a fresh Python worker that imports the whole committer but
-validates a handful of its models: building all of them at import was some
-60 ms of CPU in each worker, twice on every write's critical path
+validates a handful of its models: building all of them at import cost such a
+worker 10 to 35 ms of CPU, twice on every write's critical path
 (docs/benchmarks.md). Deferred, a model's first use from two threads at once
 is safe only from pydantic 2.14, which builds under a lock; before it, a
 second thread could validate with the parent model's validator (pydantic
