@@ -4,7 +4,7 @@
   client, as :class:`zero_rename.core.s3.client.S3Store` does.
 - :class:`LightCompleter` builds the small request itself, signs it as
   botocore's ``S3SigV4Auth`` signs (:mod:`zero_rename.core.s3.sigv4`) and sends
-  it over a urllib3 connection pool
+  it over a connection pool of its own
   (:class:`zero_rename.core.s3.signing.SignedPool`). Measured by
   ``bench/fanout_probe.py`` (docs/benchmarks.md) it takes well under half the
   client CPU of a botocore call: botocore runs some twenty event handlers,
@@ -50,13 +50,13 @@ from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import escape
 
-import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from zero_rename.core.s3.client import StoreConfig, make_client, translate
 from zero_rename.core.s3.http import child_text, direct_unsupported, local_name, parse_xml
 from zero_rename.core.s3.signing import SignedPool
 from zero_rename.core.s3.stats import RequestStats
+from zero_rename.core.s3.transport import TransportError
 from zero_rename.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -269,7 +269,8 @@ class LightTarget:
 
 
 class LightCompleter:
-    """CompleteMultipartUpload signed as botocore signs it, sent over urllib3, parsed here."""
+    """CompleteMultipartUpload signed as botocore signs it, sent over a pool of its own,
+    parsed here."""
 
     def __init__(
         self, config: StoreConfig, target: LightTarget, stats: RequestStats, owner: Any = None
@@ -315,7 +316,7 @@ class LightCompleter:
             response = self.requests.send("POST", path, body)
         except BotoCoreError as exc:  # credentials that could not be refreshed
             return Outcome(None, CompleteFailure("", 0, str(translate(exc, OPERATION, path)))), None
-        except urllib3.exceptions.HTTPError as exc:  # no answer, or half of one
+        except TransportError as exc:  # no answer, or half of one
             return Outcome(
                 None, CompleteFailure("", 0, f"{type(exc).__name__}: {exc}")
             ), _TRANSIENT_SCALE

@@ -1,11 +1,11 @@
-"""Requests the core sends beside botocore, over urllib3, the way botocore would.
+"""Requests the core sends beside botocore, over its own connections, the way botocore would.
 
 Two paths send their own requests: signed ones over a pool of their own
 (:mod:`zero_rename.core.s3.signing`, for the light client and the light
 CompleteMultipartUpload path)
 and the streamed upload listing (:mod:`zero_rename.core.s3.listing`). Both must
 reach the store exactly where and how botocore does; where the configuration
-says something urllib3 alone would not honour, they step aside and botocore
+says something these connections alone would not honour, they step aside and botocore
 sends.
 """
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 import urllib.parse
 import xml.etree.ElementTree as ET
-from typing import Any
 
 
 def direct_unsupported(url: str) -> str | None:
-    """Why a request to ``url`` sent over urllib3 could go elsewhere than botocore's,
-    or None. A proxy counts only where botocore would use one for ``url``: one set
-    for its scheme, its host not excepted by ``NO_PROXY`` (which alone, as many
-    company environments set it, configures no proxy at all)."""
+    """Why a request to ``url`` sent over the core's own connections could go
+    elsewhere than botocore's, or None. A proxy counts only where botocore would
+    use one for ``url``: one set for its scheme, its host not excepted by
+    ``NO_PROXY`` (which alone, as many company environments set it, configures
+    no proxy at all)."""
     scheme = urllib.parse.urlsplit(url).scheme
     if _environment_proxies(url).get(scheme):
         return f"an {scheme.upper()} proxy is configured for {urllib.parse.urlsplit(url).hostname}"
@@ -57,17 +57,14 @@ def aws_config_file() -> str | None:
     return path if os.path.isfile(path) else None
 
 
-def tls_options(scheme: str) -> dict[str, Any]:
-    """urllib3 pool options that verify as botocore does."""
+def ca_file(scheme: str) -> str | None:
+    """The CA bundle an https request is verified against, as botocore verifies
+    it: ``AWS_CA_BUNDLE``, else botocore's copy of certifi's; None for http."""
     if scheme != "https":
-        return {}
-    # The bundle botocore verifies against: AWS_CA_BUNDLE, else its certifi copy.
+        return None
     from botocore.httpsession import get_cert_path
 
-    return {
-        "cert_reqs": "CERT_REQUIRED",
-        "ca_certs": os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True),
-    }
+    return os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True)
 
 
 def parse_xml(data: bytes) -> ET.Element | None:

@@ -1,4 +1,4 @@
-"""A light S3 client: the store's calls signed as botocore signs them, over urllib3.
+"""A light S3 client: the store's calls signed as botocore signs them, over connections of its own.
 
 Every step makes a store, and a botocore client costs a fresh process its S3
 model and its session and client machinery (some tens of milliseconds of CPU,
@@ -10,7 +10,7 @@ makes with the same arguments and the same shapes botocore would (a dict per
 answer, ``ClientError`` for an S3 error, ``BotoCoreError`` for no answer), so
 the store layer and everything above it runs unchanged; the requests are
 signed as botocore's ``S3SigV4Auth`` signs them (:mod:`.sigv4`) and sent over
-urllib3 (:class:`~zero_rename.core.s3.signing.SignedPool`), retried as
+a pool of its own (:class:`~zero_rename.core.s3.signing.SignedPool`), retried as
 botocore's standard mode retries (:func:`zero_rename.core.s3.completers.retry_scale`).
 
 It is used only where it reaches the store exactly where botocore would
@@ -44,7 +44,6 @@ from typing import Any
 from urllib.parse import quote, unquote_plus, urlencode, urlsplit
 from xml.sax.saxutils import escape
 
-import urllib3
 from botocore.exceptions import (
     ClientError,
     EndpointConnectionError,
@@ -62,6 +61,7 @@ from zero_rename.core.s3.http import (
     local_name,
     parse_xml,
 )
+from zero_rename.core.s3.transport import NotConnected, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -396,9 +396,9 @@ class LightClient:
     ) -> tuple[int, dict[str, str], bytes, Exception | None]:
         try:
             answer = self.requests.send(request.method, path, request.body, request.headers)
-        except urllib3.exceptions.NewConnectionError as exc:
+        except NotConnected as exc:
             return 0, {}, b"", EndpointConnectionError(endpoint_url=self.origin, error=exc)
-        except urllib3.exceptions.HTTPError as exc:  # no answer, or half of one
+        except TransportError as exc:  # no answer, or half of one
             return 0, {}, b"", HTTPClientError(error=exc)
         headers = {k.lower(): v for k, v in answer.headers.items()}
         return answer.status, headers, answer.data or b"", None

@@ -8,9 +8,9 @@ page of 1,000 a minute, some 16 hours for one listing. It caps an answer at
 asked for up to :data:`ANSWER_UPLOADS`, a million pending uploads come from
 one scan. botocore would read such an answer whole and parse it into a dict
 per upload (gigabytes at a million), so here the request is presigned by the
-store's own client (its credentials, endpoint and addressing), sent over
-urllib3, and the answer parsed as it arrives, an upload at a time, in
-constant memory.
+store's own client (its credentials, endpoint and addressing), sent over a
+connection of its own (:mod:`.transport`), and the answer parsed as it
+arrives, an upload at a time, in constant memory.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import urllib3
-
 from zero_rename.core.s3.backoff import backoff
-from zero_rename.core.s3.http import child_text, direct_unsupported, local_name, tls_options
+from zero_rename.core.s3.http import ca_file, child_text, direct_unsupported, local_name
 from zero_rename.core.s3.stats import RequestStats
+from zero_rename.core.s3.transport import ConnectionPool, TransportError
 from zero_rename.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -149,7 +148,7 @@ def _fetch(
             stats.record(OPERATION, time.perf_counter_ns() - start, retries=attempt - 1)
             log.debug("listed %d pending upload(s) under %s in one answer", count, where)
             return
-        except (urllib3.exceptions.HTTPError, ET.ParseError, _Transient) as exc:
+        except (TransportError, ET.ParseError, _Transient) as exc:
             # No answer, half of one (a cut body does not parse), or a 5xx.
             if attempt == limits.attempts:
                 stats.record(
@@ -169,27 +168,17 @@ class _Transient(Exception):
 def _read(url: str, limits: Timeouts, answer: _Answer) -> Iterator[Listed]:
     parts = urlsplit(url)
     origin = f"{parts.scheme}://{parts.netloc}"
-    with urllib3.connection_from_url(
+    pool = ConnectionPool(
         origin,
         maxsize=1,
-        retries=False,
-        timeout=urllib3.Timeout(connect=limits.connect, read=limits.read),
-        **tls_options(parts.scheme),
-    ) as pool:
-        response = pool.urlopen(
-            "GET",
-            url[len(origin) :],
-            preload_content=False,
-            retries=False,
-            redirect=False,
-            assert_same_host=False,
-        )
-        try:
-            if response.status != 200:
-                _refuse(response, url)
-            yield from _parse(response.stream(_CHUNK), answer)
-        finally:
-            response.release_conn()
+        connect_timeout=limits.connect,
+        read_timeout=limits.read,
+        ca_file=ca_file(parts.scheme),
+    )
+    with pool.stream("GET", url[len(origin) :], chunk=_CHUNK) as response:
+        if response.status != 200:
+            _refuse(response, url)
+        yield from _parse(response.chunks(), answer)
 
 
 def _refuse(response: Any, url: str) -> None:

@@ -1,4 +1,4 @@
-"""S3 requests signed as botocore signs them, sent over a urllib3 connection pool.
+"""S3 requests signed as botocore signs them, sent over a pool of connections of our own.
 
 For requests whose client CPU matters (every request of the light client,
 :mod:`zero_rename.core.s3.light`, and job commit's completes,
@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-import urllib3
 from botocore.exceptions import NoCredentialsError
 
 from zero_rename.core.s3.client import StoreConfig, botocore_session
-from zero_rename.core.s3.http import tls_options
+from zero_rename.core.s3.http import ca_file
 from zero_rename.core.s3.sigv4 import Signer, environment_credentials, signed_host
+from zero_rename.core.s3.transport import ConnectionPool, Response
 
 
 class SignedPool:
@@ -45,13 +45,12 @@ class SignedPool:
         )
         self.origin, self.region = origin, region
         self.signer = Signer(signed_host(origin), region)
-        self.pool = urllib3.connection_from_url(
+        self.pool = ConnectionPool(
             origin,
             maxsize=config.max_pool_connections,
-            block=True,
-            retries=False,
-            timeout=urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout),
-            **tls_options(urlsplit(origin).scheme),
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+            ca_file=ca_file(urlsplit(origin).scheme),
         )
 
     @property
@@ -67,12 +66,13 @@ class SignedPool:
 
     def send(
         self, method: str, path: str, body: bytes = b"", headers: Mapping[str, str] | None = None
-    ) -> urllib3.BaseHTTPResponse:
+    ) -> Response:
         """Sign and send one request for ``path`` (quoted, query included).
 
         Raises botocore's ``BotoCoreError`` when there are no credentials to sign
-        with (refreshing ones that could not be refreshed), and urllib3's
-        ``HTTPError`` when no whole answer came: only the second is worth a retry.
+        with (refreshing ones that could not be refreshed), and a
+        :class:`~zero_rename.core.s3.transport.TransportError` when no whole answer
+        came: only the second is worth a retry.
         """
         # Signed afresh each attempt, as botocore does: X-Amz-Date moves on. A
         # frozen copy of the credentials per signature, as botocore's
@@ -80,16 +80,7 @@ class SignedPool:
         # refresh cannot fall between reading the key and the secret.
         frozen = self.credentials.get_frozen_credentials()
         signed = self.signer.headers(frozen, method, path, headers or {}, body)
-        response: urllib3.BaseHTTPResponse = self.pool.urlopen(
-            method,
-            path,
-            body=body,
-            headers=signed,
-            retries=False,
-            redirect=False,
-            assert_same_host=False,
-        )
-        return response
+        return self.pool.request(method, path, body, signed)
 
     def close(self) -> None:
         self.pool.close()
