@@ -15,7 +15,7 @@ Methods:
 - ``botocore-1``: the same through :func:`zero_rename.core.s3.fanout.complete_uploads`
   in-process, to show what the module itself adds;
 - ``procs-K``: K worker processes, boto3 in each, 64 threads shared among them;
-- ``light-1``: one process, the light request path (botocore's signer over urllib3);
+- ``light-1``: one process, the light request path (its own signer over its own connections);
 - ``light-procs-K``: both.
 
 After each run every upload must be complete: the method reported an ETag for

@@ -1119,7 +1119,7 @@ def daily_gap(results: Sequence[Result]) -> str:
         f"driver-side workers started in {phase(source, 'setup_worker'):.2f} s and "
         f"{phase(source, 'commit_worker'):.2f} s. The format's workers took {workers:.2f} s "
         "longer to start than those, between them: they import the committer, its "
-        "signer and HTTP client (botocore's base, urllib3) and the commit data's models "
+        "signer and HTTP client (botocore's base, http.client) and the commit data's models "
         "(pydantic), which a data source that sends no request does not. Job setup and job "
         f"commit took {phase(ours, 'setup'):.2f} s and {phase(ours, 'commit'):.2f} s "
         f"({steps:.2f} s): the store's client made in each (the light client where it "

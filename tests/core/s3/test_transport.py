@@ -104,3 +104,18 @@ def test_no_connection_is_not_connected_the_request_never_sent() -> None:
     # The slot came back: a second try fails the same way rather than waiting.
     with pytest.raises(NotConnected):
         pool.request("GET", "/k")
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "port"),
+    [
+        ("http://[::1]", "::1", 80),
+        ("https://[::1]:9443", "::1", 9443),
+        ("https://s3.example.com", "s3.example.com", 443),
+    ],
+)
+def test_each_origin_is_reached_on_its_port(origin: str, host: str, port: int) -> None:
+    """An IPv6 origin without a port is reached on the scheme's, not on a port read
+    from the end of its address."""
+    connection = ConnectionPool(origin, maxsize=1, connect_timeout=1, read_timeout=1)._new()
+    assert (connection.host, connection.port) == (host, port)

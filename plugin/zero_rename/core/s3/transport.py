@@ -76,7 +76,10 @@ class ConnectionPool:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) origin: {origin!r}")
         self.origin = origin
-        self._host, self._port = parts.hostname, parts.port
+        # The port always given: http.client would read the end of an IPv6
+        # address without one ("[::1]") as its port.
+        default = 443 if parts.scheme == "https" else 80
+        self._host, self._port = parts.hostname, parts.port or default
         self._context = (
             ssl.create_default_context(cafile=ca_file) if parts.scheme == "https" else None
         )
