@@ -49,6 +49,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
     HTTPClientError,
     NoCredentialsError,
+    SSLError,
 )
 
 from zero_rename.core.s3.backoff import backoff
@@ -61,7 +62,7 @@ from zero_rename.core.s3.http import (
     local_name,
     parse_xml,
 )
-from zero_rename.core.s3.transport import NotConnected, TransportError
+from zero_rename.core.s3.transport import NotConnected, TlsRefused, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -396,6 +397,8 @@ class LightClient:
     ) -> tuple[int, dict[str, str], bytes, Exception | None]:
         try:
             answer = self.requests.send(request.method, path, request.body, request.headers)
+        except TlsRefused as exc:  # named as botocore names it: the cause, not "unreachable"
+            return 0, {}, b"", SSLError(endpoint_url=self.origin, error=exc)
         except NotConnected as exc:
             return 0, {}, b"", EndpointConnectionError(endpoint_url=self.origin, error=exc)
         except TransportError as exc:  # no answer, or half of one

@@ -16,7 +16,8 @@ critical path.
 A failure says which of two things happened, because a caller must tell them
 apart (the protocol's "failed, safe to retry" against "outcome unknown"):
 
-- :class:`NotConnected`: no connection could be made, so nothing was sent;
+- :class:`NotConnected`: no connection could be made, so nothing was sent
+  (:class:`TlsRefused`: the store's certificate was not trusted);
 - :class:`NoAnswer`: the request may have reached the store, and no whole
   answer came back (a reset, a timeout, a cut body).
 """
@@ -32,7 +33,14 @@ from dataclasses import dataclass
 from email.message import Message
 from urllib.parse import urlsplit
 
-__all__ = ["ConnectionPool", "NoAnswer", "NotConnected", "Response", "TransportError"]
+__all__ = [
+    "ConnectionPool",
+    "NoAnswer",
+    "NotConnected",
+    "Response",
+    "TlsRefused",
+    "TransportError",
+]
 
 # Methods whose empty body is sent without a Content-Length, as botocore sends them.
 _NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
@@ -48,6 +56,11 @@ class NoAnswer(TransportError):
 
 class NotConnected(TransportError):
     """No connection to the store could be made: the request was not sent."""
+
+
+class TlsRefused(NotConnected):
+    """The TLS handshake failed: most often a certificate nothing in the CA bundle
+    vouches for. The request was not sent."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +175,8 @@ class ConnectionPool:
                 connection.connect()  # TCP and TLS, within the connect timeout
             except OSError as exc:
                 connection.close()
-                raise NotConnected(f"{type(exc).__name__}: {exc}") from exc
+                refused = TlsRefused if isinstance(exc, ssl.SSLError) else NotConnected
+                raise refused(f"{type(exc).__name__}: {exc}") from exc
             if connection.sock is not None:  # what connect() made
                 connection.sock.settimeout(self._read_timeout)
         payload = None if not body and method in _NO_BODY else body
