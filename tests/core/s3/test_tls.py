@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.whole_job import assert_committed_once, run_job
+from zero_rename.core.committer import Committer
 from zero_rename.core.s3.client import S3Store, StoreConfig
 from zero_rename.core.s3.light import LightClient
 from zero_rename.embedded_s3 import EmbeddedS3
@@ -116,6 +118,9 @@ def test_a_store_behind_tls_is_verified_against_the_ca_bundle(
     for key, upload_id in uploads.items():
         store.abort_upload(bucket, key, upload_id)
     assert list(store.list_uploads(bucket, "tls/up/")) == []
+    # A whole job through it: job setup, the tasks' uploads, the completes, _SUCCESS.
+    committer = Committer(f"s3://{bucket}/table", StoreConfig(endpoint_url=front.endpoint_url))
+    assert_committed_once(committer, run_job(committer))
 
 
 def test_a_certificate_nothing_vouches_for_fails_the_request(
