@@ -53,7 +53,6 @@ import http.client
 import io
 import logging
 import random
-import select
 import socket
 import struct
 import sys
@@ -72,6 +71,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest, HTTPHeaders
 from botocore.credentials import Credentials
 
+from zero_rename.core.s3.transport import dropped
 from zero_rename.embedded_s3 import StartStop
 
 log = logging.getLogger(__name__)
@@ -646,7 +646,7 @@ class _Upstream:
 
     def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
         """The open connection and True, or a new one and False."""
-        if self._conn is not None and not _dropped(self._conn):
+        if self._conn is not None and not dropped(self._conn):
             return self._conn, True
         self.close()
         self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
@@ -670,18 +670,6 @@ class _Upstream:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-
-
-def _dropped(conn: http.client.HTTPConnection) -> bool:
-    """True if an idle connection has been closed by the server (readable means EOF)."""
-    sock = conn.sock
-    if sock is None:
-        return True
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
 
 
 # -- the client side ---------------------------------------------------------------

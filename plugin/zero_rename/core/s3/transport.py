@@ -40,6 +40,7 @@ __all__ = [
     "Response",
     "TlsRefused",
     "TransportError",
+    "dropped",
 ]
 
 # Methods whose empty body is sent without a Content-Length, as botocore sends them.
@@ -151,7 +152,7 @@ class ConnectionPool:
                 connection = self._idle.pop() if self._idle else None
             if connection is None:
                 return self._new()
-            if not _dropped(connection):
+            if not dropped(connection):
                 return connection
             connection.close()
 
@@ -257,7 +258,7 @@ class _Streamed:
         self._pool._slots.release()
 
 
-def _dropped(connection: http.client.HTTPConnection) -> bool:
+def dropped(connection: http.client.HTTPConnection) -> bool:
     """Whether an idle connection can no longer carry a request: closed here, or
     readable, which at rest means the store closed it (or sent what no request
     asked for)."""
