@@ -14,11 +14,10 @@ chain (the same ones the committer uses).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -31,6 +30,11 @@ from zero_rename.core import (
     environment_endpoint,
 )
 from zero_rename.errors import ConfigError
+
+# pyarrow.dataset is imported where a dataset is made: its import loads pandas
+# too, about 0.8 s of CPU, and Spark's read workers take only ``filesystem``.
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +108,8 @@ def _changed(state: TableSnapshot, dest: str, config: StoreConfig, as_of_job: st
 def dataset_of(
     state: TableSnapshot, config: StoreConfig, schema: pa.Schema | None = None
 ) -> ds.Dataset:
+    import pyarrow.dataset as ds
+
     destination = Destination.parse(state.destination)
     base = f"{destination.bucket}/{destination.dir}".rstrip("/")
     paths = [f"{destination.bucket}/{f.key}" for f in state.files]
@@ -157,6 +163,8 @@ def filesystem(config: StoreConfig) -> pafs.S3FileSystem:
 
 
 def _expression(filters: Filters) -> Any:
+    import pyarrow.dataset as ds
+
     if filters is None or isinstance(filters, ds.Expression):
         return filters
     return pq.filters_to_expression(filters)
