@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import uuid
+from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -17,7 +19,7 @@ from zero_rename.core.committer import Committer
 from zero_rename.core.data.model import JobRecord
 from zero_rename.core.s3.client import StoreConfig
 from zero_rename.errors import ManifestError
-from zero_rename.read import read_dataset, read_table
+from zero_rename.read import filesystem, read_dataset, read_table
 
 pytestmark = pytest.mark.s3
 
@@ -185,3 +187,35 @@ def test_a_record_is_the_job_its_key_names_for_every_reader(
             (copied, f"a job record naming job {job.job_id}"),
         ]
     )
+
+
+@pytest.mark.unit
+def test_arrows_client_takes_credentials_and_region_as_botocore_resolves_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """From the environment where it holds a whole static set and no AWS config
+    file can name a region; from botocore's session otherwise."""
+    for name in ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_CREDENTIAL_EXPIRATION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDENV")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-north-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", f"{tmp_path}/none")
+    config = StoreConfig(endpoint_url="http://127.0.0.1:9")
+
+    def options(store: StoreConfig) -> dict[str, object]:
+        (given,) = filesystem(store).__reduce__()[1]
+        return {k: given[k] for k in ("access_key", "region", "anonymous")}
+
+    assert options(config) == {"access_key": "AKIDENV", "region": "eu-north-1", "anonymous": False}
+    assert options(replace(config, region="ap-south-1"))["region"] == "ap-south-1"
+    # A config file may name the region: botocore's session reads it.
+    (tmp_path / "config").write_text("[default]\nregion = sa-east-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", f"{tmp_path}/config")
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    assert options(config)["region"] == "sa-east-1"
+    # No credentials anywhere: anonymous, as before.
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", f"{tmp_path}/none")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    assert options(config)["anonymous"] is True
