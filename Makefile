@@ -64,7 +64,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(UV) pip install --python $(PY) --quiet --no-deps -e .
 	# The build leaves plugin/zero_rename.egg-info beside the sources; with
 	# plugin/ on sys.path Airflow would see the distribution twice.
-	rm -rf plugin/*.egg-info
+	rm -rf plugin/*.egg-info $(COLLECTED)
 	touch $(STAMP)
 
 localstack-venv: $(STAMP)
@@ -131,12 +131,22 @@ lint: $(STAMP)
 # of `make lint`, with mypy (about 30 s of one core on a fresh clone) beside the
 # tests, which seldom keep every core busy: its report follows theirs, and
 # either failing fails the target.
+# Every pytest-xdist worker imports what the whole suite's modules import (3,800
+# modules): on a fresh clone, with no bytecode yet, three workers compiled the
+# same modules side by side, 66 s of CPU against 23 s for one collection first
+# (beside mypy) and 24 s for the workers after it; the suite started with mypy
+# done 19 s sooner. Once after each install, and only where bytecode is written.
+COLLECTED := $(VENV)/.collected
+PRECOLLECT := $(if $(PYTHONDONTWRITEBYTECODE),,$(if $(filter 0,$(TEST_WORKERS)),,\
+	test -e $(COLLECTED) || { $(PY) -m pytest --collect-only -q -p no:cacheprovider \
+	--s3-backends $(S3_BACKENDS) >/dev/null 2>&1; touch $(COLLECTED); };))
 test: $(STAMP)
 	$(RUFF_CHECK)
 	$(RUFF_FORMAT_CHECK)
 	deploy/system-deps.sh
 	@report=$$(mktemp); \
 	$(MYPY) >"$$report" 2>&1 & mypy=$$!; \
+	$(PRECOLLECT) \
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup \
 		--s3-backends $(S3_BACKENDS) $(PYTEST_ARGS); \
 	status=$$?; \
