@@ -330,6 +330,25 @@ def botocore_session() -> Any:
     return session
 
 
+def credentials_and_region(config: StoreConfig) -> tuple[Any, str]:
+    """Frozen credentials (None where there are none) and the region for
+    ``config``, as botocore resolves them. A whole static set in the environment,
+    the first source of botocore's chain, with no AWS config file that could name
+    a region, spares the process botocore's session: about 0.2 s of CPU in a
+    fresh one, such as each worker of a Spark read."""
+    # Imported here: both modules import this one.
+    from zero_rename.core.s3.http import aws_config_file
+    from zero_rename.core.s3.sigv4 import environment_credentials
+
+    credentials = environment_credentials()
+    if credentials is not None and aws_config_file() is None:
+        return credentials, config.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    session = botocore_session()
+    found = session.get_credentials()
+    frozen = found.get_frozen_credentials() if found is not None else None
+    return frozen, config.region or session.get_config_variable("region") or "us-east-1"
+
+
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
