@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import commit_bench, commit_report, latency_bench, page
+from bench import commit_bench, commit_report, latency_bench, page, worker_imports
 from bench.commit_bench import METHODS, command_line, parse_args, run_benchmark
 from bench.commit_results import TABLE_METHODS, BenchConfig, Run, summarize
 from tests.s3proxy import proxy_for
@@ -258,3 +258,12 @@ def test_latency_bench_commits_behind_the_delay_and_counts_rounds(
     [row] = latency_bench.summarize(timed)
     body = latency_bench.section([row], 0.005, "python -m bench.latency_bench", (1.0, 1.0), "x")
     assert body.startswith(latency_bench.HEADER + "\n") and "| 10 | 1 |" in body
+
+
+@pytest.mark.extended
+def test_the_worker_import_benchmark_times_each_case_in_a_fresh_interpreter() -> None:
+    tree = Path(__file__).resolve().parents[1]
+    seconds = worker_imports.measure({"this tree": tree}, rounds=1)
+    assert sorted(seconds) == [("read", "this tree"), ("task", "this tree")]
+    assert all(len(v) == 1 and 0 < v[0] < 60 for v in seconds.values())
+    assert "| task | this tree |" in worker_imports.table(seconds)
