@@ -73,7 +73,8 @@ def split_by_partition(
         pa.table(dict(zip(names, codes, strict=True))), sort_keys=[(n, "ascending") for n in names]
     )
     last = batch.num_rows - 1
-    changed = [pc.not_equal(c.take(order).slice(1), c.take(order).slice(0, last)) for c in codes]
+    ordered = [c.take(order) for c in codes]
+    changed = [pc.not_equal(c.slice(1), c.slice(0, last)) for c in ordered]
     ends = [i + 1 for i in pc.indices_nonzero(functools.reduce(pc.or_, changed)).to_pylist()]
     for start, end in itertools.pairwise([0, *ends, batch.num_rows]):
         rows = order.slice(start, end - start)
