@@ -140,13 +140,17 @@ COLLECTED := $(VENV)/.collected
 PRECOLLECT := $(if $(PYTHONDONTWRITEBYTECODE),,$(if $(filter 0,$(TEST_WORKERS)),,\
 	test -e $(COLLECTED) || { $(PY) -m pytest --collect-only -q -p no:cacheprovider \
 	--s3-backends $(S3_BACKENDS) >/dev/null 2>&1; touch $(COLLECTED); };))
+# The system check runs beside mypy and that collection too: on a machine without
+# Java and Chromium its apt-get took some 20 s before anything else started.
 test: $(STAMP)
 	$(RUFF_CHECK)
 	$(RUFF_FORMAT_CHECK)
-	deploy/system-deps.sh
-	@report=$$(mktemp); \
+	@report=$$(mktemp); deps=$$(mktemp); \
+	deploy/system-deps.sh >"$$deps" 2>&1 & system=$$!; \
 	$(MYPY) >"$$report" 2>&1 & mypy=$$!; \
 	$(PRECOLLECT) \
+	wait $$system; checked=$$?; cat "$$deps"; rm -f "$$deps"; \
+	if [ $$checked -ne 0 ]; then kill $$mypy 2>/dev/null; rm -f "$$report"; exit $$checked; fi; \
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup \
 		--s3-backends $(S3_BACKENDS) $(PYTEST_ARGS); \
 	status=$$?; \
